@@ -1,0 +1,82 @@
+// Command geloattack measures how much privacy GELO obfuscation gives: it generates obfuscated
+// batches from a store of hidden states, trains learned attacks, runs training-free baselines and
+// reports how far each gets above chance.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"sort"
+	"syscall"
+)
+
+// command is one subcommand: its one-line summary and the function that parses its own flags.
+type command struct {
+	summary string
+	run     func(ctx context.Context, args []string) error
+}
+
+func commands() map[string]command {
+	return map[string]command{
+		"train":    {"train a learned attack (default: configs/quickstart.yaml on the embedded synthetic store)", runTrain},
+		"eval":     {"evaluate a run directory or checkpoint: metrics with chance levels", runEval},
+		"store":    {"stores of hidden states: synth | import | info | validate | extract", runStore},
+		"baseline": {"training-free attacks: rowspace | fastica | jade | fobi | jd | anchor", runBaseline},
+		"bench":    {"throughput benchmarks: data generation and training steps", runBench},
+		"sweep":    {"run a grid of training runs over shield settings", runSweep},
+		"report":   {"merge a sweep's cells into tables and plots", runReport},
+	}
+}
+
+func usage() {
+	fmt.Fprintf(os.Stderr, "usage: geloattack <command> [flags]\n\ncommands:\n")
+	cmds := commands()
+	names := make([]string, 0, len(cmds))
+	for n := range cmds {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(os.Stderr, "  %-9s %s\n", n, cmds[n].summary)
+	}
+	fmt.Fprintf(os.Stderr, "\nRun 'geloattack <command> -h' for the flags of a command.\n")
+}
+
+func main() {
+	if len(os.Args) < 2 {
+		// No arguments: the main job on the embedded default.
+		os.Args = append(os.Args, "train")
+	}
+	name := os.Args[1]
+	if name == "-h" || name == "--help" || name == "help" {
+		usage()
+		return
+	}
+	cmd, ok := commands()[name]
+	if !ok {
+		fmt.Fprintf(os.Stderr, "geloattack: unknown command %q\n\n", name)
+		usage()
+		os.Exit(2)
+	}
+	// The first SIGINT/SIGTERM cancels the context so long work can checkpoint and exit cleanly;
+	// a second one kills the process the usual way.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-ctx.Done()
+		stop()
+	}()
+	if err := cmd.run(ctx, os.Args[2:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return
+		}
+		fmt.Fprintf(os.Stderr, "geloattack %s: %v\n", name, err)
+		os.Exit(1)
+	}
+}
+
+// errNotYet marks a subcommand whose implementation has not landed.
+func errNotYet(what string) error { return fmt.Errorf("%s is not implemented yet", what) }
