@@ -27,3 +27,29 @@ func TestSplitOfKnownAnswersAndFraction(t *testing.T) {
 		t.Fatal("valFrac 0 must give all train and 1 all val")
 	}
 }
+
+func TestMemCorpusRowsAndErrors(t *testing.T) {
+	m := NewMemCorpus(2, 1)
+	if err := m.Add(7, []float32{1, 2, 3, 4}, []float32{9}); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Add(8, []float32{5, 6}, []float32{10}); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Add(8, []float32{5, 6}, []float32{10}); err == nil {
+		t.Fatal("duplicate id accepted")
+	}
+	if err := m.Add(9, []float32{5}, []float32{10}); err == nil {
+		t.Fatal("ragged row accepted")
+	}
+	dst := make([]float32, 2)
+	if err := m.Rows(0, 1, 1, dst); err != nil || dst[0] != 3 || dst[1] != 4 {
+		t.Fatalf("Rows(0,1,1) = %v, %v", dst, err)
+	}
+	if err := m.Rows(1, 0, 2, make([]float32, 4)); err == nil {
+		t.Fatal("out-of-range rows accepted")
+	}
+	if m.NumTokens(0) != 2 || m.NumTokens(1) != 1 || m.TextID(1) != 8 {
+		t.Fatal("wrong counts or ids")
+	}
+}
