@@ -1,0 +1,149 @@
+package train
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"golang.org/x/term"
+)
+
+// progress shows training progress: a bar with step, loss, rows/s and ETA on a terminal, plain
+// log lines at every log step otherwise (files, CI logs). Wall-clock figures live here only, never
+// in metrics.jsonl.
+type progress struct {
+	w         io.Writer
+	bar       *progressbar.ProgressBar
+	total     int64
+	start     int64
+	began     time.Time
+	rowsBegan int64
+	lastRows  int64
+	lastLoss  float64
+}
+
+func newProgress(w io.Writer, total, start int64) *progress {
+	p := &progress{w: w, total: total, start: start, began: time.Now()}
+	if f, ok := w.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		p.bar = progressbar.NewOptions64(total,
+			progressbar.OptionSetWriter(w),
+			progressbar.OptionSetWidth(30),
+			progressbar.OptionShowCount(),
+			progressbar.OptionSetPredictTime(true),
+			progressbar.OptionThrottle(200*time.Millisecond),
+			progressbar.OptionClearOnFinish(),
+		)
+		_ = p.bar.Set64(start)
+	}
+	return p
+}
+
+func (p *progress) rate() float64 {
+	el := time.Since(p.began).Seconds()
+	if el <= 0 {
+		return 0
+	}
+	return float64(p.lastRows) / el
+}
+
+func (p *progress) eta(done int64) time.Duration {
+	if done <= p.start {
+		return 0
+	}
+	per := time.Since(p.began) / time.Duration(done-p.start)
+	return (per * time.Duration(p.total-done)).Round(time.Second)
+}
+
+// step records one finished step; rows counts the real rows seen since the run (re)started.
+func (p *progress) step(done int64, loss float64, rows int64) {
+	p.lastRows, p.lastLoss = rows, loss
+	if p.bar != nil {
+		p.bar.Describe(fmt.Sprintf("step %d loss %.4f %.0f rows/s", done, loss, p.rate()))
+		_ = p.bar.Set64(done)
+	}
+}
+
+// line prints a log step on non-terminals.
+func (p *progress) line(done int64, meanLoss, lr float64) {
+	if p.bar != nil {
+		return
+	}
+	fmt.Fprintf(p.w, "step %d/%d  loss %.4f  lr %.2e  %.0f rows/s  eta %s\n",
+		done, p.total, meanLoss, lr, p.rate(), p.eta(done))
+}
+
+// eval prints an evaluation on every kind of output.
+func (p *progress) eval(done int64, m map[string]map[string]float64) {
+	if p.bar != nil {
+		_ = p.bar.Clear()
+	}
+	fmt.Fprintf(p.w, "eval @ step %d: %s\n", done, MetricsLine(m))
+}
+
+func (p *progress) finish() {
+	if p.bar != nil {
+		_ = p.bar.Finish()
+	}
+}
+
+// MetricsLine renders each split's metrics with their chance levels on one line, e.g.
+// "train pos_mass 0.41 (chance 0.13) | val pos_mass 0.30 (chance 0.13)".
+func MetricsLine(m map[string]map[string]float64) string {
+	var parts []string
+	for _, split := range []string{"train", "val"} {
+		ms, ok := m[split]
+		if !ok {
+			continue
+		}
+		var fs []string
+		for _, k := range metricNames(ms) {
+			s := fmt.Sprintf("%s %.4f", k, ms[k])
+			if c, ok := ms[k+"_chance"]; ok {
+				s += fmt.Sprintf(" (chance %.4f)", c)
+			}
+			fs = append(fs, s)
+		}
+		parts = append(parts, split+" "+strings.Join(fs, ", "))
+	}
+	return strings.Join(parts, " | ")
+}
+
+// MetricsMarkdown renders the metrics as a table: metric, train, val, chance.
+func MetricsMarkdown(m map[string]map[string]float64) string {
+	var b strings.Builder
+	b.WriteString("| metric | train | val | chance (train / val) |\n|---|---|---|---|\n")
+	names := metricNames(m["val"])
+	if len(names) == 0 {
+		names = metricNames(m["train"])
+	}
+	for _, k := range names {
+		fmt.Fprintf(&b, "| %s | %.4f | %.4f | %s |\n", k, m["train"][k], m["val"][k], chancePair(m, k))
+	}
+	return b.String()
+}
+
+func chancePair(m map[string]map[string]float64, k string) string {
+	t, okT := m["train"][k+"_chance"]
+	v, okV := m["val"][k+"_chance"]
+	if !okT && !okV {
+		return "–"
+	}
+	return fmt.Sprintf("%.4f / %.4f", t, v)
+}
+
+// metricNames lists the metric keys without their _chance and _se companions, sorted.
+func metricNames(ms map[string]float64) []string {
+	var names []string
+	for k := range ms {
+		if strings.HasSuffix(k, "_chance") || strings.HasSuffix(k, "_se") {
+			continue
+		}
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	return names
+}

@@ -1,0 +1,318 @@
+package train
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+
+	"github.com/gelo-research/geloattack/checkpoints"
+	"github.com/gelo-research/geloattack/data"
+	"github.com/gelo-research/geloattack/data/gelo"
+	"github.com/gelo-research/geloattack/engine"
+)
+
+// Task is one attack objective over a model: it turns a batch into a scalar loss on the tape and
+// scores batches for evaluation. Implementations hold the model and its parameters.
+type Task interface {
+	// Params is the model's parameter buffer (weights, gradients, named views).
+	Params() *engine.Params
+	// Loss records the forward pass of b on tp and returns the scalar loss. step is the 0-based
+	// index of the optimizer step, for any per-step draws (extra negatives), so resumed runs repeat them.
+	Loss(tp *engine.Tape, b *gelo.Batch, step int64) (*engine.Tensor, error)
+	// NewEvaluator starts one evaluation pass over a split.
+	NewEvaluator() Evaluator
+}
+
+// Evaluator accumulates the SPEC §6 metrics of one split over several batches.
+type Evaluator interface {
+	// Add scores batch b (forward only).
+	Add(tp *engine.Tape, b *gelo.Batch) error
+	// Metrics returns the figures so far, each metric beside its chance level (e.g. "pos_mass"
+	// and "pos_mass_chance").
+	Metrics() map[string]float64
+}
+
+// TrainEvalOffset is the first example index of the train split's evaluation stream: far beyond
+// any training step's examples, so evaluation on train scores fresh mixtures of training texts.
+const TrainEvalOffset = int64(1) << 40
+
+// Run is everything one training run needs.
+type Run struct {
+	// Dir is the run directory: metrics.jsonl, checkpoints, report.json, report.md.
+	Dir string
+	// Options are the trainer's settings.
+	Options Options
+	// Task is the objective and model.
+	Task Task
+	// Sampler draws the examples.
+	Sampler *gelo.Sampler
+	// Backend runs the tape.
+	Backend engine.Backend
+	// Metadata is stored in every checkpoint (the resolved config as JSON under "config").
+	Metadata map[string]string
+	// Resume continues from the latest checkpoint in Dir instead of starting afresh.
+	Resume bool
+	// Progress receives the human-readable progress (a bar on a terminal, plain lines otherwise).
+	Progress io.Writer
+}
+
+// ErrInterrupted reports that the run stopped on a signal after writing a checkpoint.
+var ErrInterrupted = errors.New("interrupted")
+
+// Result is what a finished (or interrupted) run reports.
+type Result struct {
+	// Steps is the number of optimizer steps done.
+	Steps int64
+	// Final holds the last evaluation, per split ("train", "val").
+	Final map[string]map[string]float64
+}
+
+// Train runs r to completion, to an interrupt (ctx cancelled: checkpoint, then ErrInterrupted) or
+// to an error. A NaN or Inf in the loss or a gradient stops the run with an error naming the step
+// and the tensor, without writing a checkpoint, so the last good one stays the latest.
+func Train(ctx context.Context, r Run) (Result, error) {
+	o := r.Options
+	if err := o.Validate(); err != nil {
+		return Result{}, err
+	}
+	if err := os.MkdirAll(r.Dir, 0o755); err != nil {
+		return Result{}, fmt.Errorf("run dir: %w", err)
+	}
+	ps := r.Task.Params()
+	opt, err := engine.NewAdamW(ps, engine.AdamWConfig{
+		LR: float32(o.LR), Beta1: float32(o.Beta1), Beta2: float32(o.Beta2), WeightDecay: float32(o.WeightDecay),
+	})
+	if err != nil {
+		return Result{}, err
+	}
+	sched := Schedule{Peak: o.LR, Warmup: o.WarmupSteps, Total: o.Steps, MinFrac: o.MinLRFrac}
+	opt.SetSchedule(func(step int) float32 { return float32(sched.At(step)) })
+
+	start := int64(0)
+	keep := int64(-1)
+	if r.Resume {
+		ck, err := checkpoints.LoadLatest(r.Dir)
+		if err != nil {
+			return Result{}, fmt.Errorf("resume %s: %w", r.Dir, err)
+		}
+		if err := restore(ps, opt, ck); err != nil {
+			return Result{}, fmt.Errorf("resume %s: %w", ck.Path, err)
+		}
+		start, keep = ck.State.Step, ck.State.Step
+		fmt.Fprintf(r.Progress, "resuming %s at step %d\n", ck.Path, start)
+	}
+	mlog, err := openMetricsLog(filepath.Join(r.Dir, "metrics.jsonl"), keep)
+	if err != nil {
+		return Result{}, err
+	}
+	defer mlog.close()
+
+	res := Result{Steps: start}
+	if start >= int64(o.Steps) {
+		fmt.Fprintf(r.Progress, "run already complete at step %d\n", start)
+		res.Final, err = evaluate(ctx, r, engine.NewTape(r.Backend))
+		return res, err
+	}
+
+	pctx, cancelPipe := context.WithCancel(context.Background())
+	defer cancelPipe()
+	pipe := gelo.NewPipeline(pctx, r.Sampler, data.Train, o.BatchSize, o.Workers, o.Prefetch, start)
+	defer pipe.Close()
+
+	tp := engine.NewTape(r.Backend)
+	prog := newProgress(r.Progress, int64(o.Steps), start)
+	var lossSum float64
+	var lossN int
+	var rows int64
+	for step := start; step < int64(o.Steps); step++ {
+		if ctx.Err() != nil {
+			if err := saveCheckpoint(r, ps, opt, step); err != nil {
+				return res, fmt.Errorf("checkpoint on interrupt: %w", err)
+			}
+			prog.finish()
+			fmt.Fprintf(r.Progress, "interrupted at step %d; checkpoint written; continue with -resume\n", step)
+			return res, ErrInterrupted
+		}
+		b, err := pipe.Next()
+		if err != nil {
+			return res, fmt.Errorf("step %d: data: %w", step+1, err)
+		}
+		tp.Reset()
+		loss, err := r.Task.Loss(tp, b, step)
+		if err != nil {
+			return res, fmt.Errorf("step %d: forward: %w", step+1, err)
+		}
+		if err := engine.CheckFiniteTensor(loss); err != nil {
+			return res, fmt.Errorf("step %d: loss: %w (last good checkpoint kept)", step+1, err)
+		}
+		if err := tp.Backward(loss); err != nil {
+			return res, fmt.Errorf("step %d: backward: %w", step+1, err)
+		}
+		gnorm := math.NaN()
+		if o.GradClip > 0 {
+			gnorm = engine.ClipGradNorm(ps, float32(o.GradClip))
+		}
+		if err := engine.CheckFinite(ps); err != nil {
+			return res, fmt.Errorf("step %d: %w (last good checkpoint kept)", step+1, err)
+		}
+		opt.Step()
+		ps.ZeroGrad()
+
+		done := step + 1
+		res.Steps = done
+		l := float64(loss.Item())
+		lossSum += l
+		lossN++
+		for _, m := range b.Mask {
+			if m {
+				rows++
+			}
+		}
+		prog.step(done, l, rows)
+		if done%int64(o.LogEvery) == 0 || done == int64(o.Steps) {
+			rec := map[string]any{"step": done, "split": "train", "loss": lossSum / float64(lossN), "lr": float64(opt.LR())}
+			if !math.IsNaN(gnorm) {
+				rec["grad_norm"] = gnorm
+			}
+			if err := mlog.write(rec); err != nil {
+				return res, err
+			}
+			prog.line(done, lossSum/float64(lossN), float64(opt.LR()))
+			lossSum, lossN = 0, 0
+		}
+		if done%int64(o.EvalEvery) == 0 || done == int64(o.Steps) {
+			final, err := evaluate(ctx, r, tp)
+			if err != nil {
+				return res, fmt.Errorf("step %d: eval: %w", done, err)
+			}
+			res.Final = final
+			for _, split := range []string{"train", "val"} {
+				rec := map[string]any{"step": done, "eval": split}
+				for k, v := range final[split] {
+					rec[k] = v
+				}
+				if err := mlog.write(rec); err != nil {
+					return res, err
+				}
+			}
+			prog.eval(done, final)
+		}
+		if done%int64(o.CkptEvery) == 0 || done == int64(o.Steps) {
+			if err := saveCheckpoint(r, ps, opt, done); err != nil {
+				return res, fmt.Errorf("step %d: checkpoint: %w", done, err)
+			}
+		}
+	}
+	prog.finish()
+	return res, nil
+}
+
+// evaluate runs EvalBatches fixed batches of each split: val from the start of its stream, train
+// from TrainEvalOffset. The batches are the same at every evaluation, so the curve is smooth and
+// reproducible.
+func evaluate(ctx context.Context, r Run, tp *engine.Tape) (map[string]map[string]float64, error) {
+	o := r.Options
+	out := map[string]map[string]float64{}
+	for _, split := range []data.Split{data.Train, data.Val} {
+		first := int64(0)
+		if split == data.Train {
+			first = TrainEvalOffset / int64(o.BatchSize)
+		}
+		pipe := gelo.NewFinitePipeline(ctx, r.Sampler, split, o.BatchSize, o.Workers, o.Prefetch, first, int64(o.EvalBatches))
+		ev := r.Task.NewEvaluator()
+		for i := 0; i < o.EvalBatches; i++ {
+			b, err := pipe.Next()
+			if err != nil {
+				pipe.Close()
+				return nil, fmt.Errorf("%s batch %d: %w", split, i, err)
+			}
+			tp.Reset()
+			if err := ev.Add(tp, b); err != nil {
+				pipe.Close()
+				return nil, fmt.Errorf("%s batch %d: %w", split, i, err)
+			}
+		}
+		pipe.Close()
+		out[split.String()] = ev.Metrics()
+	}
+	return out, nil
+}
+
+// saveCheckpoint writes weights and optimizer state for `steps` steps done and prunes old ones.
+func saveCheckpoint(r Run, ps *engine.Params, opt *engine.AdamW, steps int64) error {
+	st := opt.State()
+	var weights, m, v []checkpoints.Tensor
+	for _, pv := range ps.Views() {
+		weights = append(weights, checkpoints.Tensor{Name: pv.Name, Shape: pv.Shape, Data: pv.Tensor.ToHost()})
+		m = append(m, checkpoints.Tensor{Name: pv.Name, Shape: pv.Shape, Data: st.M[pv.Name]})
+		v = append(v, checkpoints.Tensor{Name: pv.Name, Shape: pv.Shape, Data: st.V[pv.Name]})
+	}
+	state := checkpoints.State{Step: steps, NextBatch: steps, AdamM: m, AdamV: v}
+	if err := checkpoints.SaveCheckpoint(r.Dir, steps, weights, state, r.Metadata); err != nil {
+		return err
+	}
+	_, err := checkpoints.Prune(r.Dir, r.Options.KeepCkpts)
+	return err
+}
+
+// restore loads a checkpoint's weights and optimizer state, checking every name and shape.
+func restore(ps *engine.Params, opt *engine.AdamW, ck checkpoints.Checkpoint) error {
+	byName := map[string]checkpoints.Tensor{}
+	for _, t := range ck.Weights {
+		byName[t.Name] = t
+	}
+	st := engine.AdamWState{Step: int(ck.State.Step), M: map[string][]float32{}, V: map[string][]float32{}}
+	for _, t := range ck.State.AdamM {
+		st.M[t.Name] = t.Data
+	}
+	for _, t := range ck.State.AdamV {
+		st.V[t.Name] = t.Data
+	}
+	views := ps.Views()
+	if len(views) != len(byName) {
+		return fmt.Errorf("checkpoint has %d tensors, model has %d", len(byName), len(views))
+	}
+	for _, pv := range views {
+		t, ok := byName[pv.Name]
+		if !ok {
+			return fmt.Errorf("checkpoint lacks %s", pv.Name)
+		}
+		if !sameShape(t.Shape, pv.Shape) {
+			return fmt.Errorf("%s: checkpoint shape %v, model shape %v", pv.Name, t.Shape, pv.Shape)
+		}
+		if err := pv.Tensor.CopyFrom(t.Data); err != nil {
+			return err
+		}
+	}
+	return opt.SetState(st)
+}
+
+func sameShape(a, b []int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// WriteReport writes report.json and report.md for the final evaluation of a run.
+func WriteReport(dir string, title string, res Result) error {
+	b, err := json.MarshalIndent(map[string]any{"steps": res.Steps, "final": res.Final}, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := checkpoints.WriteFileAtomic(filepath.Join(dir, "report.json"), append(b, '\n')); err != nil {
+		return err
+	}
+	md := fmt.Sprintf("# %s\n\nSteps: %d\n\n%s", title, res.Steps, MetricsMarkdown(res.Final))
+	return checkpoints.WriteFileAtomic(filepath.Join(dir, "report.md"), []byte(md))
+}
