@@ -1,0 +1,530 @@
+package checkpoints
+
+import (
+	"cmp"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// LatestFile is the name of the pointer file in a run directory; it holds the file name of the
+// newest complete checkpoint and a newline.
+const LatestFile = "latest"
+
+const (
+	ckptPrefix = "ckpt-"
+	ckptSuffix = ".safetensors"
+
+	momentPrefix  = "adam."
+	firstMoment   = "adam.m."
+	secondMoment  = "adam.v."
+	reservedMeta  = "geloattack."
+	keyKind       = "geloattack.kind"
+	keyVersion    = "geloattack.version"
+	keyStep       = "geloattack.step"
+	keyNextBatch  = "geloattack.next_batch"
+	keySeed       = "geloattack.seed"
+	keyRNG        = "geloattack.rng"
+	keyBestStep   = "geloattack.best_step"
+	keyBest       = "geloattack.best"
+	keyLast       = "geloattack.last"
+	kindCkpt      = "checkpoint"
+	formatVersion = "1"
+	formatPT      = "pt"
+
+	// maxPointerSize bounds how much of a "latest" file is read; a valid one is a few dozen bytes.
+	maxPointerSize = 256
+)
+
+// State is everything besides the weights that a resumed run needs to continue where it stopped.
+type State struct {
+	// Step is the number of optimizer updates applied; it also drives AdamW's bias correction and
+	// the learning-rate schedule.
+	Step int64
+	// NextBatch is the index of the next batch the data stream yields; examples are derived from
+	// (seed, split, example index), so this position and Seed restore the stream.
+	NextBatch int64
+	// Seed is the run's base seed.
+	Seed uint64
+	// RNG holds serialized states of any other random generators by name (for example a
+	// math/rand/v2 PCG's MarshalBinary); nil and empty are the same.
+	RNG map[string][]byte
+	// AdamM holds the first moments, one tensor per parameter, named and shaped like the parameter.
+	AdamM []Tensor
+	// AdamV holds the second moments, with the same names as AdamM.
+	AdamV []Tensor
+	// BestStep is the step at which Best was measured.
+	BestStep int64
+	// Best holds the metrics of the best evaluation so far.
+	Best map[string]float64
+	// Last holds the metrics of the latest evaluation.
+	Last map[string]float64
+}
+
+// Checkpoint is a loaded checkpoint file.
+type Checkpoint struct {
+	// Path is the file it was read from.
+	Path string
+	// Weights are the model parameters in file order (sorted by name).
+	Weights []Tensor
+	// State is the resume state; AdamM and AdamV are in file order.
+	State State
+	// Metadata is the caller's metadata as saved (the model config under MetaConfig), without the
+	// keys this package adds.
+	Metadata map[string]string
+}
+
+// CheckpointName is the file name of the checkpoint for step: "ckpt-<step>.safetensors".
+func CheckpointName(step int64) string {
+	return ckptPrefix + strconv.FormatInt(step, 10) + ckptSuffix
+}
+
+// parseCheckpointName returns the step of a canonical checkpoint file name (no sign, no leading
+// zeros, so two names never denote one step).
+func parseCheckpointName(name string) (int64, bool) {
+	digits, ok := strings.CutPrefix(name, ckptPrefix)
+	if !ok {
+		return 0, false
+	}
+	digits, ok = strings.CutSuffix(digits, ckptSuffix)
+	if !ok || digits == "" || strings.Trim(digits, "0123456789") != "" {
+		return 0, false
+	}
+	step, err := strconv.ParseInt(digits, 10, 64)
+	if err != nil || strconv.FormatInt(step, 10) != digits {
+		return 0, false
+	}
+	return step, true
+}
+
+// SaveCheckpoint writes the checkpoint for step into the run directory dir (created if needed) as
+// CheckpointName(step) and then points LatestFile at it, each atomically, so that after a crash at
+// any moment LatestFile is absent or names a complete checkpoint. state.Step must equal step; each
+// moment tensor must be named and shaped like a weight, and AdamM and AdamV must cover the same
+// weights. Weight names may not start with "adam."; metadata keys "format" and "geloattack.*" are
+// reserved. Leftover temporary files of an earlier crashed save are removed first. Old checkpoints
+// are kept until Prune.
+func SaveCheckpoint(dir string, step int64, weights []Tensor, state State, metadata map[string]string) error {
+	return fsHooks{}.saveCheckpoint(dir, step, weights, state, metadata)
+}
+
+func (h fsHooks) saveCheckpoint(dir string, step int64, weights []Tensor, state State, metadata map[string]string) error {
+	path := filepath.Join(dir, CheckpointName(step))
+	if step < 0 {
+		return fmt.Errorf("checkpoints: save checkpoint in %s: negative step %d", dir, step)
+	}
+	if state.Step != step {
+		return fmt.Errorf("checkpoints: save %s: state.Step is %d, not the step %d being saved", path, state.Step, step)
+	}
+	tensors, err := checkpointTensors(weights, state)
+	if err != nil {
+		return fmt.Errorf("checkpoints: save %s: %w", path, err)
+	}
+	meta, err := encodeState(state, metadata)
+	if err != nil {
+		return fmt.Errorf("checkpoints: save %s: %w", path, err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("checkpoints: save %s: %w", path, err)
+	}
+	if err := h.removeStaleTemps(dir); err != nil {
+		return err
+	}
+	if err := h.save(path, tensors, meta); err != nil {
+		return err
+	}
+	return h.writeFileAtomic(filepath.Join(dir, LatestFile), []byte(CheckpointName(step)+"\n"))
+}
+
+// checkpointTensors validates the weights and moments and lays them out under their file names.
+func checkpointTensors(weights []Tensor, state State) ([]Tensor, error) {
+	shapes := make(map[string][]int, len(weights))
+	for _, w := range weights {
+		if strings.HasPrefix(w.Name, momentPrefix) {
+			return nil, fmt.Errorf("weight %q: names starting with %q are reserved for optimizer moments", w.Name, momentPrefix)
+		}
+		shapes[w.Name] = w.Shape
+	}
+	if err := checkMoments(shapes, state.AdamM, state.AdamV); err != nil {
+		return nil, err
+	}
+	all := make([]Tensor, 0, len(weights)+len(state.AdamM)+len(state.AdamV))
+	all = append(all, weights...)
+	for _, t := range state.AdamM {
+		all = append(all, Tensor{Name: firstMoment + t.Name, Shape: t.Shape, Data: t.Data})
+	}
+	for _, t := range state.AdamV {
+		all = append(all, Tensor{Name: secondMoment + t.Name, Shape: t.Shape, Data: t.Data})
+	}
+	return all, nil
+}
+
+// checkMoments checks that every moment belongs to a weight of the same shape, appears once, and
+// that m and v cover the same weights (a parameter frozen from the start may have neither).
+func checkMoments(weightShapes map[string][]int, m, v []Tensor) error {
+	seen := func(label string, ts []Tensor) (map[string]bool, error) {
+		names := make(map[string]bool, len(ts))
+		for _, t := range ts {
+			ws, ok := weightShapes[t.Name]
+			if !ok {
+				return nil, fmt.Errorf("%s moment %q has no weight of that name", label, t.Name)
+			}
+			if !slices.Equal(ws, t.Shape) {
+				return nil, fmt.Errorf("%s moment %q has shape %v, its weight has %v", label, t.Name, t.Shape, ws)
+			}
+			if names[t.Name] {
+				return nil, fmt.Errorf("%s moment %q appears twice", label, t.Name)
+			}
+			names[t.Name] = true
+		}
+		return names, nil
+	}
+	mNames, err := seen("first (adam.m)", m)
+	if err != nil {
+		return err
+	}
+	vNames, err := seen("second (adam.v)", v)
+	if err != nil {
+		return err
+	}
+	for name := range mNames {
+		if !vNames[name] {
+			return fmt.Errorf("weight %q has a first moment but no second moment", name)
+		}
+	}
+	for name := range vNames {
+		if !mNames[name] {
+			return fmt.Errorf("weight %q has a second moment but no first moment", name)
+		}
+	}
+	return nil
+}
+
+// encodeState merges the caller's metadata with the resume scalars.
+func encodeState(state State, metadata map[string]string) (map[string]string, error) {
+	meta := make(map[string]string, len(metadata)+10)
+	for k, v := range metadata {
+		if k == MetaFormat || strings.HasPrefix(k, reservedMeta) {
+			return nil, fmt.Errorf("metadata key %q is reserved for the checkpoint format", k)
+		}
+		meta[k] = v
+	}
+	if state.NextBatch < 0 {
+		return nil, fmt.Errorf("state.NextBatch is negative (%d)", state.NextBatch)
+	}
+	rng := make(map[string][]byte, len(state.RNG))
+	for k, v := range state.RNG {
+		if !utf8.ValidString(k) {
+			return nil, fmt.Errorf("state.RNG key %q is not valid UTF-8", k)
+		}
+		rng[k] = v
+	}
+	rngJSON, err := json.Marshal(rng)
+	if err != nil {
+		return nil, fmt.Errorf("state.RNG: %w", err)
+	}
+	best, err := encodeMetrics("state.Best", state.Best)
+	if err != nil {
+		return nil, err
+	}
+	last, err := encodeMetrics("state.Last", state.Last)
+	if err != nil {
+		return nil, err
+	}
+	meta[MetaFormat] = formatPT
+	meta[keyKind] = kindCkpt
+	meta[keyVersion] = formatVersion
+	meta[keyStep] = strconv.FormatInt(state.Step, 10)
+	meta[keyNextBatch] = strconv.FormatInt(state.NextBatch, 10)
+	meta[keySeed] = strconv.FormatUint(state.Seed, 10)
+	meta[keyRNG] = string(rngJSON)
+	meta[keyBestStep] = strconv.FormatInt(state.BestStep, 10)
+	meta[keyBest] = best
+	meta[keyLast] = last
+	return meta, nil
+}
+
+// encodeMetrics writes metrics as a JSON object of strings, because JSON numbers cannot hold the
+// NaN or infinite values a diverged run produces; 'g' with precision -1 round-trips every float64.
+func encodeMetrics(label string, metrics map[string]float64) (string, error) {
+	strs := make(map[string]string, len(metrics))
+	for k, v := range metrics {
+		if !utf8.ValidString(k) {
+			return "", fmt.Errorf("%s key %q is not valid UTF-8", label, k)
+		}
+		strs[k] = strconv.FormatFloat(v, 'g', -1, 64)
+	}
+	b, err := json.Marshal(strs)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", label, err)
+	}
+	return string(b), nil
+}
+
+func decodeMetrics(key, s string) (map[string]float64, error) {
+	var strs map[string]string
+	if err := json.Unmarshal([]byte(s), &strs); err != nil {
+		return nil, fmt.Errorf("metadata %s: %w", key, err)
+	}
+	metrics := make(map[string]float64, len(strs))
+	for k, v := range strs {
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			return nil, fmt.Errorf("metadata %s: metric %q: value %q is not a float", key, k, v)
+		}
+		metrics[k] = f
+	}
+	return metrics, nil
+}
+
+// decodeState parses the resume scalars and returns the caller's part of the metadata.
+func decodeState(meta map[string]string) (State, map[string]string, error) {
+	var st State
+	known := map[string]bool{keyKind: true, keyVersion: true, keyStep: true, keyNextBatch: true, keySeed: true,
+		keyRNG: true, keyBestStep: true, keyBest: true, keyLast: true}
+	caller := make(map[string]string, len(meta))
+	for k, v := range meta {
+		switch {
+		case k == MetaFormat:
+		case strings.HasPrefix(k, reservedMeta):
+			if !known[k] {
+				return st, nil, fmt.Errorf("unknown metadata key %q in a version %s checkpoint", k, formatVersion)
+			}
+		default:
+			caller[k] = v
+		}
+	}
+	if got := meta[keyKind]; got != kindCkpt {
+		return st, nil, fmt.Errorf("metadata %s is %q, want %q: not a checkpoint file", keyKind, got, kindCkpt)
+	}
+	if got := meta[keyVersion]; got != formatVersion {
+		return st, nil, fmt.Errorf("metadata %s is %q; this build reads version %s", keyVersion, got, formatVersion)
+	}
+	if got := meta[MetaFormat]; got != formatPT {
+		return st, nil, fmt.Errorf("metadata %s is %q, want %q", MetaFormat, got, formatPT)
+	}
+	nonNegative := func(key string) (int64, error) {
+		v, err := strconv.ParseInt(meta[key], 10, 64)
+		if err != nil || v < 0 {
+			return 0, fmt.Errorf("metadata %s is %q, want a non-negative integer", key, meta[key])
+		}
+		return v, nil
+	}
+	var err error
+	if st.Step, err = nonNegative(keyStep); err != nil {
+		return st, nil, err
+	}
+	if st.NextBatch, err = nonNegative(keyNextBatch); err != nil {
+		return st, nil, err
+	}
+	if st.BestStep, err = strconv.ParseInt(meta[keyBestStep], 10, 64); err != nil {
+		return st, nil, fmt.Errorf("metadata %s is %q, want an integer", keyBestStep, meta[keyBestStep])
+	}
+	if st.Seed, err = strconv.ParseUint(meta[keySeed], 10, 64); err != nil {
+		return st, nil, fmt.Errorf("metadata %s is %q, want an unsigned integer", keySeed, meta[keySeed])
+	}
+	if err := json.Unmarshal([]byte(meta[keyRNG]), &st.RNG); err != nil {
+		return st, nil, fmt.Errorf("metadata %s: %w", keyRNG, err)
+	}
+	if st.Best, err = decodeMetrics(keyBest, meta[keyBest]); err != nil {
+		return st, nil, err
+	}
+	if st.Last, err = decodeMetrics(keyLast, meta[keyLast]); err != nil {
+		return st, nil, err
+	}
+	return st, caller, nil
+}
+
+// LoadCheckpoint reads a checkpoint file written by SaveCheckpoint and checks that its moments
+// match its weights and that its resume state is complete.
+func LoadCheckpoint(path string) (Checkpoint, error) {
+	buf, err := readFile(path)
+	if err != nil {
+		return Checkpoint{}, err
+	}
+	ckpt, err := decodeCheckpoint(buf)
+	if err != nil {
+		return Checkpoint{}, fmt.Errorf("checkpoints: load %s: %w", path, err)
+	}
+	ckpt.Path = path
+	return ckpt, nil
+}
+
+func decodeCheckpoint(buf []byte) (Checkpoint, error) {
+	raws, meta, err := parse(buf)
+	if err != nil {
+		return Checkpoint{}, err
+	}
+	tensors, err := decodeAll(raws, false)
+	if err != nil {
+		return Checkpoint{}, err
+	}
+	state, caller, err := decodeState(meta)
+	if err != nil {
+		return Checkpoint{}, err
+	}
+	var weights []Tensor
+	for _, t := range tensors {
+		if name, ok := strings.CutPrefix(t.Name, firstMoment); ok {
+			state.AdamM = append(state.AdamM, Tensor{Name: name, Shape: t.Shape, Data: t.Data})
+		} else if name, ok := strings.CutPrefix(t.Name, secondMoment); ok {
+			state.AdamV = append(state.AdamV, Tensor{Name: name, Shape: t.Shape, Data: t.Data})
+		} else if strings.HasPrefix(t.Name, momentPrefix) {
+			return Checkpoint{}, fmt.Errorf("tensor %q: names starting with %q are reserved for optimizer moments", t.Name, momentPrefix)
+		} else {
+			weights = append(weights, t)
+		}
+	}
+	shapes := make(map[string][]int, len(weights))
+	for _, w := range weights {
+		shapes[w.Name] = w.Shape
+	}
+	if err := checkMoments(shapes, state.AdamM, state.AdamV); err != nil {
+		return Checkpoint{}, err
+	}
+	return Checkpoint{Weights: weights, State: state, Metadata: caller}, nil
+}
+
+// LatestPath reads the run directory's LatestFile and returns the checkpoint path it names and that
+// checkpoint's step. When no checkpoint was ever completed the error wraps fs.ErrNotExist, so a
+// trainer can tell "start fresh" from a damaged directory.
+func LatestPath(dir string) (path string, step int64, err error) {
+	pointer := filepath.Join(dir, LatestFile)
+	f, err := os.Open(pointer)
+	if err != nil {
+		return "", 0, fmt.Errorf("checkpoints: read %s: %w", pointer, err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxPointerSize+1))
+	if err != nil {
+		return "", 0, fmt.Errorf("checkpoints: read %s: %w", pointer, err)
+	}
+	if len(b) > maxPointerSize {
+		return "", 0, fmt.Errorf("checkpoints: read %s: longer than %d bytes, not a checkpoint pointer", pointer, maxPointerSize)
+	}
+	name := strings.TrimSuffix(string(b), "\n")
+	step, ok := parseCheckpointName(name)
+	if !ok {
+		return "", 0, fmt.Errorf("checkpoints: read %s: content %q is not a checkpoint file name like %q", pointer, name, CheckpointName(0))
+	}
+	return filepath.Join(dir, name), step, nil
+}
+
+// LoadLatest loads the checkpoint that the run directory's LatestFile names. When there is none the
+// error wraps fs.ErrNotExist.
+func LoadLatest(dir string) (Checkpoint, error) {
+	path, step, err := LatestPath(dir)
+	if err != nil {
+		return Checkpoint{}, err
+	}
+	ckpt, err := LoadCheckpoint(path)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			// The pointer exists, so a missing file is damage, not a fresh start.
+			return Checkpoint{}, fmt.Errorf("checkpoints: %s names %s, which is missing: %v", filepath.Join(dir, LatestFile), path, err)
+		}
+		return Checkpoint{}, err
+	}
+	if ckpt.State.Step != step {
+		return Checkpoint{}, fmt.Errorf("checkpoints: load %s: file name says step %d, metadata says %d", path, step, ckpt.State.Step)
+	}
+	return ckpt, nil
+}
+
+// Prune removes all but the keep checkpoints of dir with the highest steps, and never the one
+// LatestFile names. It returns the names of the files removed. When LatestFile exists but cannot be
+// read, nothing is removed.
+func Prune(dir string, keep int) (removed []string, err error) {
+	return fsHooks{}.prune(dir, keep)
+}
+
+func (h fsHooks) prune(dir string, keep int) ([]string, error) {
+	if keep < 1 {
+		return nil, fmt.Errorf("checkpoints: prune %s: keep is %d, want at least 1", dir, keep)
+	}
+	latest := ""
+	switch path, _, err := LatestPath(dir); {
+	case err == nil:
+		latest = filepath.Base(path)
+	case errors.Is(err, fs.ErrNotExist):
+	default:
+		return nil, fmt.Errorf("checkpoints: prune %s: %w", dir, err)
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoints: prune %s: %w", dir, err)
+	}
+	type ckpt struct {
+		name string
+		step int64
+	}
+	var all []ckpt
+	for _, e := range entries {
+		if step, ok := parseCheckpointName(e.Name()); ok && e.Type().IsRegular() {
+			all = append(all, ckpt{e.Name(), step})
+		}
+	}
+	slices.SortFunc(all, func(a, b ckpt) int { return cmp.Compare(b.step, a.step) })
+	var removed []string
+	for i, c := range all {
+		if i < keep || c.name == latest {
+			continue
+		}
+		path := filepath.Join(dir, c.name)
+		if err := h.point("remove", path); err != nil {
+			return removed, fmt.Errorf("checkpoints: prune %s: %w", path, err)
+		}
+		if err := os.Remove(path); err != nil {
+			return removed, fmt.Errorf("checkpoints: prune %s: %w", path, err)
+		}
+		removed = append(removed, c.name)
+	}
+	return removed, nil
+}
+
+// removeStaleTemps deletes temporary files that a crashed save of a checkpoint or pointer left in dir.
+func (h fsHooks) removeStaleTemps(dir string) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("checkpoints: clean %s: %w", dir, err)
+	}
+	for _, e := range entries {
+		if !e.Type().IsRegular() || !isStaleTemp(e.Name()) {
+			continue
+		}
+		path := filepath.Join(dir, e.Name())
+		if err := h.point("remove", path); err != nil {
+			return fmt.Errorf("checkpoints: clean %s: %w", path, err)
+		}
+		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("checkpoints: clean %s: %w", path, err)
+		}
+	}
+	return nil
+}
+
+// isStaleTemp reports whether name is a temporary file that writeAtomic makes for a checkpoint or
+// for the pointer (tempPattern), and nothing else that may share the directory.
+func isStaleTemp(name string) bool {
+	rest, ok := strings.CutPrefix(name, ".")
+	if !ok {
+		return false
+	}
+	base, _, ok := strings.Cut(rest, ".tmp-")
+	if !ok {
+		return false
+	}
+	if base == LatestFile {
+		return true
+	}
+	_, ok = parseCheckpointName(base)
+	return ok
+}
