@@ -16,14 +16,15 @@ import (
 	"github.com/gelo-research/geloattack/engine"
 )
 
-// Task is one attack objective over a model: it turns a batch into a scalar loss on the tape and
+// Task is one attack objective over a model: it runs the forward and backward pass of a batch and
 // scores batches for evaluation. Implementations hold the model and its parameters.
 type Task interface {
 	// Params is the model's parameter buffer (weights, gradients, named views).
 	Params() *engine.Params
-	// Loss records the forward pass of b on tp and returns the scalar loss. step is the 0-based
-	// index of the optimizer step, for any per-step draws (extra negatives), so resumed runs repeat them.
-	Loss(tp *engine.Tape, b *gelo.Batch, step int64) (*engine.Tensor, error)
+	// Step runs forward and backward on b, accumulating gradients into Params, and returns the
+	// loss. step is the 0-based optimizer step, for per-step draws (extra negatives), so a resumed
+	// run repeats them exactly.
+	Step(b *gelo.Batch, step int64) (float64, error)
 	// NewEvaluator starts one evaluation pass over a split.
 	NewEvaluator() Evaluator
 }
@@ -31,7 +32,7 @@ type Task interface {
 // Evaluator accumulates the SPEC §6 metrics of one split over several batches.
 type Evaluator interface {
 	// Add scores batch b (forward only).
-	Add(tp *engine.Tape, b *gelo.Batch) error
+	Add(b *gelo.Batch) error
 	// Metrics returns the figures so far, each metric beside its chance level (e.g. "pos_mass"
 	// and "pos_mass_chance").
 	Metrics() map[string]float64
@@ -51,8 +52,6 @@ type Run struct {
 	Task Task
 	// Sampler draws the examples.
 	Sampler *gelo.Sampler
-	// Backend runs the tape.
-	Backend engine.Backend
 	// Metadata is stored in every checkpoint (the resolved config as JSON under "config").
 	Metadata map[string]string
 	// Resume continues from the latest checkpoint in Dir instead of starting afresh.
@@ -115,7 +114,7 @@ func Train(ctx context.Context, r Run) (Result, error) {
 	res := Result{Steps: start}
 	if start >= int64(o.Steps) {
 		fmt.Fprintf(r.Progress, "run already complete at step %d\n", start)
-		res.Final, err = evaluate(ctx, r, engine.NewTape(r.Backend))
+		res.Final, err = evaluate(ctx, r)
 		return res, err
 	}
 
@@ -124,7 +123,6 @@ func Train(ctx context.Context, r Run) (Result, error) {
 	pipe := gelo.NewPipeline(pctx, r.Sampler, data.Train, o.BatchSize, o.Workers, o.Prefetch, start)
 	defer pipe.Close()
 
-	tp := engine.NewTape(r.Backend)
 	prog := newProgress(r.Progress, int64(o.Steps), start)
 	var lossSum float64
 	var lossN int
@@ -142,16 +140,12 @@ func Train(ctx context.Context, r Run) (Result, error) {
 		if err != nil {
 			return res, fmt.Errorf("step %d: data: %w", step+1, err)
 		}
-		tp.Reset()
-		loss, err := r.Task.Loss(tp, b, step)
+		l, err := r.Task.Step(b, step)
 		if err != nil {
-			return res, fmt.Errorf("step %d: forward: %w", step+1, err)
+			return res, fmt.Errorf("step %d: %w", step+1, err)
 		}
-		if err := engine.CheckFiniteTensor(loss); err != nil {
-			return res, fmt.Errorf("step %d: loss: %w (last good checkpoint kept)", step+1, err)
-		}
-		if err := tp.Backward(loss); err != nil {
-			return res, fmt.Errorf("step %d: backward: %w", step+1, err)
+		if math.IsNaN(l) || math.IsInf(l, 0) {
+			return res, fmt.Errorf("step %d: loss is %v (last good checkpoint kept)", step+1, l)
 		}
 		gnorm := math.NaN()
 		if o.GradClip > 0 {
@@ -165,7 +159,6 @@ func Train(ctx context.Context, r Run) (Result, error) {
 
 		done := step + 1
 		res.Steps = done
-		l := float64(loss.Item())
 		lossSum += l
 		lossN++
 		for _, m := range b.Mask {
@@ -186,7 +179,7 @@ func Train(ctx context.Context, r Run) (Result, error) {
 			lossSum, lossN = 0, 0
 		}
 		if done%int64(o.EvalEvery) == 0 || done == int64(o.Steps) {
-			final, err := evaluate(ctx, r, tp)
+			final, err := evaluate(ctx, r)
 			if err != nil {
 				return res, fmt.Errorf("step %d: eval: %w", done, err)
 			}
@@ -212,29 +205,38 @@ func Train(ctx context.Context, r Run) (Result, error) {
 	return res, nil
 }
 
-// evaluate runs EvalBatches fixed batches of each split: val from the start of its stream, train
-// from TrainEvalOffset. The batches are the same at every evaluation, so the curve is smooth and
-// reproducible.
-func evaluate(ctx context.Context, r Run, tp *engine.Tape) (map[string]map[string]float64, error) {
+// evaluate is the periodic evaluation of a run.
+func evaluate(ctx context.Context, r Run) (map[string]map[string]float64, error) {
 	o := r.Options
+	return Evaluate(ctx, r.Sampler, r.Task, EvalSpec{BatchSize: o.BatchSize, Batches: o.EvalBatches, Workers: o.Workers, Prefetch: o.Prefetch})
+}
+
+// EvalSpec says how many batches of which size an evaluation scores.
+type EvalSpec struct {
+	BatchSize, Batches, Workers, Prefetch int
+}
+
+// Evaluate scores spec.Batches fixed batches of each split: val from the start of its stream, train
+// from TrainEvalOffset (fresh mixtures of training texts). The batches depend on the sampler's
+// seed alone, so every evaluation of a run sees the same examples. The result maps "train" and
+// "val" to the task's metrics.
+func Evaluate(ctx context.Context, s *gelo.Sampler, task Task, spec EvalSpec) (map[string]map[string]float64, error) {
 	out := map[string]map[string]float64{}
 	for _, split := range []data.Split{data.Train, data.Val} {
 		first := int64(0)
 		if split == data.Train {
-			first = TrainEvalOffset / int64(o.BatchSize)
+			first = TrainEvalOffset / int64(spec.BatchSize)
 		}
-		pipe := gelo.NewFinitePipeline(ctx, r.Sampler, split, o.BatchSize, o.Workers, o.Prefetch, first, int64(o.EvalBatches))
-		ev := r.Task.NewEvaluator()
-		for i := 0; i < o.EvalBatches; i++ {
+		pipe := gelo.NewFinitePipeline(ctx, s, split, spec.BatchSize, spec.Workers, spec.Prefetch, first, int64(spec.Batches))
+		ev := task.NewEvaluator()
+		for i := 0; i < spec.Batches; i++ {
 			b, err := pipe.Next()
+			if err == nil {
+				err = ev.Add(b)
+			}
 			if err != nil {
 				pipe.Close()
-				return nil, fmt.Errorf("%s batch %d: %w", split, i, err)
-			}
-			tp.Reset()
-			if err := ev.Add(tp, b); err != nil {
-				pipe.Close()
-				return nil, fmt.Errorf("%s batch %d: %w", split, i, err)
+				return nil, fmt.Errorf("eval %s batch %d: %w", split, i, err)
 			}
 		}
 		pipe.Close()

@@ -1,0 +1,297 @@
+// Package config reads run configurations: strict YAML (unknown keys and wrong types rejected with
+// line and column), documented defaults for every field, and range checks whose errors name the key,
+// its line and the allowed range.
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"reflect"
+	"regexp"
+	"strings"
+
+	"github.com/goccy/go-yaml"
+	"github.com/goccy/go-yaml/parser"
+
+	"github.com/gelo-research/geloattack/data/gelo"
+	"github.com/gelo-research/geloattack/data/synth"
+	"github.com/gelo-research/geloattack/models/settransformer"
+	"github.com/gelo-research/geloattack/train"
+)
+
+// Run is a whole run configuration: where the hidden states come from, how examples are drawn,
+// the model, the trainer, the loss and the evaluation.
+type Run struct {
+	// Name names the run; the run directory defaults to runs/<name>. Default "run".
+	Name string `yaml:"name" json:"name"`
+	// OutDir is the run directory. Default runs/<name>.
+	OutDir string `yaml:"out_dir" json:"out_dir"`
+	// Seed seeds the model's initialisation and per-step draws; the sampler's seed defaults to it.
+	// Default 1.
+	Seed uint64 `yaml:"seed" json:"seed"`
+	// Device is auto, cpu or cuda. Default auto (the CPU where no GPU backend is available).
+	Device string `yaml:"device" json:"device"`
+	// Store says where hidden states come from.
+	Store Store `yaml:"store" json:"store"`
+	// Sampler is SPEC §3: positives, tokens, shields, mixing, observation.
+	Sampler gelo.Config `yaml:"sampler" json:"sampler"`
+	// Model is SPEC §4; input_dim and candidate_dim default to the store's d and e.
+	Model settransformer.Config `yaml:"model" json:"model"`
+	// Train is the optimizer, schedule, logging, evaluation and checkpoint cadence.
+	Train train.Options `yaml:"train" json:"train"`
+	// Loss holds the SPEC §5 settings not owned by the model.
+	Loss Loss `yaml:"loss" json:"loss"`
+	// Eval holds the SPEC §6 settings.
+	Eval Eval `yaml:"eval" json:"eval"`
+}
+
+// Store selects the source of hidden states.
+type Store struct {
+	// Path is a store directory (SPEC §2). Empty means the embedded synthetic store below.
+	Path string `yaml:"path" json:"path"`
+	// Synth sizes the embedded synthetic store when Path is empty.
+	Synth synth.Config `yaml:"synth" json:"synth"`
+}
+
+// Loss holds loss settings that are not part of the model.
+type Loss struct {
+	// ExtraNegatives adds this many random texts of the split to the in-batch InfoNCE candidates.
+	// Default 0.
+	ExtraNegatives int `yaml:"extra_negatives" json:"extra_negatives"`
+}
+
+// Eval holds evaluation settings.
+type Eval struct {
+	// Batches is the number of batches per split that `geloattack eval` scores. Default 32.
+	Batches int `yaml:"batches" json:"batches"`
+	// PoolK is K, the pool size of the unmix same-embedding mass. Default 16.
+	PoolK int `yaml:"pool_k" json:"pool_k"`
+	// Tau is the temperature of the unmix same-embedding softmax. Default 0.05.
+	Tau float64 `yaml:"tau" json:"tau"`
+}
+
+// Default returns the documented defaults of every field.
+func Default() Run {
+	m, _ := settransformer.Preset("tiny")
+	m.InputDim, m.CandidateDim = 0, 0 // from the store
+	return Run{
+		Name:    "run",
+		Seed:    1,
+		Device:  "auto",
+		Store:   Store{Synth: synth.DefaultConfig()},
+		Sampler: gelo.DefaultConfig(),
+		Model:   m,
+		Train:   train.DefaultOptions(),
+		Eval:    Eval{Batches: 32, PoolK: 16, Tau: 0.05},
+	}
+}
+
+// Error is a configuration error located in its file.
+type Error struct {
+	File      string
+	Line, Col int
+	Key       string
+	Msg       string
+}
+
+// Error renders "file:line:col: key: message".
+func (e *Error) Error() string {
+	loc := e.File
+	if e.Line > 0 {
+		loc = fmt.Sprintf("%s:%d:%d", e.File, e.Line, e.Col)
+	}
+	if e.Key != "" {
+		return fmt.Sprintf("config %s: %s: %s", loc, e.Key, e.Msg)
+	}
+	return fmt.Sprintf("config %s: %s", loc, e.Msg)
+}
+
+// Load reads a config file over the defaults; see Parse.
+func Load(path string) (Run, error) {
+	src, err := os.ReadFile(path)
+	if err != nil {
+		return Run{}, fmt.Errorf("config: %w", err)
+	}
+	return Parse(path, src)
+}
+
+// Parse decodes src (named name in errors) over the defaults, strictly, and validates it. The
+// sampler's seed defaults to the run's seed when the file does not set it.
+func Parse(name string, src []byte) (Run, error) {
+	r := Default()
+	dec := yaml.NewDecoder(bytes.NewReader(src), yaml.Strict(), yaml.DisallowUnknownField())
+	if err := dec.Decode(&r); err != nil && !errors.Is(err, errEOF(err)) {
+		return Run{}, &Error{File: name, Msg: oneLine(yaml.FormatError(err, false, false))}
+	}
+	if !hasKey(src, "$.sampler.seed") {
+		r.Sampler.Seed = r.Seed
+	}
+	if err := r.Validate(); err != nil {
+		return Run{}, locate(name, src, err)
+	}
+	return r, nil
+}
+
+// errEOF treats an empty document as "all defaults".
+func errEOF(err error) error {
+	if err != nil && strings.Contains(err.Error(), "EOF") {
+		return err
+	}
+	return errors.New("not EOF")
+}
+
+// oneLine keeps go-yaml's "[line:col] message" and drops its source excerpt.
+func oneLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i]
+	}
+	return s
+}
+
+// sectionError is a validation error of one section, before it is located in the file.
+type sectionError struct {
+	section string
+	typ     reflect.Type
+	err     error
+}
+
+func (e *sectionError) Error() string { return e.section + ": " + e.err.Error() }
+
+// Validate checks every section. Errors carry the section so Parse can find the key's line.
+func (r Run) Validate() error {
+	if r.Name == "" || strings.ContainsAny(r.Name, `/\`) {
+		return &sectionError{"", reflect.TypeOf(r), fmt.Errorf("name: %q, want a non-empty name without slashes", r.Name)}
+	}
+	switch r.Device {
+	case "auto", "cpu", "cuda":
+	default:
+		return &sectionError{"", reflect.TypeOf(r), fmt.Errorf("device: %q, want auto, cpu or cuda", r.Device)}
+	}
+	if r.Store.Path == "" {
+		if err := r.Store.Synth.Validate(); err != nil {
+			return &sectionError{"store.synth", reflect.TypeOf(r.Store.Synth), err}
+		}
+	}
+	if err := r.Sampler.Validate(); err != nil {
+		return &sectionError{"sampler", reflect.TypeOf(r.Sampler), err}
+	}
+	if err := r.validateModel(); err != nil {
+		return &sectionError{"model", reflect.TypeOf(r.Model), err}
+	}
+	if err := r.Train.Validate(); err != nil {
+		return &sectionError{"train", reflect.TypeOf(r.Train), err}
+	}
+	if r.Loss.ExtraNegatives < 0 {
+		return &sectionError{"loss", reflect.TypeOf(r.Loss), fmt.Errorf("extra_negatives: %d, want >= 0", r.Loss.ExtraNegatives)}
+	}
+	if r.Eval.Batches < 1 {
+		return &sectionError{"eval", reflect.TypeOf(r.Eval), fmt.Errorf("batches: %d, want >= 1", r.Eval.Batches)}
+	}
+	if r.Eval.PoolK < 2 {
+		return &sectionError{"eval", reflect.TypeOf(r.Eval), fmt.Errorf("pool_k: %d, want >= 2", r.Eval.PoolK)}
+	}
+	if !(r.Eval.Tau > 0) {
+		return &sectionError{"eval", reflect.TypeOf(r.Eval), fmt.Errorf("tau: %g, want > 0", r.Eval.Tau)}
+	}
+	return nil
+}
+
+// validateModel checks the model section with the store's widths filled in where the file left
+// them at 0, so that a config is checked before any store is opened.
+func (r Run) validateModel() error {
+	m := r.Model
+	if m.InputDim == 0 {
+		m.InputDim = 1
+	}
+	if m.CandidateDim == 0 {
+		m.CandidateDim = 1
+	}
+	return m.Validate()
+}
+
+// locate turns a section's validation error into an Error with the line of the offending key:
+// the key is the first of the section's YAML field names that the message mentions.
+func locate(name string, src []byte, err error) error {
+	var se *sectionError
+	if !errors.As(err, &se) {
+		return &Error{File: name, Msg: err.Error()}
+	}
+	msg := se.err.Error()
+	key := firstKey(se.typ, msg)
+	path := key
+	if se.section != "" && key != "" {
+		path = se.section + "." + key
+	} else if key == "" {
+		path = se.section
+	}
+	e := &Error{File: name, Key: path, Msg: stripKey(msg, key)}
+	if path != "" {
+		e.Line, e.Col = position(src, "$."+path)
+	}
+	if e.Line == 0 && se.section != "" {
+		// The key is not in the file: the default (or a derived value) is what is wrong; point at
+		// the section if it is there.
+		e.Line, e.Col = position(src, "$."+se.section)
+	}
+	return e
+}
+
+// firstKey finds the YAML key of typ mentioned earliest in msg, as a whole word.
+func firstKey(typ reflect.Type, msg string) string {
+	best, bestAt := "", len(msg)+1
+	for i := 0; i < typ.NumField(); i++ {
+		tag := strings.Split(typ.Field(i).Tag.Get("yaml"), ",")[0]
+		if tag == "" || tag == "-" {
+			continue
+		}
+		re := regexp.MustCompile(`(^|[^A-Za-z0-9_])` + regexp.QuoteMeta(tag) + `($|[^A-Za-z0-9_])`)
+		if loc := re.FindStringIndex(msg); loc != nil && loc[0] < bestAt {
+			best, bestAt = tag, loc[0]
+		}
+	}
+	return best
+}
+
+// stripKey drops package prefixes such as "gelo config: " so the message reads after the key.
+func stripKey(msg, key string) string {
+	if key == "" {
+		return msg
+	}
+	if i := strings.Index(msg, key); i >= 0 {
+		rest := strings.TrimLeft(msg[i+len(key):], " :=")
+		if strings.HasPrefix(msg[i+len(key):], " =") {
+			return "= " + rest
+		}
+		return rest
+	}
+	return msg
+}
+
+// position is the line and column of the node at a YAML path, or 0, 0.
+func position(src []byte, path string) (int, int) {
+	f, err := parser.ParseBytes(src, 0)
+	if err != nil {
+		return 0, 0
+	}
+	p, err := yaml.PathString(path)
+	if err != nil {
+		return 0, 0
+	}
+	n, err := p.FilterFile(f)
+	if err != nil || n == nil || n.GetToken() == nil {
+		return 0, 0
+	}
+	return n.GetToken().Position.Line, n.GetToken().Position.Column
+}
+
+// hasKey reports whether the document sets the key at path.
+func hasKey(src []byte, path string) bool {
+	l, _ := position(src, path)
+	return l > 0
+}
+
+// Marshal renders the resolved config as YAML, the form saved in the run directory.
+func (r Run) Marshal() ([]byte, error) { return yaml.Marshal(r) }

@@ -1,0 +1,157 @@
+package train
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+
+	"gonum.org/v1/gonum/mat"
+
+	"github.com/gelo-research/geloattack/data"
+	"github.com/gelo-research/geloattack/data/gelo"
+	"github.com/gelo-research/geloattack/engine"
+	"github.com/gelo-research/geloattack/eval"
+	"github.com/gelo-research/geloattack/losses"
+	"github.com/gelo-research/geloattack/models/settransformer"
+)
+
+// Retrieval is the text-presence attack (SPEC §4 retrieval head, §5 InfoNCE, §6 retrieval
+// metrics): from U alone, rank candidate texts so that the example's positive texts come first.
+type Retrieval struct {
+	model   *settransformer.Model
+	corpus  data.Corpus
+	sampler *gelo.Sampler
+	// extraNegatives random texts of the split join each step's in-batch candidates.
+	extraNegatives int
+	seed           uint64
+	mask           []float32 // reused (B, N) float mask
+}
+
+// NewRetrieval binds a retrieval model to the sampler's corpus. Extra negatives are drawn from a
+// stream seeded by (seed, step).
+func NewRetrieval(m *settransformer.Model, s *gelo.Sampler, extraNegatives int, seed uint64) *Retrieval {
+	return &Retrieval{model: m, corpus: s.Corpus(), sampler: s, extraNegatives: extraNegatives, seed: seed}
+}
+
+// Params is the model's parameter buffer.
+func (r *Retrieval) Params() *engine.Params { return r.model.Params() }
+
+// Model is the underlying set transformer.
+func (r *Retrieval) Model() *settransformer.Model { return r.model }
+
+// modelBatch views a sampler batch as the model's input; the float mask buffer is reused.
+func (r *Retrieval) modelBatch(b *gelo.Batch) settransformer.Batch {
+	if cap(r.mask) < len(b.Mask) {
+		r.mask = make([]float32, len(b.Mask))
+	}
+	r.mask = r.mask[:len(b.Mask)]
+	for i, m := range b.Mask {
+		r.mask[i] = 0
+		if m {
+			r.mask[i] = 1
+		}
+	}
+	return settransformer.Batch{B: b.B, N: b.N, U: b.U, Mask: r.mask}
+}
+
+// targets builds the in-batch candidate set (plus extra negatives drawn from rng when non-nil) and
+// each example's positive indices into it. cand: (C, e).
+func (r *Retrieval) targets(b *gelo.Batch, rng *rand.Rand) (settransformer.Targets, error) {
+	pos := make([][]int64, b.B)
+	index := map[int64]int{} // text id -> corpus index
+	for i, ex := range b.Examples {
+		pos[i] = ex.Positives
+		for j, id := range ex.Positives {
+			index[id] = ex.PositiveIdx[j]
+		}
+	}
+	var extra []int64
+	if rng != nil && r.extraNegatives > 0 {
+		texts := r.sampler.Texts(b.Examples[0].Split)
+		for k := 0; k < r.extraNegatives; k++ {
+			ci := texts[rng.IntN(len(texts))]
+			id := r.corpus.TextID(ci)
+			index[id] = ci
+			extra = append(extra, id)
+		}
+	}
+	ids, p, err := losses.InBatchCandidates(pos, extra)
+	if err != nil {
+		return settransformer.Targets{}, err
+	}
+	e := r.corpus.E()
+	cand := make([]float32, len(ids)*e)
+	for c, id := range ids {
+		if err := r.corpus.TextEmbedding(index[id], cand[c*e:(c+1)*e]); err != nil {
+			return settransformer.Targets{}, fmt.Errorf("candidate text %d: %w", id, err)
+		}
+	}
+	return settransformer.Targets{Candidates: cand, Positives: p}, nil
+}
+
+// Step runs forward and backward of one batch.
+func (r *Retrieval) Step(b *gelo.Batch, step int64) (float64, error) {
+	rng := rand.New(rand.NewPCG(r.seed^0x6e656761746976, uint64(step)))
+	t, err := r.targets(b, rng)
+	if err != nil {
+		return 0, err
+	}
+	loss, err := r.model.ForwardBackward(r.modelBatch(b), t)
+	return float64(loss), err
+}
+
+// NewEvaluator starts a retrieval evaluation: candidates are each batch's positives (no extra
+// negatives, so the chance level is |P|/|C| of the in-batch set), scores cos/tau.
+func (r *Retrieval) NewEvaluator() Evaluator { return &retrievalEval{task: r} }
+
+type retrievalEval struct {
+	task *Retrieval
+	acc  eval.RetrievalAccumulator
+}
+
+// Add scores one batch: s_bc = cos(q_b, emb_c) / tau.
+func (ev *retrievalEval) Add(b *gelo.Batch) error {
+	r := ev.task
+	t, err := r.targets(b, nil)
+	if err != nil {
+		return err
+	}
+	out, err := r.model.Forward(r.modelBatch(b))
+	if err != nil {
+		return err
+	}
+	q := out.Retrieval.ToHost() // (B, e), unit rows
+	e := r.corpus.E()
+	c := len(t.Candidates) / e
+	tau := r.model.Tau()
+	scores := mat.NewDense(b.B, c, nil)
+	for j := 0; j < c; j++ {
+		cj := t.Candidates[j*e : (j+1)*e]
+		var nn float64
+		for _, v := range cj {
+			nn += float64(v) * float64(v)
+		}
+		nn = math.Sqrt(nn)
+		for i := 0; i < b.B; i++ {
+			qi := q[i*e : (i+1)*e]
+			var dot float64
+			for k := range qi {
+				dot += float64(qi[k]) * float64(cj[k])
+			}
+			scores.Set(i, j, dot/(nn+1e-12)/tau)
+		}
+	}
+	return ev.acc.Add(scores, t.Positives)
+}
+
+// Metrics are the positive mass, top-1 and recall@|P| with chance levels and standard errors.
+func (ev *retrievalEval) Metrics() map[string]float64 {
+	res := ev.acc.Result()
+	out := map[string]float64{}
+	for name, m := range map[string]eval.Metric{"pos_mass": res.Mass, "top1": res.Top1, "recall": res.Recall} {
+		out[name] = m.Mean
+		out[name+"_chance"] = m.Chance
+		out[name+"_se"] = m.StdErr
+	}
+	return out
+}
