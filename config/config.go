@@ -121,9 +121,11 @@ func Load(path string) (Run, error) {
 // sampler's seed defaults to the run's seed when the file does not set it.
 func Parse(name string, src []byte) (Run, error) {
 	r := Default()
-	dec := yaml.NewDecoder(bytes.NewReader(src), yaml.Strict(), yaml.DisallowUnknownField())
-	if err := dec.Decode(&r); err != nil && !errors.Is(err, errEOF(err)) {
-		return Run{}, &Error{File: name, Msg: oneLine(yaml.FormatError(err, false, false))}
+	if !emptyDocument(src) {
+		dec := yaml.NewDecoder(bytes.NewReader(src), yaml.Strict(), yaml.DisallowUnknownField())
+		if err := dec.Decode(&r); err != nil {
+			return Run{}, decodeError(name, src, err)
+		}
 	}
 	if !hasKey(src, "$.sampler.seed") {
 		r.Sampler.Seed = r.Seed
@@ -134,21 +136,50 @@ func Parse(name string, src []byte) (Run, error) {
 	return r, nil
 }
 
-// errEOF treats an empty document as "all defaults".
-func errEOF(err error) error {
-	if err != nil && strings.Contains(err.Error(), "EOF") {
-		return err
+// emptyDocument reports whether src holds no YAML value (nothing, or comments only): all defaults.
+func emptyDocument(src []byte) bool {
+	f, err := parser.ParseBytes(src, 0)
+	if err != nil {
+		return false // let the decoder report it
 	}
-	return errors.New("not EOF")
+	for _, d := range f.Docs {
+		if d.Body != nil {
+			return false
+		}
+	}
+	return true
 }
 
-// oneLine keeps go-yaml's "[line:col] message" and drops its source excerpt.
-func oneLine(s string) string {
-	s = strings.TrimSpace(s)
-	if i := strings.IndexByte(s, '\n'); i >= 0 {
-		s = s[:i]
+var decodePos = regexp.MustCompile(`^\[(\d+):(\d+)\] (.*)$`)
+
+// decodeError turns go-yaml's "[line:col] message" into an Error that also names the key on that
+// line, since type errors name Go types rather than YAML keys.
+func decodeError(name string, src []byte, err error) error {
+	msg := strings.TrimSpace(yaml.FormatError(err, false, false))
+	if i := strings.IndexByte(msg, '\n'); i >= 0 {
+		msg = msg[:i]
 	}
-	return s
+	m := decodePos.FindStringSubmatch(msg)
+	if m == nil {
+		return &Error{File: name, Msg: msg}
+	}
+	line, col := atoi(m[1]), atoi(m[2])
+	e := &Error{File: name, Line: line, Col: col, Msg: m[3]}
+	lines := strings.Split(string(src), "\n")
+	if line >= 1 && line <= len(lines) {
+		if k, _, ok := strings.Cut(strings.TrimSpace(lines[line-1]), ":"); ok && !strings.Contains(e.Msg, `"`+k+`"`) {
+			e.Key = strings.TrimPrefix(k, "- ")
+		}
+	}
+	return e
+}
+
+func atoi(s string) int {
+	n := 0
+	for _, c := range s {
+		n = n*10 + int(c-'0')
+	}
+	return n
 }
 
 // sectionError is a validation error of one section, before it is located in the file.
@@ -255,19 +286,20 @@ func firstKey(typ reflect.Type, msg string) string {
 	return best
 }
 
-// stripKey drops package prefixes such as "gelo config: " so the message reads after the key.
+// stripKey drops package prefixes such as "gelo config: " so the message starts at the key; a
+// leading "key: " is dropped too since the error prints the key's full path before the message.
 func stripKey(msg, key string) string {
 	if key == "" {
 		return msg
 	}
-	if i := strings.Index(msg, key); i >= 0 {
-		rest := strings.TrimLeft(msg[i+len(key):], " :=")
-		if strings.HasPrefix(msg[i+len(key):], " =") {
-			return "= " + rest
-		}
-		return rest
+	i := strings.Index(msg, key)
+	if i < 0 {
+		return msg
 	}
-	return msg
+	if rest, ok := strings.CutPrefix(msg[i+len(key):], ":"); ok {
+		return strings.TrimSpace(rest)
+	}
+	return msg[i:]
 }
 
 // position is the line and column of the node at a YAML path, or 0, 0.

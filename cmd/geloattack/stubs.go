@@ -2,7 +2,6 @@ package main
 
 import "context"
 
-func runEval(ctx context.Context, args []string) error   { return errNotYet("eval") }
 func runBench(ctx context.Context, args []string) error  { return errNotYet("bench") }
 func runSweep(ctx context.Context, args []string) error  { return errNotYet("sweep") }
 func runReport(ctx context.Context, args []string) error { return errNotYet("report") }

@@ -1,0 +1,93 @@
+package config
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/gelo-research/geloattack/configs"
+)
+
+func TestEmbeddedQuickstartParses(t *testing.T) {
+	src, err := configs.Read(configs.Quickstart)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := Parse("quickstart.yaml", src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Name != "quickstart" || r.Store.Synth.D != 256 || r.Model.Hidden != 128 {
+		t.Fatalf("unexpected resolved config: %+v", r)
+	}
+	if r.Sampler.Seed != r.Seed {
+		t.Fatalf("sampler seed %d should default to the run seed %d", r.Sampler.Seed, r.Seed)
+	}
+	// The resolved config saved in a run directory must parse back to the same values.
+	out, err := r.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r2, err := Parse("resolved.yaml", out)
+	if err != nil {
+		t.Fatalf("resolved config does not parse back: %v\n%s", err, out)
+	}
+	a, _ := r.Marshal()
+	b, _ := r2.Marshal()
+	if string(a) != string(b) {
+		t.Fatalf("round trip changed the config:\n%s\nvs\n%s", a, b)
+	}
+}
+
+func TestEmptyFileIsDefaults(t *testing.T) {
+	r, err := Parse("empty.yaml", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Train != Default().Train {
+		t.Fatal("empty file should give the defaults")
+	}
+}
+
+// Each bad config must give one line naming the file, the line, the key and what is allowed.
+func TestBadConfigsNameKeyLineAndRange(t *testing.T) {
+	cases := []struct {
+		name, src string
+		line      string // "file:line:" prefix expected
+		want      []string
+	}{
+		{"unknown key", "name: x\nsampler:\n  shield_fraction: 0.5\n", "bad.yaml:3:3:", []string{`unknown field "shield_fraction"`}},
+		{"wrong type", "train:\n  steps: many\n", "bad.yaml:2:10:", []string{"steps", "cannot unmarshal"}},
+		{"fraction above 1", "sampler:\n  shield_frac: 0.2\n  obs_rows: 1.5\n", "bad.yaml:3:", []string{"sampler.obs_rows", "1.5", "(0, 1]"}},
+		{"kappa below 1", "sampler:\n  mix: non_orthogonal\n  mix_cond: 0.5\n", "bad.yaml:3:", []string{"sampler.mix_cond", "0.5"}},
+		{"min above max", "sampler:\n  shield_scale: [2.0, 1.0]\n", "bad.yaml:2:", []string{"sampler.shield_scale", "2"}},
+		{"heads do not divide", "model:\n  hidden: 100\n  heads: 3\n", "bad.yaml:3:", []string{"model.heads", "3", "100"}},
+		{"negative lr", "train:\n  lr: -0.1\n", "bad.yaml:2:", []string{"train.lr", "-0.1", "(0, 1]"}},
+		{"bad device", "device: tpu\n", "bad.yaml:1:", []string{"device", "tpu", "auto, cpu or cuda"}},
+		{"bad synth", "store:\n  synth:\n    d: -4\n", "bad.yaml:3:", []string{"store.synth.d", "-4"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := Parse("bad.yaml", []byte(c.src))
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			msg := err.Error()
+			if strings.Contains(msg, "\n") {
+				t.Errorf("error spans several lines: %q", msg)
+			}
+			if !strings.Contains(msg, c.line) {
+				t.Errorf("error %q does not locate %q", msg, c.line)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(msg, w) {
+					t.Errorf("error %q lacks %q", msg, w)
+				}
+			}
+			var ce *Error
+			if !errors.As(err, &ce) {
+				t.Errorf("error is %T, want *config.Error", err)
+			}
+		})
+	}
+}
