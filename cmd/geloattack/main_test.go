@@ -1,0 +1,142 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gelo-research/geloattack/checkpoints"
+)
+
+// TestMain lets the tests run the real CLI in a child process (the test binary re-executed with
+// GELOATTACK_TEST_MAIN=1), so that a kill -9 hits a real training process.
+func TestMain(m *testing.M) {
+	if os.Getenv("GELOATTACK_TEST_MAIN") == "1" {
+		main()
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// tinyConfig trains in a second or two: a small synthetic store and a two-layer model.
+const tinyConfig = `name: tiny
+seed: 7
+store:
+  synth: {texts: 200, min_tokens: 8, max_tokens: 24, d: 32, e: 16}
+sampler:
+  positives: [2, 3]
+  tokens_per_text: 8
+  shield_frac: 0.25
+model: {task: retrieval, hidden: 16, layers: 2, heads: 2, mlp_hidden: 32}
+train: {steps: STEPS, batch_size: 4, warmup_steps: 5, log_every: 2, eval_every: 10, eval_batches: 2, ckpt_every: 5, keep_ckpts: 2, workers: 2}
+`
+
+func cli(t *testing.T, args ...string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), "GELOATTACK_TEST_MAIN=1")
+	return cmd
+}
+
+func writeConfig(t *testing.T, dir string, steps string) string {
+	t.Helper()
+	src := strings.Replace(tinyConfig, "STEPS", steps, 1)
+	p := filepath.Join(dir, "tiny.yaml")
+	if err := os.WriteFile(p, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestKillNineAndResumeReproducesMetrics(t *testing.T) {
+	if testing.Short() {
+		t.Skip("trains a model twice")
+	}
+	dir := t.TempDir()
+	cfg := writeConfig(t, dir, "60")
+
+	ref := filepath.Join(dir, "ref")
+	if out, err := cli(t, "train", "-config", cfg, "-out", ref).CombinedOutput(); err != nil {
+		t.Fatalf("reference run: %v\n%s", err, out)
+	}
+
+	run := filepath.Join(dir, "run")
+	child := cli(t, "train", "-config", cfg, "-out", run)
+	var childOut bytes.Buffer
+	child.Stdout, child.Stderr = &childOut, &childOut
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// Kill as soon as a checkpoint past the first exists: the run is then mid-way, with metric
+	// lines (and perhaps a checkpoint write) beyond the checkpoint that resume will use.
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		if _, step, err := checkpoints.LatestPath(run); err == nil && step >= 10 {
+			break
+		}
+		if time.Now().After(deadline) {
+			child.Process.Kill()
+			t.Fatalf("no checkpoint after 60 s:\n%s", childOut.String())
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	if err := child.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	child.Wait()
+	_, killedAt, err := checkpoints.LatestPath(run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if killedAt >= 60 {
+		t.Skipf("the run finished (step %d) before the kill landed; nothing to resume", killedAt)
+	}
+	if out, err := cli(t, "train", "-config", cfg, "-out", run).CombinedOutput(); err == nil {
+		t.Fatalf("restarting a run without -resume must refuse to overwrite it:\n%s", out)
+	}
+	if out, err := cli(t, "train", "-config", cfg, "-out", run, "-resume").CombinedOutput(); err != nil {
+		t.Fatalf("resume: %v\n%s", err, out)
+	}
+	want, got := mustRead(t, filepath.Join(ref, "metrics.jsonl")), mustRead(t, filepath.Join(run, "metrics.jsonl"))
+	if !bytes.Equal(want, got) {
+		t.Fatalf("killed at checkpoint %d and resumed: metrics.jsonl differs\nwant:\n%s\ngot:\n%s", killedAt, want, got)
+	}
+	if n := bytes.Count(want, []byte("\n")); n < 30 {
+		t.Fatalf("only %d metric lines", n)
+	}
+}
+
+func TestEvalOnRunDirectory(t *testing.T) {
+	dir := t.TempDir()
+	cfg := writeConfig(t, dir, "10")
+	run := filepath.Join(dir, "run")
+	if out, err := cli(t, "train", "-config", cfg, "-out", run).CombinedOutput(); err != nil {
+		t.Fatalf("train: %v\n%s", err, out)
+	}
+	out, err := cli(t, "eval", "-batches", "3", run).CombinedOutput()
+	if err != nil {
+		t.Fatalf("eval: %v\n%s", err, out)
+	}
+	for _, w := range []string{"pos_mass", "chance", "top1"} {
+		if !bytes.Contains(out, []byte(w)) {
+			t.Fatalf("eval output lacks %q:\n%s", w, out)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(run, "eval.json")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func mustRead(t *testing.T, p string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
