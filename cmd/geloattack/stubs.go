@@ -2,6 +2,5 @@ package main
 
 import "context"
 
-func runBench(ctx context.Context, args []string) error  { return errNotYet("bench") }
 func runSweep(ctx context.Context, args []string) error  { return errNotYet("sweep") }
 func runReport(ctx context.Context, args []string) error { return errNotYet("report") }

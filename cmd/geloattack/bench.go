@@ -1,0 +1,132 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/gelo-research/geloattack/data"
+	"github.com/gelo-research/geloattack/data/gelo"
+	"github.com/gelo-research/geloattack/models/settransformer"
+)
+
+// runBench is `geloattack bench`.
+func runBench(ctx context.Context, args []string) error {
+	flags := flag.NewFlagSet("bench", flag.ContinueOnError)
+	what := flags.String("what", "gen,step", "comma-separated benchmarks: gen (example generation), step (training step)")
+	presets := flags.String("presets", "tiny,small,paper", "model presets for -what step: tiny (h128 L2, n64 B4), small (h256 L4, n128 B8), paper (h384 L24, n256 B16); d = e = 4096")
+	steps := flags.Int("steps", 3, "timed training steps per preset (after one warm-up step)")
+	sizes := flags.String("n", "64,256,1024", "set sizes n (rows of X) for -what gen")
+	workers := flags.String("workers", "1,2", "generator goroutines for -what gen")
+	examples := flags.Int("examples", 64, "examples generated per gen measurement")
+	d := flags.Int("d", 4096, "row width for -what gen")
+	flags.Usage = func() {
+		fmt.Fprintf(flags.Output(), "usage: geloattack bench [flags]\n\n"+
+			"Measures example generation (examples/s and rows/s of fresh obfuscated sets: window tokens,\n"+
+			"10%% gaussian shields, Haar mixing) and training-step throughput (forward, backward, AdamW;\n"+
+			"rows/s and peak RSS) on this machine. Timings on shared machines are noisy: repeat and quote medians.\n\n")
+		flags.PrintDefaults()
+	}
+	if err := flags.Parse(args); err != nil {
+		return err
+	}
+	for _, w := range strings.Split(*what, ",") {
+		switch strings.TrimSpace(w) {
+		case "gen":
+			ns, err := parseInts(*sizes)
+			if err != nil {
+				return fmt.Errorf("-n: %w", err)
+			}
+			ws, err := parseInts(*workers)
+			if err != nil {
+				return fmt.Errorf("-workers: %w", err)
+			}
+			if err := benchGen(ctx, ns, ws, *examples, *d); err != nil {
+				return err
+			}
+		case "step":
+			for _, p := range strings.Split(*presets, ",") {
+				if err := settransformer.RunBench(ctx, strings.TrimSpace(p), *steps, os.Stdout); err != nil {
+					return err
+				}
+			}
+		default:
+			return fmt.Errorf("-what: unknown benchmark %q (want gen or step)", w)
+		}
+	}
+	return nil
+}
+
+func parseInts(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		var v int
+		if _, err := fmt.Sscan(strings.TrimSpace(f), &v); err != nil || v < 1 {
+			return nil, fmt.Errorf("%q is not a positive integer", f)
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+// benchGen times the sampler on a corpus of Gaussian rows: for each n, 4 positives of t rows
+// with ceil(0.1 * 4t) shields, so that 4t + k ≈ n.
+func benchGen(ctx context.Context, ns, workers []int, examples, d int) error {
+	fmt.Printf("| n | d | workers | examples/s | rows/s |\n|---|---|---|---|---|\n")
+	for _, n := range ns {
+		t := max(1, int(float64(n)/1.1/4))
+		corpus, err := gaussianCorpus(64, t, d)
+		if err != nil {
+			return err
+		}
+		cfg := gelo.DefaultConfig()
+		cfg.Positives = gelo.Fixed(4)
+		cfg.TokensPerText = gelo.Fixed(float64(t))
+		cfg.ValFrac = 0.25
+		s, err := gelo.NewSampler(corpus, cfg)
+		if err != nil {
+			return err
+		}
+		for _, w := range workers {
+			const batch = 4
+			nb := int64((examples + batch - 1) / batch)
+			start := time.Now()
+			p := gelo.NewFinitePipeline(ctx, s, data.Train, batch, w, 2*w, 0, nb)
+			rows := 0
+			for i := int64(0); i < nb; i++ {
+				b, err := p.Next()
+				if err != nil {
+					p.Close()
+					return err
+				}
+				for _, ex := range b.Examples {
+					rows += ex.N
+				}
+			}
+			p.Close()
+			el := time.Since(start).Seconds()
+			fmt.Printf("| %d | %d | %d | %.1f | %.0f |\n", n, d, w, float64(nb*batch)/el, float64(rows)/el)
+		}
+	}
+	return nil
+}
+
+// gaussianCorpus is texts of t Gaussian rows each; generation cost does not depend on the values.
+func gaussianCorpus(texts, t, d int) (*data.MemCorpus, error) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	c := data.NewMemCorpus(d, 8)
+	rows := make([]float32, t*d)
+	for i := 0; i < texts; i++ {
+		for j := range rows {
+			rows[j] = float32(rng.NormFloat64())
+		}
+		if err := c.Add(int64(i), rows, make([]float32, 8)); err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
+}
