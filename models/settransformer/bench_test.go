@@ -1,0 +1,49 @@
+package settransformer
+
+import (
+	"context"
+	"strings"
+	"testing"
+)
+
+// BenchmarkTrainStep times full training steps (forward, backward, clip, AdamW) at the shapes of
+// the throughput targets. Run the paper size briefly: go test -bench TrainStep/paper -benchtime 3x.
+func BenchmarkTrainStep(b *testing.B) {
+	for _, preset := range []string{"tiny", "small", "paper"} {
+		b.Run(preset, func(b *testing.B) {
+			res, err := benchmarkSteps(context.Background(), preset, b.N)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportMetric(res.RowsPerSec, "rows/s")
+			b.ReportMetric(float64(res.PeakRSS)/(1<<20), "peakRSS_MiB")
+			b.ReportMetric(res.StepSeconds, "s/step")
+			b.ReportMetric(res.CPURowsPerSec, "cpu-rows/s")
+			b.ReportMetric(0, "ns/op") // the step time above is the meaningful figure
+		})
+	}
+}
+
+// TestRunBench: the benchmark entry point reports a positive throughput for one tiny step, stops on
+// a cancelled context, and refuses an unknown preset and a step count below one.
+func TestRunBench(t *testing.T) {
+	var sb strings.Builder
+	if err := RunBench(context.Background(), "tiny", 1, &sb); err != nil {
+		t.Fatal(err)
+	}
+	t.Log(sb.String())
+	if !strings.Contains(sb.String(), "rows/s") || strings.Contains(sb.String(), " 0.0 rows/s") {
+		t.Errorf("report lacks a throughput: %q", sb.String())
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := RunBench(ctx, "tiny", 1, &sb); err == nil {
+		t.Error("cancelled context: benchmark ran")
+	}
+	if err := RunBench(context.Background(), "huge", 1, &sb); err == nil {
+		t.Error("unknown preset accepted")
+	}
+	if err := RunBench(context.Background(), "tiny", 0, &sb); err == nil {
+		t.Error("zero steps accepted")
+	}
+}

@@ -1,0 +1,267 @@
+package settransformer
+
+import (
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/gelo-research/geloattack/engine"
+	"github.com/gelo-research/geloattack/losses"
+)
+
+// Batch is a padded batch of obfuscated examples as the model consumes them.
+type Batch struct {
+	// B is the number of sets and N the rows of the largest one.
+	B, N int
+	// U holds the observed rows: (B, N, d), row-major.
+	U []float32
+	// Mask is (B, N): 1 for a real row, 0 for padding (any position); nil when every row is real.
+	Mask []float32
+}
+
+// Targets are the retrieval targets of one batch (SPEC §5, in-batch candidates).
+type Targets struct {
+	// Candidates holds the candidate text embeddings: (C, e), row-major.
+	Candidates []float32
+	// Positives[b] lists the indices into Candidates of example b's positive texts.
+	Positives [][]int
+}
+
+// Outputs are the results of an inference forward pass; the tensors stay valid until the model's
+// next forward pass.
+type Outputs struct {
+	// Retrieval is the L2-normalised retrieval vectors, (B, e).
+	Retrieval *engine.Tensor
+	// Rows is the encoder's final states, (B, N+1, h): the CLS state at row 0, row j+1 for row j
+	// of U (padded rows hold values that mean nothing).
+	Rows *engine.Tensor
+	// KeyMask is (B, N+1): Batch.Mask with the CLS column (1) in front.
+	KeyMask *engine.Tensor
+}
+
+// Model is the retrieval attack of SPEC §4: the set encoder, whose CLS state goes through
+// Linear(h, e) and L2 normalisation, trained with multi-positive InfoNCE. All parameters live in
+// one engine.Params buffer (named views with the SPEC §4 names); a Model is not safe for
+// concurrent use.
+type Model struct {
+	cfg    Config
+	params *engine.Params
+	enc    *Encoder
+	head   *engine.Tensor // retrieval_head.weight (e, h)
+	logTau *engine.Tensor // log_tau (1); nil for a fixed temperature
+	tape   *engine.Tape
+	// clean is reused host scratch for U with its padded rows zeroed (see cleanRows).
+	clean []float32
+}
+
+// New builds a retrieval model on the engine's default device with parameters initialised from
+// seed (see ParamSpec.Init).
+func New(cfg Config, seed uint64) (*Model, error) {
+	be, err := defaultBackend()
+	if err != nil {
+		return nil, err
+	}
+	return NewOn(be, cfg, seed)
+}
+
+// defaultBackend is the one place that picks a device, until the engine offers its own choice
+// (ENGINE_REQUESTS.md, request 2).
+func defaultBackend() (engine.Backend, error) {
+	be, err := engine.NewCPU(engine.CPUConfig{})
+	if err != nil {
+		return nil, fmt.Errorf("settransformer: open compute device: %w", err)
+	}
+	return be, nil
+}
+
+// NewOn is New on a given backend.
+func NewOn(be engine.Backend, cfg Config, seed uint64) (*Model, error) {
+	specs, err := ParamSpecs(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Task != TaskRetrieval {
+		return nil, fmt.Errorf("settransformer: task %q: only %q is implemented", cfg.Task, TaskRetrieval)
+	}
+	if math.Abs(cfg.Eps-engine.RMSNormEps) > 1e-12 {
+		return nil, fmt.Errorf("settransformer config: eps = %g: the engine's RMSNorm supports only %g", cfg.Eps, engine.RMSNormEps)
+	}
+	ps := engine.NewParams()
+	for _, s := range specs {
+		ps.Add(s.Name, s.Shape, engine.DefaultDecay(s.Name, s.Shape))
+	}
+	if err := ps.Alloc(be); err != nil {
+		return nil, fmt.Errorf("settransformer: allocate %d parameters: %w", ps.Len(), err)
+	}
+	for _, s := range specs {
+		buf := make([]float32, s.Size())
+		if err := s.Init(buf, seed); err != nil {
+			return nil, err
+		}
+		t, _ := ps.Lookup(s.Name)
+		if err := t.CopyFrom(buf); err != nil {
+			return nil, fmt.Errorf("settransformer: initialise %s: %w", s.Name, err)
+		}
+	}
+	enc, err := NewEncoder(cfg, ps)
+	if err != nil {
+		return nil, err
+	}
+	m := &Model{cfg: cfg, params: ps, enc: enc, tape: engine.NewTape(be)}
+	m.head, _ = ps.Lookup("retrieval_head.weight")
+	if cfg.LearnTemperature {
+		m.logTau, _ = ps.Lookup("log_tau")
+	}
+	return m, nil
+}
+
+// Config returns the model's configuration.
+func (m *Model) Config() Config { return m.cfg }
+
+// Params is the parameter buffer: named views for checkpoints (Views, Lookup), the gradient
+// buffer that ForwardBackward fills, and what engine.NewAdamW optimises.
+func (m *Model) Params() *engine.Params { return m.params }
+
+// Encoder is the model's set encoder.
+func (m *Model) Encoder() *Encoder { return m.enc }
+
+// Tape is the model's tape (arena statistics, tests).
+func (m *Model) Tape() *engine.Tape { return m.tape }
+
+// Param copies the named parameter to the host.
+func (m *Model) Param(name string) ([]float32, error) {
+	t, ok := m.params.Lookup(name)
+	if !ok {
+		return nil, fmt.Errorf("settransformer: no parameter %q", name)
+	}
+	return t.ToHost(), nil
+}
+
+// SetParam overwrites the named parameter with v (len = the parameter's size).
+func (m *Model) SetParam(name string, v []float32) error {
+	t, ok := m.params.Lookup(name)
+	if !ok {
+		return fmt.Errorf("settransformer: no parameter %q", name)
+	}
+	if err := t.CopyFrom(v); err != nil {
+		return fmt.Errorf("settransformer: set %s: %w", name, err)
+	}
+	return nil
+}
+
+// checkBatch validates the sizes of b against the model.
+func (m *Model) checkBatch(b Batch) error {
+	if b.B < 1 || b.N < 1 {
+		return fmt.Errorf("settransformer: batch of %d sets of %d rows: want both >= 1", b.B, b.N)
+	}
+	if want := b.B * b.N * m.cfg.InputDim; len(b.U) != want {
+		return fmt.Errorf("settransformer: batch U has %d values, want B*N*d = %d*%d*%d = %d", len(b.U), b.B, b.N, m.cfg.InputDim, want)
+	}
+	if b.Mask != nil {
+		if len(b.Mask) != b.B*b.N {
+			return fmt.Errorf("settransformer: batch mask has %d values, want B*N = %d", len(b.Mask), b.B*b.N)
+		}
+		for i, v := range b.Mask {
+			if v != 0 && v != 1 {
+				return fmt.Errorf("settransformer: batch mask[%d] = %g, want 0 or 1", i, v)
+			}
+		}
+	}
+	return nil
+}
+
+// cleanRows returns b.U with every padded row zeroed. Attention never reads padded keys, but a
+// weight gradient is a product over all rows, and a zero gradient times NaN or Inf padding is NaN:
+// padding must be zeroed, not multiplied by zero. The copy is one pass over the batch into reused
+// scratch (ENGINE_REQUESTS.md, request 4, would do it on the device); without padding b.U is used
+// as it is.
+func (m *Model) cleanRows(b Batch) []float32 {
+	if b.Mask == nil || !slices.Contains(b.Mask, 0) {
+		return b.U
+	}
+	if cap(m.clean) < len(b.U) {
+		m.clean = make([]float32, len(b.U))
+	}
+	c := m.clean[:len(b.U)]
+	d := m.cfg.InputDim
+	for r, real := range b.Mask {
+		if real == 0 {
+			clear(c[r*d : (r+1)*d])
+		} else {
+			copy(c[r*d:(r+1)*d], b.U[r*d:(r+1)*d])
+		}
+	}
+	return c
+}
+
+// forward records the model up to the retrieval vectors. q: (B, e).
+func (m *Model) forward(b Batch) (q, rows, keyMask *engine.Tensor, err error) {
+	if err := m.checkBatch(b); err != nil {
+		return nil, nil, nil, err
+	}
+	tp := m.tape
+	tp.Reset()
+	u := tp.Input(m.cleanRows(b), b.B, b.N, m.cfg.InputDim) // (B, N, d)
+	var mask *engine.Tensor
+	if b.Mask != nil {
+		mask = tp.Input(b.Mask, b.B, b.N) // (B, N)
+	}
+	rows, keyMask = m.enc.Forward(tp, u, mask)                 // (B, N+1, h)
+	q = tp.L2Normalize(tp.Linear(tp.TakeRow(rows, 0), m.head)) // (B, e)
+	if err := tp.Err(); err != nil {
+		return nil, nil, nil, fmt.Errorf("settransformer: forward: %w", err)
+	}
+	return q, rows, keyMask, nil
+}
+
+// Forward runs inference: the retrieval vectors and the encoder states of b.
+func (m *Model) Forward(b Batch) (Outputs, error) {
+	q, rows, keyMask, err := m.forward(b)
+	if err != nil {
+		return Outputs{}, err
+	}
+	return Outputs{Retrieval: q, Rows: rows, KeyMask: keyMask}, nil
+}
+
+// ForwardBackward computes the InfoNCE loss of b against t and accumulates (+=) the gradient of
+// every parameter into Params().Grad(); the caller zeroes gradients once per optimiser step
+// (Params().ZeroGrad), which also allows accumulation over several batches.
+func (m *Model) ForwardBackward(b Batch, t Targets) (float32, error) {
+	if len(t.Positives) != b.B {
+		return 0, fmt.Errorf("settransformer: %d positive lists for a batch of %d", len(t.Positives), b.B)
+	}
+	e := m.cfg.CandidateDim
+	if len(t.Candidates) == 0 || len(t.Candidates)%e != 0 {
+		return 0, fmt.Errorf("settransformer: %d candidate values: want a positive multiple of e = %d", len(t.Candidates), e)
+	}
+	q, _, _, err := m.forward(b)
+	if err != nil {
+		return 0, err
+	}
+	tp := m.tape
+	cand := tp.Input(t.Candidates, len(t.Candidates)/e, e) // (C, e)
+	loss, err := losses.InfoNCE(tp, q, cand, t.Positives, m.temperature())
+	if err != nil {
+		return 0, fmt.Errorf("settransformer: %w", err)
+	}
+	if err := tp.Backward(loss); err != nil {
+		return 0, fmt.Errorf("settransformer: backward: %w", err)
+	}
+	return loss.Item(), nil
+}
+
+// temperature is the InfoNCE tau: fixed from the config or the learned log_tau.
+func (m *Model) temperature() losses.Temperature {
+	if m.logTau != nil {
+		return losses.Temperature{Log: m.logTau}
+	}
+	return losses.Temperature{Tau: float32(m.cfg.Temperature)}
+}
+
+// Tau is the current temperature (the learned one when LearnTemperature is set).
+func (m *Model) Tau() float64 {
+	if m.logTau != nil {
+		return math.Exp(float64(m.logTau.Item()))
+	}
+	return m.cfg.Temperature
+}
