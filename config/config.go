@@ -17,6 +17,7 @@ import (
 
 	"github.com/gelo-research/geloattack/data/gelo"
 	"github.com/gelo-research/geloattack/data/synth"
+	"github.com/gelo-research/geloattack/losses/ot"
 	"github.com/gelo-research/geloattack/models/settransformer"
 	"github.com/gelo-research/geloattack/train"
 )
@@ -60,6 +61,9 @@ type Loss struct {
 	// ExtraNegatives adds this many random texts of the split to the in-batch InfoNCE candidates.
 	// Default 0.
 	ExtraNegatives int `yaml:"extra_negatives" json:"extra_negatives"`
+	// Unmix is the unmixing loss (task unmix): Sinkhorn OT variant, eps, iterations, rho, and the
+	// weights of the cycle, OT and regularisation terms.
+	Unmix ot.Config `yaml:"unmix" json:"unmix"`
 }
 
 // Eval holds evaluation settings.
@@ -84,6 +88,7 @@ func Default() Run {
 		Sampler: gelo.DefaultConfig(),
 		Model:   m,
 		Train:   train.DefaultOptions(),
+		Loss:    Loss{Unmix: ot.DefaultConfig()},
 		Eval:    Eval{Batches: 32, PoolK: 16, Tau: 0.05},
 	}
 }
@@ -217,6 +222,9 @@ func (r Run) Validate() error {
 	}
 	if r.Loss.ExtraNegatives < 0 {
 		return &sectionError{"loss", reflect.TypeOf(r.Loss), fmt.Errorf("extra_negatives: %d, want >= 0", r.Loss.ExtraNegatives)}
+	}
+	if err := r.Loss.Unmix.Validate(); err != nil {
+		return &sectionError{"loss.unmix", reflect.TypeOf(r.Loss.Unmix), err}
 	}
 	if r.Eval.Batches < 1 {
 		return &sectionError{"eval", reflect.TypeOf(r.Eval), fmt.Errorf("batches: %d, want >= 1", r.Eval.Batches)}

@@ -64,6 +64,7 @@ func TestBadConfigsNameKeyLineAndRange(t *testing.T) {
 		{"heads do not divide", "model:\n  hidden: 100\n  heads: 3\n", "bad.yaml:3:", []string{"model.heads", "3", "100"}},
 		{"negative lr", "train:\n  lr: -0.1\n", "bad.yaml:2:", []string{"train.lr", "-0.1", "(0, 1]"}},
 		{"bad device", "device: tpu\n", "bad.yaml:1:", []string{"device", "tpu", "auto, cpu or cuda"}},
+		{"bad sinkhorn eps", "loss:\n  unmix:\n    eps: 0\n", "bad.yaml:3:", []string{"loss.unmix.eps", "0"}},
 		{"bad synth", "store:\n  synth:\n    d: -4\n", "bad.yaml:3:", []string{"store.synth.d", "-4"}},
 	}
 	for _, c := range cases {
