@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -90,5 +91,28 @@ func TestBadConfigsNameKeyLineAndRange(t *testing.T) {
 				t.Errorf("error is %T, want *config.Error", err)
 			}
 		})
+	}
+}
+
+// Every config shipped in configs/ must parse and validate, so a user never starts from a broken one.
+func TestShippedConfigsParse(t *testing.T) {
+	paths, err := filepath.Glob("../configs/*.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	more, _ := filepath.Glob("../configs/*/*.yaml")
+	paths = append(paths, more...)
+	if len(paths) < 13 {
+		t.Fatalf("found only %d configs: %v", len(paths), paths)
+	}
+	for _, p := range paths {
+		r, err := Load(p)
+		if err != nil {
+			t.Errorf("%v", err)
+			continue
+		}
+		if base := strings.TrimSuffix(filepath.Base(p), ".yaml"); !strings.HasSuffix(r.Name, base) {
+			t.Errorf("%s: name %q does not match the file name", p, r.Name)
+		}
 	}
 }
