@@ -116,3 +116,10 @@ func TestShippedConfigsParse(t *testing.T) {
 		}
 	}
 }
+
+func TestShieldFractionAboveOneRejected(t *testing.T) {
+	_, err := Parse("f.yaml", []byte("sampler:\n  shield_frac: [0.5, 1.5]\n"))
+	if err == nil || !strings.Contains(err.Error(), "f.yaml:2:") || !strings.Contains(err.Error(), "[0, 1]") {
+		t.Fatalf("got %v", err)
+	}
+}

@@ -1,0 +1,258 @@
+package gelo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+
+	"github.com/gelo-research/geloattack/data"
+)
+
+// Batch is B examples padded to one set size N (the largest NObs among them).
+type Batch struct {
+	// Index is the batch's position in its split's stream: it holds examples Index*B .. Index*B+B-1.
+	Index int64
+	// B is the number of examples, N the padded set size, D the row width.
+	B, N, D int
+	// U: (B, N, D) row-major; example b's observed rows come first, padding rows are zero.
+	U []float32
+	// Mask: (B, N), true for a real row, false for padding.
+	Mask []bool
+	// Examples holds the examples in order; Examples[b].UObs aliases U's rows of example b.
+	Examples []*Example
+}
+
+// NewBatch pads examples into one Batch. Each example's UObs is copied into U and then made to
+// alias it, so that the batch holds one copy of the observations.
+func NewBatch(index int64, examples []*Example) (*Batch, error) {
+	if len(examples) == 0 {
+		return nil, errors.New("gelo batch: no examples")
+	}
+	d, n := examples[0].D, 0
+	for _, ex := range examples {
+		if ex.D != d {
+			return nil, fmt.Errorf("gelo batch %d: example %d has d=%d, example %d has d=%d",
+				index, ex.Index, ex.D, examples[0].Index, d)
+		}
+		n = max(n, ex.NObs)
+	}
+	b := &Batch{Index: index, B: len(examples), N: n, D: d, Examples: examples}
+	b.U = make([]float32, b.B*n*d)
+	b.Mask = make([]bool, b.B*n)
+	for i, ex := range examples {
+		block := b.U[i*n*d : i*n*d+ex.NObs*d]
+		copy(block, ex.UObs)
+		ex.UObs = block
+		for r := 0; r < ex.NObs; r++ {
+			b.Mask[i*n+r] = true
+		}
+	}
+	return b, nil
+}
+
+// ErrClosed is returned by Next after Close.
+var ErrClosed = errors.New("gelo pipeline: closed")
+
+// Pipeline generates the batches of one split on worker goroutines, ahead of the consumer, and
+// hands them out in order. Next is for one consumer goroutine; Close may be called from any.
+type Pipeline struct {
+	split     data.Split
+	batchSize int
+	first     int64
+	end       int64 // one past the last batch; -1 for an endless stream
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	slots  chan struct{}  // one token per batch in flight, capacity prefetch
+	ready  chan *inFlight // batches in order, as the dispatcher starts them
+	closed atomic.Bool
+
+	next int64 // consumer side: the batch Next returns next
+	err  error // consumer side: sticky error
+}
+
+// inFlight is one batch being generated.
+type inFlight struct {
+	index    int64
+	examples []*Example
+	left     atomic.Int32 // examples not yet generated
+	mu       sync.Mutex
+	err      error
+	batch    *Batch
+	done     chan struct{} // closed when batch or err is set
+}
+
+// task is one example of one batch.
+type task struct {
+	b   *inFlight
+	pos int
+}
+
+// NewPipeline starts an endless pipeline over split: batch j holds examples j*batchSize ..
+// j*batchSize+batchSize-1 of the split's stream, and Next returns batches firstBatch,
+// firstBatch+1, ..., so that a run resumed at firstBatch = steps done sees the batches an
+// uninterrupted run would. workers goroutines generate examples; at most prefetch batches are in
+// flight (generated or being generated, not yet returned). Values below 1 mean 1. Invalid
+// arguments surface as the error of the first Next. Cancel ctx or call Close to stop it.
+func NewPipeline(ctx context.Context, s *Sampler, split data.Split, batchSize, workers, prefetch int, firstBatch int64) *Pipeline {
+	return newPipeline(ctx, s, split, batchSize, workers, prefetch, firstBatch, -1)
+}
+
+// NewFinitePipeline is NewPipeline for evaluation: it produces numBatches batches starting at
+// firstBatch, after which Next returns io.EOF.
+func NewFinitePipeline(ctx context.Context, s *Sampler, split data.Split, batchSize, workers, prefetch int, firstBatch, numBatches int64) *Pipeline {
+	if numBatches < 0 {
+		p := &Pipeline{err: fmt.Errorf("gelo pipeline: numBatches %d, want >= 0", numBatches)}
+		p.ctx, p.cancel = context.WithCancel(ctx)
+		return p
+	}
+	return newPipeline(ctx, s, split, batchSize, workers, prefetch, firstBatch, numBatches)
+}
+
+func newPipeline(ctx context.Context, s *Sampler, split data.Split, batchSize, workers, prefetch int, firstBatch, numBatches int64) *Pipeline {
+	workers, prefetch = max(workers, 1), max(prefetch, 1)
+	p := &Pipeline{split: split, batchSize: batchSize, first: firstBatch, next: firstBatch, end: -1}
+	p.ctx, p.cancel = context.WithCancel(ctx)
+	switch {
+	case s == nil:
+		p.err = errors.New("gelo pipeline: nil sampler")
+	case s.Texts(split) == nil:
+		p.err = fmt.Errorf("gelo pipeline: unknown split %v", split)
+	case batchSize < 1:
+		p.err = fmt.Errorf("gelo pipeline: batch size %d, want >= 1", batchSize)
+	case firstBatch < 0:
+		p.err = fmt.Errorf("gelo pipeline: first batch %d, want >= 0", firstBatch)
+	}
+	if p.err != nil {
+		return p
+	}
+	if numBatches >= 0 {
+		p.end = firstBatch + numBatches
+	}
+	p.slots = make(chan struct{}, prefetch)
+	p.ready = make(chan *inFlight, prefetch)
+	tasks := make(chan task, batchSize)
+	p.wg.Add(1 + workers)
+	go p.dispatch(tasks)
+	for w := 0; w < workers; w++ {
+		go p.work(s, tasks)
+	}
+	return p
+}
+
+// dispatch starts batches in order, one slot each, and queues their examples for the workers.
+func (p *Pipeline) dispatch(tasks chan<- task) {
+	defer p.wg.Done()
+	defer close(tasks)
+	defer close(p.ready)
+	for j := p.first; p.end < 0 || j < p.end; j++ {
+		select {
+		case p.slots <- struct{}{}:
+		case <-p.ctx.Done():
+			return
+		}
+		b := &inFlight{index: j, examples: make([]*Example, p.batchSize), done: make(chan struct{})}
+		b.left.Store(int32(p.batchSize))
+		p.ready <- b // never blocks: ready holds at most as many batches as slots
+		for pos := 0; pos < p.batchSize; pos++ {
+			select {
+			case tasks <- task{b: b, pos: pos}:
+			case <-p.ctx.Done():
+				return
+			}
+		}
+	}
+}
+
+// work generates examples until the tasks run out or the pipeline stops. The worker that
+// finishes a batch's last example pads it.
+func (p *Pipeline) work(s *Sampler, tasks <-chan task) {
+	defer p.wg.Done()
+	ws := new(Workspace)
+	for {
+		var t task
+		var ok bool
+		select {
+		case t, ok = <-tasks:
+			if !ok {
+				return
+			}
+		case <-p.ctx.Done():
+			return
+		}
+		b := t.b
+		index := b.index*int64(p.batchSize) + int64(t.pos)
+		ex, err := s.ExampleWith(ws, p.split, index)
+		if err != nil {
+			b.mu.Lock()
+			if b.err == nil {
+				b.err = fmt.Errorf("gelo pipeline: batch %d: %w", b.index, err)
+			}
+			b.mu.Unlock()
+		}
+		b.examples[t.pos] = ex
+		if b.left.Add(-1) == 0 {
+			if b.err == nil { // every writer of b.err has finished: the counter orders them before us
+				b.batch, b.err = NewBatch(b.index, b.examples)
+			}
+			close(b.done)
+		}
+	}
+}
+
+// Next returns the next batch in order. It blocks until the batch is ready, returns io.EOF after
+// the last batch of a finite pipeline, ErrClosed after Close, the context's error when ctx is
+// cancelled, and the first generation error it meets (after which every call returns it).
+func (p *Pipeline) Next() (*Batch, error) {
+	if p.err != nil {
+		return nil, p.err
+	}
+	if p.closed.Load() {
+		return nil, ErrClosed
+	}
+	if p.end >= 0 && p.next >= p.end {
+		return nil, io.EOF
+	}
+	var b *inFlight
+	select {
+	case b = <-p.ready:
+	case <-p.ctx.Done():
+		return nil, p.stopErr()
+	}
+	if b == nil { // ready closed: the dispatcher stopped early, which only cancellation causes
+		return nil, p.stopErr()
+	}
+	select {
+	case <-b.done:
+	case <-p.ctx.Done():
+		return nil, p.stopErr()
+	}
+	<-p.slots
+	if b.err != nil {
+		p.err = b.err
+		p.cancel() // nothing after a failed batch is wanted
+		return nil, p.err
+	}
+	p.next++
+	return b.batch, nil
+}
+
+// stopErr is the error Next reports once the pipeline's context is done.
+func (p *Pipeline) stopErr() error {
+	if p.closed.Load() {
+		return ErrClosed
+	}
+	p.err = fmt.Errorf("gelo pipeline: %w", context.Cause(p.ctx))
+	return p.err
+}
+
+// Close stops the workers and waits for every goroutine the pipeline started. It is idempotent.
+func (p *Pipeline) Close() {
+	p.closed.Store(true)
+	p.cancel()
+	p.wg.Wait()
+}
