@@ -4,17 +4,16 @@ import "fmt"
 
 // MemCorpus is an in-memory Corpus: the synthetic default store and tests use it.
 type MemCorpus struct {
-	d, e    int
-	ids     []int64
-	offsets []int     // row offset of text i; offsets[len(ids)] = total rows
-	rows    []float32 // rows: (total, d)
-	emb     []float32 // emb: (texts, e)
-	index   map[int64]int
+	d, e  int
+	ids   []int64
+	rows  [][]float32 // rows[i]: (n_i, d); one slice per text so that Add never moves the corpus
+	emb   []float32   // emb: (texts, e)
+	index map[int64]int
 }
 
 // NewMemCorpus returns an empty corpus of row width d and embedding width e.
 func NewMemCorpus(d, e int) *MemCorpus {
-	return &MemCorpus{d: d, e: e, offsets: []int{0}, index: map[int64]int{}}
+	return &MemCorpus{d: d, e: e, index: map[int64]int{}}
 }
 
 // Add appends a text. rows: (n, d) row-major; emb: (e). Both are copied.
@@ -30,9 +29,8 @@ func (m *MemCorpus) Add(textID int64, rows []float32, emb []float32) error {
 	}
 	m.index[textID] = len(m.ids)
 	m.ids = append(m.ids, textID)
-	m.rows = append(m.rows, rows...)
+	m.rows = append(m.rows, append([]float32(nil), rows...))
 	m.emb = append(m.emb, emb...)
-	m.offsets = append(m.offsets, len(m.rows)/m.d)
 	return nil
 }
 
@@ -55,7 +53,7 @@ func (m *MemCorpus) IndexOf(textID int64) (int, bool) {
 }
 
 // NumTokens is the number of rows of text i.
-func (m *MemCorpus) NumTokens(i int) int { return m.offsets[i+1] - m.offsets[i] }
+func (m *MemCorpus) NumTokens(i int) int { return len(m.rows[i]) / m.d }
 
 // Rows copies rows [start, start+n) of text i into dst: (n, d).
 func (m *MemCorpus) Rows(i, start, n int, dst []float32) error {
@@ -68,8 +66,7 @@ func (m *MemCorpus) Rows(i, start, n int, dst []float32) error {
 	if len(dst) < n*m.d {
 		return fmt.Errorf("text %d: destination holds %d values, need %d", m.ids[i], len(dst), n*m.d)
 	}
-	o := (m.offsets[i] + start) * m.d
-	copy(dst[:n*m.d], m.rows[o:o+n*m.d])
+	copy(dst[:n*m.d], m.rows[i][start*m.d:(start+n)*m.d])
 	return nil
 }
 

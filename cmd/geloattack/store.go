@@ -2,17 +2,262 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
+	"flag"
 	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/gelo-research/geloattack/data"
+	"github.com/gelo-research/geloattack/data/store"
+	"github.com/gelo-research/geloattack/data/synth"
 )
 
 // runStore dispatches the store subcommands.
 func runStore(ctx context.Context, args []string) error {
+	const usage = "usage: geloattack store synth|import|info|validate|extract [flags]"
 	if len(args) == 0 {
-		return fmt.Errorf("usage: geloattack store synth|import|info|validate|extract [flags]")
+		return errors.New(usage)
 	}
 	switch args[0] {
+	case "synth":
+		return runStoreSynth(ctx, args[1:])
+	case "import":
+		return runStoreImport(ctx, args[1:])
+	case "info":
+		return runStoreInfo(ctx, args[1:])
+	case "validate":
+		return runStoreValidate(ctx, args[1:])
 	case "extract":
 		return runStoreExtract(ctx, args[1:])
+	case "-h", "-help", "--help", "help":
+		fmt.Fprintln(os.Stderr, usage)
+		return flag.ErrHelp
 	}
-	return errNotYet("store " + args[0])
+	return fmt.Errorf("store %q: unknown subcommand; %s", args[0], usage)
+}
+
+// newFlagSet returns a flag set whose -h prints a summary line before the flags.
+func newFlagSet(name, summary string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: geloattack %s [flags]\n\n%s\n\nflags:\n", name, summary)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// parseFlags parses args and rejects positional leftovers, which are always a typo here.
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%s: unexpected argument %q (flags go before nothing else)", fs.Name(), fs.Arg(0))
+	}
+	return nil
+}
+
+// synthFlags registers the flags that describe a synthetic corpus.
+func synthFlags(fs *flag.FlagSet) *synth.Config {
+	cfg := synth.DefaultConfig()
+	fs.IntVar(&cfg.Texts, "texts", cfg.Texts, "number of texts")
+	fs.IntVar(&cfg.MinTokens, "min-tokens", cfg.MinTokens, "fewest rows (tokens) per text, BOS included")
+	fs.IntVar(&cfg.MaxTokens, "max-tokens", cfg.MaxTokens, "most rows (tokens) per text")
+	fs.IntVar(&cfg.D, "d", cfg.D, "hidden-state width (row length)")
+	fs.IntVar(&cfg.E, "e", cfg.E, "width of the text-level candidate embedding")
+	fs.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed choosing the texts")
+	fs.Uint64Var(&cfg.ModelSeed, "model-seed", cfg.ModelSeed, "seed choosing the fixed synthetic model (profile, outliers, vocabulary, embedding map)")
+	fs.StringVar(&cfg.DType, "dtype", cfg.DType, "row element type: float16 or float32")
+	fs.Float64Var(&cfg.PR, "pr", 0, "participation ratio of the rows (0: 120*sqrt(d/4096))")
+	return &cfg
+}
+
+func runStoreSynth(ctx context.Context, args []string) error {
+	fs := newFlagSet("store synth", "Write the synthetic corpus (the embedded default of geloattack) as a store:\n"+
+		"LLM-like rows (norm about 24, strongly anisotropic, a few outlier features, frozen BOS and\n"+
+		"frequent-token rows) and text embeddings from a fixed non-linear map of each text's rows.")
+	out := fs.String("out", "", "directory of the new store (required; must not hold a store)")
+	cfg := synthFlags(fs)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *out == "" {
+		return errors.New("store synth: -out is required")
+	}
+	start := time.Now()
+	if err := synth.WriteStore(ctx, *cfg, *out); err != nil {
+		return err
+	}
+	s, err := store.Open(*out)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	m := s.Meta()
+	fmt.Printf("wrote %s: %d texts, %d tokens, d=%d e=%d %s, in %.2fs\n", *out, m.NumTexts, m.NumTokens, m.D, m.E, m.DType, time.Since(start).Seconds())
+	return nil
+}
+
+func runStoreImport(ctx context.Context, args []string) error {
+	fs := newFlagSet("store import", "Import a directory of reference-layout .npz files (one per text: token_ids int32[seq],\n"+
+		"attention_mask int8[seq], embeddings float16[seq x d], optional embeddings_rms and\n"+
+		"text_embedding) into a store, losslessly. Rows with attention_mask 0 are dropped; the text\n"+
+		"embedding defaults to the L2-normalised mean of the kept rows (e = d).")
+	in := fs.String("in", "", "directory of .npz files (required)")
+	out := fs.String("out", "", "directory of the new store (required)")
+	var opts store.ImportOptions
+	fs.StringVar(&opts.Norm, "norm", store.NormRaw, "hidden states to import: raw (embeddings) or rms (embeddings_rms)")
+	fs.StringVar(&opts.IDs, "ids", store.IDsAuto, "text ids: auto (numbers in file names if unique, else sorted order), name, or sorted")
+	fs.StringVar(&opts.Model, "model", "", "model name to record in meta.json")
+	fs.IntVar(&opts.Layer, "layer", 0, "layer index to record in meta.json")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *in == "" || *out == "" {
+		return errors.New("store import: -in and -out are required")
+	}
+	p := newProgress(os.Stderr, "import", "files")
+	opts.Progress = func(done, total int) { p.update(int64(done), int64(total)) }
+	opts.Warn = func(msg string) { p.println(msg) }
+	err := store.ImportNPZ(ctx, *in, *out, opts)
+	p.finish()
+	if err != nil {
+		return err
+	}
+	s, err := store.Open(*out)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	m := s.Meta()
+	fmt.Printf("imported %s into %s: %d texts, %d tokens, d=%d e=%d %s (%s)\n", *in, *out, m.NumTexts, m.NumTokens, m.D, m.E, m.DType, m.Norm)
+	return nil
+}
+
+func runStoreInfo(ctx context.Context, args []string) error {
+	fs := newFlagSet("store info", "Describe a store (-store DIR) or the embedded synthetic corpus (-synth, with the synth flags):\n"+
+		"sizes, train/val split, and row statistics (norm mean and CV, participation ratio of the\n"+
+		"row covariance, duplicate rows) estimated on a seeded sample of rows.")
+	dir := fs.String("store", "", "store directory")
+	useSynth := fs.Bool("synth", false, "describe the synthetic corpus given by the synth flags instead of a store")
+	sample := fs.Int("sample", 2048, "rows sampled for the statistics (cost grows as min(sample, d)^2 * max(sample, d))")
+	valFrac := fs.Float64("val-frac", 0.1, "fraction of texts in the val split (stable hash of text_id)")
+	seed := fs.Uint64("sample-seed", 0, "seed of the row sample")
+	format := fs.String("format", "text", "output: text, markdown or json")
+	cfg := synthFlags(fs)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if (*dir == "") == !*useSynth {
+		return errors.New("store info: give exactly one of -store DIR and -synth")
+	}
+	var c data.Corpus
+	if *useSynth {
+		mc, err := synth.Generate(*cfg)
+		if err != nil {
+			return err
+		}
+		c = mc
+	} else {
+		s, err := store.Open(*dir)
+		if err != nil {
+			return err
+		}
+		defer s.Close()
+		c = s
+	}
+	info, err := store.ComputeInfo(ctx, c, *sample, *valFrac, *seed)
+	if err != nil {
+		return err
+	}
+	if *useSynth {
+		info.DType = cfg.DType
+	}
+	switch *format {
+	case "text":
+		if *useSynth {
+			fmt.Printf("%-22s %s\n", "source", cfg.String())
+		}
+		fmt.Print(info.String())
+	case "markdown":
+		fmt.Print(info.Markdown())
+	case "json":
+		enc := json.NewEncoder(os.Stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(info)
+	default:
+		return fmt.Errorf("store info: -format %q: want text, markdown or json", *format)
+	}
+	return nil
+}
+
+func runStoreValidate(ctx context.Context, args []string) error {
+	fs := newFlagSet("store validate", "Check a store completely: everything opening checks (schemas against meta.json, row\n"+
+		"counts, tokens grouped by text in position order, every text_id known), then a full scan\n"+
+		"for NaN/Inf embeddings, negative token ids and invalid UTF-8. Progress goes to stderr.")
+	dir := fs.String("store", "", "store directory (required)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *dir == "" {
+		return errors.New("store validate: -store is required")
+	}
+	p := newProgress(os.Stderr, "validate", "rows")
+	err := store.Validate(ctx, *dir, p.update)
+	p.finish()
+	if err != nil {
+		return err
+	}
+	s, err := store.Open(*dir)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	m := s.Meta()
+	fmt.Printf("store %s: valid (%d texts, %d tokens, d=%d e=%d %s, %s)\n", *dir, m.NumTexts, m.NumTokens, m.D, m.E, m.DType, m.Norm)
+	return nil
+}
+
+// progress prints a throttled one-line counter to a terminal-like writer.
+type progress struct {
+	w          io.Writer
+	what, unit string
+	last       time.Time
+	printed    bool
+}
+
+func newProgress(w io.Writer, what, unit string) *progress {
+	return &progress{w: w, what: what, unit: unit}
+}
+
+func (p *progress) update(done, total int64) {
+	if now := time.Now(); done < total && now.Sub(p.last) < 200*time.Millisecond {
+		return
+	} else {
+		p.last = now
+	}
+	pct := 100.0
+	if total > 0 {
+		pct = 100 * float64(done) / float64(total)
+	}
+	fmt.Fprintf(p.w, "\r%s: %5.1f%% (%d/%d %s)", p.what, pct, done, total, p.unit)
+	p.printed = true
+}
+
+func (p *progress) println(msg string) {
+	if p.printed {
+		fmt.Fprintln(p.w)
+		p.printed = false
+	}
+	fmt.Fprintln(p.w, msg)
+}
+
+func (p *progress) finish() {
+	if p.printed {
+		fmt.Fprintln(p.w)
+		p.printed = false
+	}
 }

@@ -1,0 +1,122 @@
+package store
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+)
+
+// FormatVersion is the version of the store layout this package writes and reads.
+const FormatVersion = 1
+
+// File names inside a store directory.
+const (
+	TokensFile = "tokens.arrow"
+	TextsFile  = "texts.arrow"
+	MetaFile   = "meta.json"
+)
+
+// Element types of the token embedding column.
+const (
+	Float16 = "float16"
+	Float32 = "float32"
+)
+
+// Normalisations of the stored hidden states.
+const (
+	NormRaw = "raw"
+	NormRMS = "rms"
+)
+
+// Meta is the content of meta.json. Callers of Create fill the descriptive fields; the writer fills
+// FormatVersion, ToolVersion and the counts at Close.
+type Meta struct {
+	FormatVersion int    `json:"format_version"`
+	Model         string `json:"model"`
+	Layer         int    `json:"layer"`
+	D             int    `json:"d"`
+	E             int    `json:"e"`
+	DType         string `json:"dtype"`
+	Norm          string `json:"norm"`
+	Source        string `json:"source"`
+	ToolVersion   string `json:"tool_version"`
+	NumTexts      int64  `json:"num_texts"`
+	NumTokens     int64  `json:"num_tokens"`
+}
+
+// maxWidth bounds d and e so that a row's byte size and the arithmetic on it cannot overflow.
+const maxWidth = 1 << 20
+
+// checkShape validates the fields a writer needs before any data exists.
+func (m Meta) checkShape() error {
+	if m.D <= 0 || m.D > maxWidth {
+		return fmt.Errorf("d = %d: want 1..%d", m.D, maxWidth)
+	}
+	if m.E <= 0 || m.E > maxWidth {
+		return fmt.Errorf("e = %d: want 1..%d", m.E, maxWidth)
+	}
+	if m.DType != Float16 && m.DType != Float32 {
+		return fmt.Errorf("dtype = %q: want %q or %q", m.DType, Float16, Float32)
+	}
+	if m.Norm != NormRaw && m.Norm != NormRMS {
+		return fmt.Errorf("norm = %q: want %q or %q", m.Norm, NormRaw, NormRMS)
+	}
+	return nil
+}
+
+// check validates a meta.json read from disk.
+func (m Meta) check() error {
+	if m.FormatVersion != FormatVersion {
+		return fmt.Errorf("format_version = %d: this tool reads version %d", m.FormatVersion, FormatVersion)
+	}
+	if err := m.checkShape(); err != nil {
+		return err
+	}
+	if m.NumTexts < 0 || m.NumTokens < 0 {
+		return fmt.Errorf("num_texts = %d, num_tokens = %d: counts must not be negative", m.NumTexts, m.NumTokens)
+	}
+	return nil
+}
+
+// elemSize is the byte width of one embedding value.
+func (m Meta) elemSize() int {
+	if m.DType == Float16 {
+		return 2
+	}
+	return 4
+}
+
+// readMeta reads and checks dir/meta.json. Unknown fields are rejected so that a typo in a
+// hand-edited file does not silently fall back to a default.
+func readMeta(dir string) (Meta, error) {
+	path := filepath.Join(dir, MetaFile)
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		if os.IsNotExist(err) {
+			return Meta{}, fmt.Errorf("%s missing: incomplete store (the writer writes it last) or not a store", MetaFile)
+		}
+		return Meta{}, err
+	}
+	var m Meta
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&m); err != nil {
+		return Meta{}, fmt.Errorf("%s: %w", MetaFile, err)
+	}
+	if err := m.check(); err != nil {
+		return Meta{}, fmt.Errorf("%s: %w", MetaFile, err)
+	}
+	return m, nil
+}
+
+// toolVersion names the build that wrote a store: the main module's version when built from a
+// tagged module, "devel" otherwise.
+func toolVersion() string {
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		return "geloattack " + bi.Main.Version
+	}
+	return "geloattack devel"
+}
