@@ -72,6 +72,9 @@ func runStoreExtract(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("%w (fetch the default model with scripts/fetch-data.sh model)", err)
 	}
+	if *layer < 0 || *layer > m.NumLayers() {
+		return fmt.Errorf("-layer %d: the model has layers 0..%d (0 = embedding output)", *layer, m.NumLayers())
+	}
 	tok, err := wordpiece.Load(filepath.Join(*modelDir, "tokenizer.json"))
 	if err != nil {
 		return err

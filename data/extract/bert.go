@@ -1,0 +1,301 @@
+// Package extract computes real hidden states for geloattack stores: a pure-Go forward pass of
+// BERT-family encoders (all-MiniLM-L6-v2 is the supported default) read from safetensors and
+// config.json, readers for the text corpora that scripts/fetch-data.sh downloads, and the
+// pipeline behind `geloattack store extract` that tokenizes texts, runs the encoder in batches and
+// hands per-token hidden states of one layer plus the model's own sentence embedding to a sink.
+package extract
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/gelo-research/geloattack/engine/blas"
+	"github.com/nlpodyssey/safetensors"
+)
+
+// Config is the part of a HuggingFace BERT config.json that the forward pass needs.
+type Config struct {
+	ModelType             string  `json:"model_type"`
+	HiddenSize            int     `json:"hidden_size"`
+	NumLayers             int     `json:"num_hidden_layers"`
+	NumHeads              int     `json:"num_attention_heads"`
+	IntermediateSize      int     `json:"intermediate_size"`
+	MaxPositions          int     `json:"max_position_embeddings"`
+	TypeVocabSize         int     `json:"type_vocab_size"`
+	VocabSize             int     `json:"vocab_size"`
+	LayerNormEps          float64 `json:"layer_norm_eps"`
+	HiddenAct             string  `json:"hidden_act"`
+	PositionEmbeddingType string  `json:"position_embedding_type"`
+	NameOrPath            string  `json:"_name_or_path"`
+}
+
+// LoadConfig reads and validates a BERT config.json.
+func LoadConfig(path string) (Config, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return Config{}, fmt.Errorf("model config: %w", err)
+	}
+	var c Config
+	if err := json.Unmarshal(raw, &c); err != nil {
+		return Config{}, fmt.Errorf("%s: %w", path, err)
+	}
+	if err := c.validate(); err != nil {
+		return Config{}, fmt.Errorf("%s: %w", path, err)
+	}
+	return c, nil
+}
+
+func (c Config) validate() error {
+	if c.ModelType != "" && c.ModelType != "bert" {
+		return fmt.Errorf("model_type %q: only \"bert\" encoders are supported", c.ModelType)
+	}
+	for _, f := range []struct {
+		name string
+		v    int
+	}{
+		{"hidden_size", c.HiddenSize}, {"num_hidden_layers", c.NumLayers},
+		{"num_attention_heads", c.NumHeads}, {"intermediate_size", c.IntermediateSize},
+		{"max_position_embeddings", c.MaxPositions}, {"type_vocab_size", c.TypeVocabSize},
+		{"vocab_size", c.VocabSize},
+	} {
+		if f.v <= 0 || f.v > 1<<20 {
+			return fmt.Errorf("%s = %d: want 1..%d", f.name, f.v, 1<<20)
+		}
+	}
+	if c.HiddenSize%c.NumHeads != 0 {
+		return fmt.Errorf("hidden_size %d is not a multiple of num_attention_heads %d", c.HiddenSize, c.NumHeads)
+	}
+	if !(c.LayerNormEps > 0 && c.LayerNormEps < 1) {
+		return fmt.Errorf("layer_norm_eps = %g: want a small positive number", c.LayerNormEps)
+	}
+	if c.HiddenAct != "gelu" {
+		return fmt.Errorf("hidden_act %q: only \"gelu\" (exact erf) is supported", c.HiddenAct)
+	}
+	if c.PositionEmbeddingType != "" && c.PositionEmbeddingType != "absolute" {
+		return fmt.Errorf("position_embedding_type %q: only \"absolute\" is supported", c.PositionEmbeddingType)
+	}
+	return nil
+}
+
+// Model is a BERT encoder with float32 weights. It is read-only after loading and safe for
+// concurrent use by forward passes with separate workspaces.
+type Model struct {
+	Cfg Config
+	// lib computes every matrix product.
+	lib *blas.Library
+
+	wordEmb []float32 // (vocab, h)
+	posEmb  []float32 // (maxPos, h)
+	typeEmb []float32 // (types, h); every token here is of type 0
+	embLNW  []float32 // (h)
+	embLNB  []float32 // (h)
+	layers  []layerWeights
+}
+
+// layerWeights holds one post-norm transformer block; matrices keep the PyTorch nn.Linear layout
+// (out, in) and are used transposed.
+type layerWeights struct {
+	qkvW  []float32 // (3h, h): query, key and value stacked so that one GEMM projects all three
+	qkvB  []float32 // (3h)
+	outW  []float32 // (h, h)
+	outB  []float32 // (h)
+	ln1W  []float32 // (h)
+	ln1B  []float32 // (h)
+	ffnW1 []float32 // (ffn, h)
+	ffnB1 []float32 // (ffn)
+	ffnW2 []float32 // (h, ffn)
+	ffnB2 []float32 // (h)
+	ln2W  []float32 // (h)
+	ln2B  []float32 // (h)
+}
+
+// weightFile finds the one *.safetensors file of a model directory.
+func weightFile(dir string) (string, error) {
+	for _, name := range []string{"model.safetensors", "model.fp16.safetensors"} {
+		p := filepath.Join(dir, name)
+		if _, err := os.Stat(p); err == nil {
+			return p, nil
+		}
+	}
+	matches, err := filepath.Glob(filepath.Join(dir, "*.safetensors"))
+	if err != nil {
+		return "", err
+	}
+	switch len(matches) {
+	case 0:
+		return "", fmt.Errorf("model directory %s: no *.safetensors file", dir)
+	case 1:
+		return matches[0], nil
+	}
+	return "", fmt.Errorf("model directory %s: %d *.safetensors files (%s), want one", dir, len(matches), strings.Join(matches, ", "))
+}
+
+// LoadModel reads config.json and the safetensors weights (F32, F16 or BF16; converted to float32)
+// of a BERT encoder from dir. Tensor names may carry a "bert." prefix (checkpoints saved from
+// task models). lib computes the matrix products; nil means blas.Default().
+func LoadModel(dir string, lib *blas.Library) (*Model, error) {
+	cfg, err := LoadConfig(filepath.Join(dir, "config.json"))
+	if err != nil {
+		return nil, err
+	}
+	path, err := weightFile(dir)
+	if err != nil {
+		return nil, err
+	}
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("model weights: %w", err)
+	}
+	st, err := safetensors.Deserialize(raw)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	m, err := newModel(cfg, st, lib)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return m, nil
+}
+
+// newModel copies the weights out of a parsed safetensors file, checking every shape.
+func newModel(cfg Config, st safetensors.SafeTensors, lib *blas.Library) (*Model, error) {
+	if lib == nil {
+		lib = blas.Default()
+	}
+	prefix := ""
+	if _, ok := st.Tensor("embeddings.word_embeddings.weight"); !ok {
+		if _, ok := st.Tensor("bert.embeddings.word_embeddings.weight"); ok {
+			prefix = "bert."
+		}
+	}
+	get := func(name string, shape ...int) ([]float32, error) {
+		tv, ok := st.Tensor(prefix + name)
+		if !ok {
+			return nil, fmt.Errorf("tensor %q missing", prefix+name)
+		}
+		got := tv.Shape()
+		same := len(got) == len(shape)
+		for i := 0; same && i < len(shape); i++ {
+			same = got[i] == uint64(shape[i])
+		}
+		if !same {
+			return nil, fmt.Errorf("tensor %q has shape %v, config.json implies %v", prefix+name, got, shape)
+		}
+		out, err := toFloat32(tv)
+		if err != nil {
+			return nil, fmt.Errorf("tensor %q: %w", prefix+name, err)
+		}
+		for i, v := range out {
+			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+				return nil, fmt.Errorf("tensor %q: element %d is %v", prefix+name, i, v)
+			}
+		}
+		return out, nil
+	}
+	h, ffn := cfg.HiddenSize, cfg.IntermediateSize
+	m := &Model{Cfg: cfg, lib: lib}
+	var err error
+	load := func(dst *[]float32, name string, shape ...int) {
+		if err != nil {
+			return
+		}
+		*dst, err = get(name, shape...)
+	}
+	load(&m.wordEmb, "embeddings.word_embeddings.weight", cfg.VocabSize, h)
+	load(&m.posEmb, "embeddings.position_embeddings.weight", cfg.MaxPositions, h)
+	load(&m.typeEmb, "embeddings.token_type_embeddings.weight", cfg.TypeVocabSize, h)
+	load(&m.embLNW, "embeddings.LayerNorm.weight", h)
+	load(&m.embLNB, "embeddings.LayerNorm.bias", h)
+	m.layers = make([]layerWeights, cfg.NumLayers)
+	for i := range m.layers {
+		l := &m.layers[i]
+		p := fmt.Sprintf("encoder.layer.%d.", i)
+		var q, k, v, qb, kb, vb []float32
+		load(&q, p+"attention.self.query.weight", h, h)
+		load(&k, p+"attention.self.key.weight", h, h)
+		load(&v, p+"attention.self.value.weight", h, h)
+		load(&qb, p+"attention.self.query.bias", h)
+		load(&kb, p+"attention.self.key.bias", h)
+		load(&vb, p+"attention.self.value.bias", h)
+		if err == nil {
+			l.qkvW = append(append(append(make([]float32, 0, 3*h*h), q...), k...), v...)
+			l.qkvB = append(append(append(make([]float32, 0, 3*h), qb...), kb...), vb...)
+		}
+		load(&l.outW, p+"attention.output.dense.weight", h, h)
+		load(&l.outB, p+"attention.output.dense.bias", h)
+		load(&l.ln1W, p+"attention.output.LayerNorm.weight", h)
+		load(&l.ln1B, p+"attention.output.LayerNorm.bias", h)
+		load(&l.ffnW1, p+"intermediate.dense.weight", ffn, h)
+		load(&l.ffnB1, p+"intermediate.dense.bias", ffn)
+		load(&l.ffnW2, p+"output.dense.weight", h, ffn)
+		load(&l.ffnB2, p+"output.dense.bias", h)
+		load(&l.ln2W, p+"output.LayerNorm.weight", h)
+		load(&l.ln2B, p+"output.LayerNorm.bias", h)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// toFloat32 converts a little-endian F32, F16 or BF16 tensor to float32.
+func toFloat32(tv safetensors.TensorView) ([]float32, error) {
+	data := tv.Data()
+	switch tv.DType() {
+	case safetensors.F32:
+		out := make([]float32, len(data)/4)
+		for i := range out {
+			out[i] = math.Float32frombits(binary.LittleEndian.Uint32(data[4*i:]))
+		}
+		return out, nil
+	case safetensors.F16:
+		out := make([]float32, len(data)/2)
+		for i := range out {
+			out[i] = halfToFloat(binary.LittleEndian.Uint16(data[2*i:]))
+		}
+		return out, nil
+	case safetensors.BF16:
+		out := make([]float32, len(data)/2)
+		for i := range out {
+			out[i] = math.Float32frombits(uint32(binary.LittleEndian.Uint16(data[2*i:])) << 16)
+		}
+		return out, nil
+	}
+	return nil, fmt.Errorf("dtype %s: want F32, F16 or BF16", tv.DType())
+}
+
+// Hidden is the width of a hidden state (d_model).
+func (m *Model) Hidden() int { return m.Cfg.HiddenSize }
+
+// NumLayers is the number of transformer blocks; valid layers for Forward are 0..NumLayers.
+func (m *Model) NumLayers() int { return m.Cfg.NumLayers }
+
+// MaxLen is the longest sequence the position embeddings cover.
+func (m *Model) MaxLen() int { return m.Cfg.MaxPositions }
+
+// halfToFloat converts an IEEE 754 binary16 value to float32 exactly (subnormals, infinities and
+// NaN included).
+func halfToFloat(h uint16) float32 {
+	sign := uint32(h>>15) << 31
+	exp := uint32(h>>10) & 0x1f
+	frac := uint32(h) & 0x3ff
+	switch {
+	case exp == 0x1f: // Inf or NaN
+		return math.Float32frombits(sign | 0x7f800000 | frac<<13)
+	case exp != 0: // normal: rebias 15 -> 127
+		return math.Float32frombits(sign | (exp+112)<<23 | frac<<13)
+	case frac == 0:
+		return math.Float32frombits(sign)
+	}
+	// Subnormal: frac * 2^-24 is exact in float32.
+	v := float32(frac) * (1.0 / (1 << 24))
+	if sign != 0 {
+		v = -v
+	}
+	return v
+}

@@ -1,0 +1,103 @@
+package extract
+
+import (
+	"context"
+	"math"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/gelo-research/geloattack/data/wordpiece"
+)
+
+// loadMiniLM loads the cached all-MiniLM-L6-v2 model and tokenizer, or skips the test.
+func loadMiniLM(t testing.TB) (*Model, *wordpiece.Tokenizer) {
+	t.Helper()
+	dir, err := DefaultModelDir()
+	if err != nil {
+		t.Skipf("no model cache: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "config.json")); err != nil {
+		t.Skipf("model not downloaded (%v); run scripts/fetch-data.sh model", err)
+	}
+	m, err := LoadModel(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := wordpiece.Load(filepath.Join(dir, "tokenizer.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, tok
+}
+
+// embedTexts returns the sentence embeddings of texts, (len(texts), h).
+func embedTexts(t testing.TB, m *Model, tok *wordpiece.Tokenizer, texts []string) []float32 {
+	t.Helper()
+	seqs := make([][]int32, len(texts))
+	total := 0
+	for i, s := range texts {
+		seqs[i] = tok.Encode(s, 256)
+		total += len(seqs[i])
+	}
+	ws, err := m.NewWorkspace(max(total, 256), 256, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pooled := make([]float32, len(texts)*m.Hidden())
+	if err := m.Forward(context.Background(), ws, seqs, m.NumLayers(), nil, pooled); err != nil {
+		t.Fatal(err)
+	}
+	return pooled
+}
+
+func dot(a, b []float32) float64 {
+	var s float64
+	for i := range a {
+		s += float64(a[i]) * float64(b[i])
+	}
+	return s
+}
+
+// TestMiniLMPublishedSimilarities reproduces the cosine similarities that the sentence-transformers
+// documentation prints for all-MiniLM-L6-v2:
+//   - https://sbert.net/docs/sentence_transformer/usage/usage.html (quickstart: weather/sunny/stadium)
+//   - https://sbert.net/docs/sentence_transformer/usage/semantic_textual_similarity.html (movie/cat/guitar)
+//
+// The published values have 4 decimals; the weights here are the fp16 copy of the model, so the
+// test asks for agreement to 3 decimals (|diff| < 5e-4).
+func TestMiniLMPublishedSimilarities(t *testing.T) {
+	m, tok := loadMiniLM(t)
+	h := m.Hidden()
+	check := func(a, b []string, want [][]float64) {
+		t.Helper()
+		ea := embedTexts(t, m, tok, a)
+		eb := embedTexts(t, m, tok, b)
+		for i := range a {
+			if n := dot(ea[i*h:(i+1)*h], ea[i*h:(i+1)*h]); math.Abs(n-1) > 1e-5 {
+				t.Errorf("|emb(%q)|^2 = %v, want 1", a[i], n)
+			}
+			for j := range b {
+				got := dot(ea[i*h:(i+1)*h], eb[j*h:(j+1)*h])
+				t.Logf("cos(%q, %q) = %.4f (published %.4f)", a[i], b[j], got, want[i][j])
+				if math.Abs(got-want[i][j]) >= 5e-4 {
+					t.Errorf("cos(%q, %q) = %.5f, published %.4f", a[i], b[j], got, want[i][j])
+				}
+			}
+		}
+	}
+	quick := []string{"The weather is lovely today.", "It's so sunny outside!", "He drove to the stadium."}
+	check(quick, quick, [][]float64{
+		{1.0000, 0.6660, 0.1046},
+		{0.6660, 1.0000, 0.1411},
+		{0.1046, 0.1411, 1.0000},
+	})
+	check(
+		[]string{"The new movie is awesome", "The cat sits outside", "A man is playing guitar"},
+		[]string{"The dog plays in the garden", "The new movie is so great", "A woman watches TV"},
+		[][]float64{
+			{0.0543, 0.8939, -0.0502},
+			{0.2838, -0.0029, 0.1310},
+			{0.2277, -0.0136, -0.0327},
+		})
+}

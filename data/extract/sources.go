@@ -1,0 +1,462 @@
+package extract
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// Text is one input text and its stable text_id.
+type Text struct {
+	ID   int64
+	Text string
+}
+
+// Source is a list of texts in the order extraction takes them, with a description for the
+// store's meta.json.
+type Source struct {
+	Texts []Text
+	// Desc names where the texts came from (package versions and hashes, or a file and its sha256).
+	Desc string
+	// Duplicates is how many texts were dropped because an earlier text had the same content.
+	Duplicates int
+}
+
+// Text ids of the fetch-script corpus directory are Corpus*1e12 + a per-corpus id, so the corpus
+// of any text_id can be read off its decimal digits.
+const (
+	idScale       = 1_000_000_000_000
+	CorpusFortune = 1 // fortunes: file index (1-based, sorted names) * 1e6 + fortune index (1-based)
+	CorpusWordNet = 2 // WordNet 3.0 glosses: part of speech (1 n, 2 v, 3 a, 4 r) * 1e9 + synset offset
+	CorpusSOTU    = 3 // State of the Union chunks: file index (1-based, sorted names) * 1e5 + chunk (1-based)
+)
+
+// CorpusNames are the corpus sub-directories a fetch-script directory may hold, in id order.
+var CorpusNames = []string{"fortunes", "wordnet", "sotu"}
+
+// ReadSource reads the texts of a source path:
+//   - a directory made by scripts/fetch-data.sh (fortunes/, wordnet/, sotu/ and SOURCES.txt): texts
+//     of the corpora named in corpora (nil: all present), ordered by a stable hash of their text
+//     id so that every prefix (what -max-texts keeps) is a uniform mix of the corpora;
+//   - a file ending in .jsonl: one JSON object per line, {"id": <int64, optional>, "text": "..."},
+//     in file order; a missing id is the 1-based line number;
+//   - any other file: one text per line, in file order, text_id = 1-based line number.
+//
+// Blank texts are skipped (their ids stay unused); texts whose content repeats an earlier text are
+// dropped and counted, because identical texts would give identical rows under two ids.
+func ReadSource(path string, corpora []string) (*Source, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("texts: %w", err)
+	}
+	var src *Source
+	if fi.IsDir() {
+		src, err = readCorpusDir(path, corpora)
+	} else {
+		if len(corpora) > 0 {
+			return nil, fmt.Errorf("texts: %s is a file; corpus selection applies only to a fetch-script directory", path)
+		}
+		src, err = readTextFile(path)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if !fi.IsDir() {
+		src.dedupe() // a corpus directory dedupes in id order before shuffling
+	}
+	return src, nil
+}
+
+// dedupe drops texts whose (trimmed) content equals an earlier one, keeping the order.
+func (s *Source) dedupe() {
+	seen := make(map[string]struct{}, len(s.Texts))
+	out := s.Texts[:0]
+	for _, t := range s.Texts {
+		k := strings.TrimSpace(t.Text)
+		if _, dup := seen[k]; dup {
+			s.Duplicates++
+			continue
+		}
+		seen[k] = struct{}{}
+		out = append(out, t)
+	}
+	s.Texts = out
+}
+
+// readTextFile reads a plain (one text per line) or .jsonl file.
+func readTextFile(path string) (*Source, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("texts: %w", err)
+	}
+	defer f.Close()
+	h := sha256.New()
+	r := bufio.NewReader(io.TeeReader(f, h))
+	jsonl := strings.HasSuffix(path, ".jsonl")
+	ids := make(map[int64]int)
+	var texts []Text
+	for line := 1; ; line++ {
+		b, err := r.ReadBytes('\n')
+		if len(b) > 0 {
+			b = bytes.TrimRight(b, "\r\n")
+			t := Text{ID: int64(line), Text: string(b)}
+			if jsonl {
+				if len(bytes.TrimSpace(b)) == 0 {
+					continue
+				}
+				var rec struct {
+					ID   *int64  `json:"id"`
+					Text *string `json:"text"`
+				}
+				dec := json.NewDecoder(bytes.NewReader(b))
+				dec.DisallowUnknownFields()
+				if err := dec.Decode(&rec); err != nil {
+					return nil, fmt.Errorf("texts: %s:%d: %w", path, line, err)
+				}
+				if rec.Text == nil {
+					return nil, fmt.Errorf("texts: %s:%d: no \"text\" field", path, line)
+				}
+				t.Text = *rec.Text
+				if rec.ID != nil {
+					t.ID = *rec.ID
+				}
+			}
+			if prev, dup := ids[t.ID]; dup {
+				return nil, fmt.Errorf("texts: %s:%d: id %d already used on line %d", path, line, t.ID, prev)
+			}
+			ids[t.ID] = line
+			t.Text = strings.ToValidUTF8(t.Text, "\uFFFD")
+			if strings.TrimSpace(t.Text) != "" {
+				texts = append(texts, t)
+			}
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("texts: %s: %w", path, err)
+		}
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		abs = path
+	}
+	return &Source{Texts: texts, Desc: fmt.Sprintf("file:%s sha256:%s", abs, hex.EncodeToString(h.Sum(nil)))}, nil
+}
+
+// readCorpusDir reads the corpora of a fetch-script directory.
+func readCorpusDir(dir string, corpora []string) (*Source, error) {
+	if len(corpora) == 0 {
+		for _, c := range CorpusNames {
+			if _, err := os.Stat(filepath.Join(dir, c)); err == nil {
+				corpora = append(corpora, c)
+			}
+		}
+		if len(corpora) == 0 {
+			return nil, fmt.Errorf("texts: directory %s holds none of %s: not made by scripts/fetch-data.sh", dir, strings.Join(CorpusNames, ", "))
+		}
+	}
+	var texts []Text
+	for _, c := range corpora {
+		var (
+			ts  []Text
+			err error
+		)
+		sub := filepath.Join(dir, c)
+		switch c {
+		case "fortunes":
+			ts, err = readFortunes(filepath.Join(sub, "usr/share/games/fortunes"))
+		case "wordnet":
+			ts, err = readWordNet(filepath.Join(sub, "usr/share/wordnet"))
+		case "sotu":
+			ts, err = readSOTU(filepath.Join(sub, "package/data"))
+		default:
+			return nil, fmt.Errorf("texts: unknown corpus %q (want %s)", c, strings.Join(CorpusNames, ", "))
+		}
+		if err != nil {
+			return nil, fmt.Errorf("texts: corpus %s: %w", c, err)
+		}
+		if len(ts) == 0 {
+			return nil, fmt.Errorf("texts: corpus %s in %s has no texts", c, dir)
+		}
+		texts = append(texts, ts...)
+	}
+	// Canonical order first (so dedupe keeps the lower id), then the stable hash order.
+	slices.SortFunc(texts, func(a, b Text) int { return cmpInt64(a.ID, b.ID) })
+	src := &Source{Texts: texts}
+	src.dedupe()
+	sort.SliceStable(src.Texts, func(i, j int) bool {
+		hi, hj := mix64(uint64(src.Texts[i].ID)), mix64(uint64(src.Texts[j].ID))
+		if hi != hj {
+			return hi < hj
+		}
+		return src.Texts[i].ID < src.Texts[j].ID
+	})
+	desc := "dir:" + dir + " corpora:" + strings.Join(corpora, ",")
+	if raw, err := os.ReadFile(filepath.Join(dir, "SOURCES.txt")); err == nil {
+		desc += " [" + strings.Join(strings.Split(strings.TrimSpace(string(raw)), "\n"), "; ") + "]"
+	}
+	src.Desc = desc
+	return src, nil
+}
+
+func cmpInt64(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// mix64 is the splitmix64 finaliser: a fixed bijective scramble, so the order it induces is the
+// same on every machine and version.
+func mix64(x uint64) uint64 {
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	x ^= x >> 31
+	return x
+}
+
+// readFortunes reads fortune-mod cookie files: texts separated by lines holding only "%".
+// The .dat indexes, the .u8 links and ascii-art (pictures, not text) are skipped; overstrike
+// sequences (char, backspace) used for bold and underline are removed.
+func readFortunes(dir string) ([]Text, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, e := range entries {
+		n := e.Name()
+		if !e.Type().IsRegular() || strings.HasSuffix(n, ".dat") || strings.HasSuffix(n, ".u8") || n == "ascii-art" {
+			continue
+		}
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var texts []Text
+	for fi, n := range names {
+		raw, err := os.ReadFile(filepath.Join(dir, n))
+		if err != nil {
+			return nil, err
+		}
+		k := 0
+		for _, chunk := range splitFortunes(string(raw)) {
+			k++
+			t := strings.TrimSpace(removeOverstrike(strings.ToValidUTF8(chunk, "\uFFFD")))
+			if t == "" {
+				continue
+			}
+			texts = append(texts, Text{ID: CorpusFortune*idScale + int64(fi+1)*1_000_000 + int64(k), Text: t})
+		}
+	}
+	return texts, nil
+}
+
+// splitFortunes splits a cookie file at lines that are exactly "%".
+func splitFortunes(s string) []string {
+	var out []string
+	var cur strings.Builder
+	for line := range strings.Lines(s) {
+		if strings.TrimRight(line, "\r\n") == "%" {
+			out = append(out, cur.String())
+			cur.Reset()
+			continue
+		}
+		cur.WriteString(line)
+	}
+	if strings.TrimSpace(cur.String()) != "" {
+		out = append(out, cur.String())
+	}
+	return out
+}
+
+// removeOverstrike deletes "x\b" pairs (terminal overstriking), keeping what was struck over.
+func removeOverstrike(s string) string {
+	if !strings.Contains(s, "\b") {
+		return s
+	}
+	out := make([]rune, 0, len(s))
+	for _, r := range s {
+		if r == '\b' {
+			if len(out) > 0 {
+				out = out[:len(out)-1]
+			}
+			continue
+		}
+		out = append(out, r)
+	}
+	return string(out)
+}
+
+// wordNetPOS are the WordNet data files with the part-of-speech digit of their text ids.
+var wordNetPOS = []struct {
+	file string
+	code int64
+}{{"data.noun", 1}, {"data.verb", 2}, {"data.adj", 3}, {"data.adv", 4}}
+
+// readWordNet reads WordNet 3.0 synsets from the data.* files: text = the synset's lemmas (with
+// spaces for underscores, adjective position markers removed), ": ", the gloss.
+func readWordNet(dir string) ([]Text, error) {
+	var texts []Text
+	for _, p := range wordNetPOS {
+		f, err := os.Open(filepath.Join(dir, p.file))
+		if err != nil {
+			return nil, err
+		}
+		sc := bufio.NewScanner(f)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		line := 0
+		for sc.Scan() {
+			line++
+			l := sc.Text()
+			if strings.HasPrefix(l, "  ") { // license header
+				continue
+			}
+			t, err := parseSynset(l, p.code)
+			if err != nil {
+				f.Close()
+				return nil, fmt.Errorf("%s:%d: %w", p.file, line, err)
+			}
+			texts = append(texts, t)
+		}
+		err = sc.Err()
+		f.Close()
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", p.file, err)
+		}
+	}
+	return texts, nil
+}
+
+// parseSynset parses one data-file line: "offset lex_filenum ss_type w_cnt (word lex_id){w_cnt} ... | gloss".
+func parseSynset(l string, pos int64) (Text, error) {
+	head, gloss, ok := strings.Cut(l, " | ")
+	if !ok {
+		return Text{}, fmt.Errorf("no gloss separator \" | \"")
+	}
+	f := strings.Fields(head)
+	if len(f) < 4 {
+		return Text{}, fmt.Errorf("synset line has %d fields before the gloss", len(f))
+	}
+	off, err := strconv.ParseInt(f[0], 10, 64)
+	if err != nil || off < 0 || off >= 1_000_000_000 {
+		return Text{}, fmt.Errorf("synset offset %q", f[0])
+	}
+	n, err := strconv.ParseInt(f[3], 16, 32)
+	if err != nil || n < 1 || 4+2*int(n) > len(f) {
+		return Text{}, fmt.Errorf("word count %q", f[3])
+	}
+	words := make([]string, 0, n)
+	for i := 0; i < int(n); i++ {
+		w := f[4+2*i]
+		if j := strings.IndexByte(w, '('); j > 0 && strings.HasSuffix(w, ")") {
+			w = w[:j] // adjective markers (a), (p), (ip)
+		}
+		words = append(words, strings.ReplaceAll(w, "_", " "))
+	}
+	return Text{
+		ID:   CorpusWordNet*idScale + pos*1_000_000_000 + off,
+		Text: strings.Join(words, ", ") + ": " + strings.TrimSpace(gloss),
+	}, nil
+}
+
+// SOTU chunk sizes, in words: sentences are added to a chunk until it has at least sotuMinWords;
+// a chunk never grows past sotuMaxWords unless a single sentence is longer.
+const (
+	sotuMinWords = 40
+	sotuMaxWords = 120
+)
+
+// readSOTU reads the State of the Union addresses (one file per address, YEAR_NAME_PARTY.txt) and
+// cuts each into chunks of whole sentences.
+func readSOTU(dir string) ([]Text, error) {
+	names, err := filepath.Glob(filepath.Join(dir, "*.txt"))
+	if err != nil {
+		return nil, err
+	}
+	sort.Strings(names)
+	var texts []Text
+	for fi, n := range names {
+		raw, err := os.ReadFile(n)
+		if err != nil {
+			return nil, err
+		}
+		for ci, c := range chunkSentences(splitSentences(strings.ToValidUTF8(string(raw), "\uFFFD")), sotuMinWords, sotuMaxWords) {
+			texts = append(texts, Text{ID: CorpusSOTU*idScale + int64(fi+1)*100_000 + int64(ci+1), Text: c})
+		}
+	}
+	return texts, nil
+}
+
+// splitSentences cuts text after ".", "!" or "?" (and any closing quotes or brackets) that is
+// followed by whitespace and then an upper-case letter, digit or opening quote. Abbreviations
+// ("Mr. Adams") are cut too; chunking whole sentences makes that harmless.
+func splitSentences(s string) []string {
+	s = strings.Join(strings.Fields(s), " ")
+	var out []string
+	start := 0
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		i += size
+		if r != '.' && r != '!' && r != '?' {
+			continue
+		}
+		j := i
+		for j < len(s) && strings.ContainsRune("\"')]”’", rune(s[j])) {
+			j++
+		}
+		if j+1 < len(s) && s[j] == ' ' {
+			next, _ := utf8.DecodeRuneInString(s[j+1:])
+			if unicode.IsUpper(next) || unicode.IsDigit(next) || next == '"' || next == '\'' || next == '“' {
+				out = append(out, s[start:j])
+				start = j + 1
+				i = j + 1
+			}
+		}
+	}
+	if rest := strings.TrimSpace(s[start:]); rest != "" {
+		out = append(out, rest)
+	}
+	return out
+}
+
+// chunkSentences groups consecutive sentences into chunks of about minWords..maxWords words.
+func chunkSentences(sents []string, minWords, maxWords int) []string {
+	var out []string
+	var cur []string
+	words := 0
+	for _, s := range sents {
+		w := len(strings.Fields(s))
+		if words > 0 && words+w > maxWords {
+			out = append(out, strings.Join(cur, " "))
+			cur, words = cur[:0], 0
+		}
+		cur = append(cur, s)
+		words += w
+		if words >= minWords {
+			out = append(out, strings.Join(cur, " "))
+			cur, words = cur[:0], 0
+		}
+	}
+	if len(cur) > 0 {
+		out = append(out, strings.Join(cur, " "))
+	}
+	return out
+}
