@@ -1,0 +1,11 @@
+//go:build !amd64
+
+package engine
+
+// hasAVX2 is false off amd64: expAffine uses its Go loop.
+const hasAVX2 = false
+
+// expAffineAVX2 is never called off amd64.
+func expAffineAVX2(dst, src *float32, n int, a, b float32) (done int, sum float32) {
+	return 0, 0
+}

@@ -1,0 +1,134 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// ParamView is one named parameter: its place in the contiguous buffer.
+type ParamView struct {
+	Name   string  // e.g. "layers.0.attn.q_proj.weight"
+	Shape  []int   // PyTorch layout: (out, in) for Linear weights
+	Offset int     // first element within Params.Data()
+	Size   int     // number of elements
+	Decay  bool    // AdamW applies weight decay to it
+	Tensor *Tensor // the parameter itself (Grad() is its gradient)
+}
+
+// Params holds every parameter of a model in one contiguous buffer, with a
+// table of named views, and a gradient buffer of the same layout: AdamW is
+// one loop over one slice and a checkpoint one pass over the table.
+// Register with Add, then call Alloc once; tensors returned by Add have no
+// storage until Alloc.
+type Params struct {
+	views []ParamView
+	index map[string]int
+	total int
+	err   error
+	data  *Tensor // (total)
+	grad  *Tensor // (total)
+}
+
+// NewParams returns an empty parameter table.
+func NewParams() *Params {
+	return &Params{index: map[string]int{}}
+}
+
+// Add registers a parameter and returns its tensor (usable after Alloc).
+// decay says whether AdamW decays it; DefaultDecay gives the project's rule.
+// Errors (duplicate name, bad shape, Add after Alloc) are returned by Alloc.
+func (p *Params) Add(name string, shape []int, decay bool) *Tensor {
+	t := &Tensor{name: name, needGrad: true, param: true, node: -1}
+	if p.err != nil {
+		return t
+	}
+	if p.data != nil {
+		p.err = fmt.Errorf("engine: parameter %q added after Alloc", name)
+		return t
+	}
+	if _, dup := p.index[name]; dup {
+		p.err = fmt.Errorf("engine: parameter %q registered twice", name)
+		return t
+	}
+	sh, size, err := makeShape(shape)
+	if err != nil {
+		p.err = fmt.Errorf("engine: parameter %q: %w", name, err)
+		return t
+	}
+	t.shape, t.ndim, t.size = sh, len(shape), size
+	p.index[name] = len(p.views)
+	p.views = append(p.views, ParamView{Name: name, Shape: t.Shape(), Offset: p.total, Size: size, Decay: decay, Tensor: t})
+	p.total += size
+	return t
+}
+
+// Alloc allocates the parameter and gradient buffers on be, zero-filled, and
+// points every registered tensor at its view. It returns the first error
+// recorded by Add.
+func (p *Params) Alloc(be Backend) error {
+	if p.err != nil {
+		return p.err
+	}
+	if p.data != nil {
+		return errors.New("engine: Params.Alloc called twice")
+	}
+	ds, err := be.Alloc(p.total)
+	if err != nil {
+		return fmt.Errorf("engine: allocate %d parameters: %w", p.total, err)
+	}
+	gs, err := be.Alloc(p.total)
+	if err != nil {
+		return fmt.Errorf("engine: allocate %d parameter gradients: %w", p.total, err)
+	}
+	p.data = &Tensor{st: ds, ndim: 1, size: p.total, name: "params", node: -1}
+	p.data.shape[0] = p.total
+	p.grad = &Tensor{st: gs, ndim: 1, size: p.total, name: "params.grad", node: -1}
+	p.grad.shape[0] = p.total
+	for _, v := range p.views {
+		t := v.Tensor
+		t.st, t.off = ds, v.Offset
+		g := &Tensor{shape: t.shape, ndim: t.ndim, size: t.size, st: gs, off: v.Offset, name: t.name + ".grad", node: -1}
+		t.grad, t.gradReady = g, true
+	}
+	return nil
+}
+
+// Views returns the table of parameters in registration order (do not
+// modify it).
+func (p *Params) Views() []ParamView { return p.views }
+
+// Lookup returns the parameter named name.
+func (p *Params) Lookup(name string) (*Tensor, bool) {
+	i, ok := p.index[name]
+	if !ok {
+		return nil, false
+	}
+	return p.views[i].Tensor, true
+}
+
+// Len is the total number of parameter elements.
+func (p *Params) Len() int { return p.total }
+
+// Data is the whole parameter buffer as one tensor, (Len()).
+func (p *Params) Data() *Tensor { return p.data }
+
+// Grad is the whole gradient buffer as one tensor, (Len()).
+func (p *Params) Grad() *Tensor { return p.grad }
+
+// ZeroGrad sets every parameter gradient to zero. Backward accumulates;
+// AdamW.Step already leaves the gradients zero, so this is for steps that
+// skip the update (a NaN loss, gradient probing).
+func (p *Params) ZeroGrad() {
+	if p.grad != nil {
+		p.grad.st.Backend().Fill(p.grad, 0)
+	}
+}
+
+// DefaultDecay is the project's weight-decay rule: matrices of Linear layers
+// (2-D parameters whose name ends in ".weight" and does not contain "norm":
+// in_proj, q/k/v/o, gate/up/down, the heads) are decayed; norm weights, cls,
+// slots, the log-temperature and any other vector or free tensor are not.
+func DefaultDecay(name string, shape []int) bool {
+	return len(shape) == 2 && strings.HasSuffix(name, ".weight") && !strings.Contains(name, "norm")
+}

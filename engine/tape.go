@@ -1,0 +1,300 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+)
+
+// opKind names a tape op; backward dispatches on it.
+type opKind uint8
+
+// node is one recorded op: its output, inputs and whatever its backward
+// needs (saved tensors, sizes, constants). One fat struct so the tape is a
+// reusable slice and recording allocates nothing after warm-up.
+type node struct {
+	op   opKind
+	out  *Tensor
+	in   [4]*Tensor
+	aux  [2]*Tensor // saved by forward (rstd, lse, ...)
+	ints [3]int
+	f    [2]float32
+}
+
+// tensorBlock is a slab of Tensor structs; pointers into it stay valid.
+type tensorBlock [256]Tensor
+
+// Tape records ops on one backend for reverse-mode differentiation and owns
+// the per-step activation arena. It is not safe for concurrent use.
+type Tape struct {
+	be     Backend
+	arena  arena
+	nodes  []node
+	blocks []*tensorBlock
+	nt     int // tensors handed out this step
+	grads  gradPool
+	err    error
+}
+
+// NewTape returns an empty tape whose tensors live on be.
+func NewTape(be Backend) *Tape {
+	return &Tape{be: be, arena: arena{be: be}, grads: gradPool{be: be, free: map[int][]Storage{}}}
+}
+
+// Backend is the device the tape computes on.
+func (tp *Tape) Backend() Backend { return tp.be }
+
+// Err is the first error recorded since Reset (a shape mismatch, an index
+// out of range, memory exhausted). After an error every op returns a
+// placeholder scalar without computing; Backward returns the error.
+func (tp *Tape) Err() error { return tp.err }
+
+// Reset starts a new step: forgets the recorded ops, rewinds the arena and
+// clears the error. Tensors made by this tape before Reset become invalid.
+func (tp *Tape) Reset() {
+	// Variables keep their gradients until now; give those back.
+	for i := range tp.nt {
+		t := &tp.blocks[i/len(tensorBlock{})][i%len(tensorBlock{})]
+		if t.grad != nil && !t.param {
+			tp.grads.put(t.grad)
+			t.grad, t.gradReady = nil, false
+		}
+	}
+	tp.nodes = tp.nodes[:0]
+	tp.nt = 0
+	tp.arena.reset()
+	tp.err = nil
+}
+
+// ArenaBytes reports the activation memory held (allocated chunks) and the
+// most used by one step so far, in bytes.
+func (tp *Tape) ArenaBytes() (held, peak int64) {
+	return int64(tp.arena.total) * 4, int64(tp.arena.high) * 4
+}
+
+// GradPoolBytes reports the memory held for activation gradients, in bytes.
+func (tp *Tape) GradPoolBytes() int64 { return int64(tp.grads.total) * 4 }
+
+// fail records the first error and returns the placeholder tensor.
+func (tp *Tape) fail(err error) *Tensor {
+	if tp.err == nil {
+		tp.err = err
+	}
+	return tp.placeholder()
+}
+
+// failf is fail with a formatted error prefixed by the op name.
+func (tp *Tape) failf(op, format string, args ...any) *Tensor {
+	return tp.fail(fmt.Errorf("engine: %s: "+format, append([]any{op}, args...)...))
+}
+
+// placeholder is the scalar returned by ops after an error. It has storage
+// so that reading it (Item) is harmless.
+func (tp *Tape) placeholder() *Tensor {
+	t := tp.newTensor()
+	t.ndim, t.size, t.name = 0, 1, "placeholder"
+	st, off, err := tp.arena.alloc(1)
+	if err == nil {
+		t.st, t.off = st, off
+		tp.be.Fill(t, 0)
+	}
+	return t
+}
+
+// newTensor returns a zeroed Tensor struct from the tape's slabs.
+func (tp *Tape) newTensor() *Tensor {
+	b, i := tp.nt/len(tensorBlock{}), tp.nt%len(tensorBlock{})
+	if b == len(tp.blocks) {
+		tp.blocks = append(tp.blocks, new(tensorBlock))
+	}
+	tp.nt++
+	t := &tp.blocks[b][i]
+	*t = Tensor{node: -1}
+	return t
+}
+
+// alloc makes an activation tensor of the given shape in the arena; ok is
+// false after an error (recorded on the tape).
+func (tp *Tape) alloc(name string, dims ...int) (*Tensor, bool) {
+	if tp.err != nil {
+		return tp.placeholder(), false
+	}
+	sh, size, err := makeShape(dims)
+	if err != nil {
+		tp.fail(fmt.Errorf("engine: %s: %w", name, err))
+		return tp.placeholder(), false
+	}
+	st, off, err := tp.arena.alloc(size)
+	if err != nil {
+		tp.fail(err)
+		return tp.placeholder(), false
+	}
+	t := tp.newTensor()
+	t.shape, t.ndim, t.size, t.st, t.off, t.name = sh, len(dims), size, st, off, name
+	return t, true
+}
+
+// record appends a node producing out; out needs a gradient when any input
+// does. It returns out.
+func (tp *Tape) record(n node) *Tensor {
+	for _, in := range n.in {
+		if in != nil && in.needGrad {
+			n.out.needGrad = true
+		}
+	}
+	if !n.out.needGrad {
+		return n.out // nothing will flow back: no need to keep the node
+	}
+	n.out.node = len(tp.nodes)
+	tp.nodes = append(tp.nodes, n)
+	return n.out
+}
+
+// Input copies host data into a new tensor of the given shape that needs no
+// gradient (model inputs, masks, targets).
+func (tp *Tape) Input(data []float32, dims ...int) *Tensor {
+	t, ok := tp.alloc("input", dims...)
+	if !ok {
+		return t
+	}
+	if len(data) != t.size {
+		return tp.failf("Input", "%d values for shape %v", len(data), dims)
+	}
+	tp.be.Upload(t, data)
+	return t
+}
+
+// Variable is Input for a tensor that receives a gradient (tests, probing
+// what an input's gradient is); its Grad stays valid until Reset.
+func (tp *Tape) Variable(data []float32, dims ...int) *Tensor {
+	t := tp.Input(data, dims...)
+	if tp.err == nil {
+		t.needGrad = true
+		t.name = "variable"
+	}
+	return t
+}
+
+// Backward computes the gradient of the scalar loss with respect to every
+// tensor that needs one, running the tape in reverse. Parameter gradients
+// are accumulated (+=) into the Params gradient buffer; activation gradients
+// are taken from a reusable pool and given back as soon as their producer's
+// backward has run.
+func (tp *Tape) Backward(loss *Tensor) error {
+	if tp.err != nil {
+		return tp.err
+	}
+	if loss.size != 1 {
+		return fmt.Errorf("engine: Backward: loss %v is not a scalar", loss)
+	}
+	if !loss.needGrad {
+		return errors.New("engine: Backward: loss does not depend on any parameter or variable")
+	}
+	tp.ensureGrad(loss)
+	if tp.err != nil {
+		return tp.err
+	}
+	tp.be.Fill(loss.grad, 1)
+	loss.gradReady = true
+	for i := len(tp.nodes) - 1; i >= 0; i-- {
+		n := &tp.nodes[i]
+		if n.out.grad == nil {
+			continue // no gradient reached this op
+		}
+		for _, in := range n.in {
+			if in != nil && in.needGrad {
+				tp.ensureGrad(in)
+			}
+		}
+		if tp.err != nil {
+			return tp.err
+		}
+		tp.backward(n)
+		tp.grads.put(n.out.grad)
+		n.out.grad, n.out.gradReady = nil, false
+	}
+	// A Variable whose gradient buffer was handed out but never written
+	// (no path carried a gradient into it) must read as zero.
+	for i := range tp.nt {
+		t := &tp.blocks[i/len(tensorBlock{})][i%len(tensorBlock{})]
+		if t.grad != nil && !t.gradReady {
+			tp.be.Fill(t.grad, 0)
+			t.gradReady = true
+		}
+	}
+	// Leaves that are not parameters (Variables) keep their gradient until
+	// Reset; give the buffers back to the pool then.
+	return tp.err
+}
+
+// ensureGrad gives t a gradient buffer if it has none. The buffer is
+// recycled and not cleared: the first kernel to reach it overwrites it
+// (see overwriteGrad) or clears it first (accumGrad), which saves a pass of
+// zeroing over most activation gradients.
+func (tp *Tape) ensureGrad(t *Tensor) {
+	if t.grad != nil {
+		return
+	}
+	g := tp.newTensor()
+	g.shape, g.ndim, g.size, g.name = t.shape, t.ndim, t.size, t.name+".grad"
+	st, err := tp.grads.get(t.size)
+	if err != nil {
+		tp.fail(err)
+		return
+	}
+	g.st, g.off = st, 0
+	t.grad, t.gradReady = g, false
+}
+
+// accumGrad returns t's gradient for a kernel that adds into it (clearing
+// the buffer first if it holds no values yet), or nil when t needs none.
+func (tp *Tape) accumGrad(t *Tensor) *Tensor {
+	if t == nil || !t.needGrad || t.grad == nil {
+		return nil
+	}
+	if !t.gradReady {
+		tp.be.Fill(t.grad, 0)
+		t.gradReady = true
+	}
+	return t.grad
+}
+
+// overwriteGrad returns t's gradient for a kernel that writes every element
+// and can either add into it or overwrite it, and whether to add (false when
+// the buffer holds no values yet); nil when t needs none.
+func (tp *Tape) overwriteGrad(t *Tensor) (g *Tensor, accumulate bool) {
+	if t == nil || !t.needGrad || t.grad == nil {
+		return nil, false
+	}
+	accumulate = t.gradReady
+	t.gradReady = true
+	return t.grad, accumulate
+}
+
+// gradPool recycles gradient buffers by exact size, so that after the first
+// step Backward allocates nothing.
+type gradPool struct {
+	be    Backend
+	free  map[int][]Storage
+	total int
+}
+
+func (p *gradPool) get(n int) (Storage, error) {
+	if l := p.free[n]; len(l) > 0 {
+		st := l[len(l)-1]
+		p.free[n] = l[:len(l)-1]
+		return st, nil
+	}
+	st, err := p.be.Alloc(max(n, 1))
+	if err != nil {
+		return nil, fmt.Errorf("engine: allocate gradient of %d elements (pool holds %d): %w", n, p.total, err)
+	}
+	p.total += max(n, 1)
+	return st, nil
+}
+
+func (p *gradPool) put(g *Tensor) {
+	if g == nil || g.off != 0 {
+		return
+	}
+	p.free[g.size] = append(p.free[g.size], g.st)
+}
