@@ -10,7 +10,7 @@ import (
 	"strings"
 
 	"github.com/gelo-research/geloattack/checkpoints"
-	"github.com/gelo-research/geloattack/config"
+	"github.com/gelo-research/geloattack/runner"
 	"github.com/gelo-research/geloattack/train"
 )
 
@@ -51,24 +51,17 @@ func runEval(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	raw, ok := ck.Metadata[metaRunConfig]
-	if !ok {
-		return fmt.Errorf("checkpoint %s: no %q metadata: not written by geloattack train", path, metaRunConfig)
-	}
-	var cfg config.Run
-	if err := json.Unmarshal([]byte(raw), &cfg); err != nil {
-		return fmt.Errorf("checkpoint %s: %s metadata: %w", path, metaRunConfig, err)
-	}
-	if err := cfg.Validate(); err != nil {
-		return fmt.Errorf("checkpoint %s: run config: %w", path, err)
-	}
-	sess, err := newSession(cfg)
+	cfg, err := runner.ConfigOf(ck)
 	if err != nil {
 		return err
 	}
-	defer sess.close()
-	if err := loadWeights(sess, ck); err != nil {
-		return fmt.Errorf("checkpoint %s: %w", path, err)
+	sess, err := runner.Open(cfg)
+	if err != nil {
+		return err
+	}
+	defer sess.Close()
+	if err := sess.LoadWeights(ck); err != nil {
+		return err
 	}
 	spec := train.EvalSpec{BatchSize: cfg.Train.BatchSize, Batches: cfg.Eval.Batches, Workers: cfg.Train.Workers, Prefetch: cfg.Train.Prefetch}
 	if *batches > 0 {
@@ -78,7 +71,7 @@ func runEval(ctx context.Context, args []string) error {
 		spec.BatchSize = *batchSize
 	}
 	fmt.Fprintf(os.Stderr, "evaluating %s (step %d) on %d batches of %d examples per split\n", path, ck.State.Step, spec.Batches, spec.BatchSize)
-	m, err := train.Evaluate(ctx, sess.sampler, sess.task, spec)
+	m, err := train.Evaluate(ctx, sess.Sampler, sess.Task, spec)
 	if err != nil {
 		return err
 	}
@@ -100,25 +93,5 @@ func runEval(ctx context.Context, args []string) error {
 		return err
 	}
 	fmt.Print(strings.SplitN(md, "\n\n", 2)[1])
-	return nil
-}
-
-// loadWeights copies a checkpoint's weights into the session's model, checking names and shapes.
-func loadWeights(s *session, ck checkpoints.Checkpoint) error {
-	var want []checkpoints.Spec
-	dst := map[string][]float32{}
-	views := s.task.Params().Views()
-	for _, pv := range views {
-		want = append(want, checkpoints.Spec{Name: pv.Name, Shape: pv.Shape})
-		dst[pv.Name] = make([]float32, pv.Size)
-	}
-	if err := checkpoints.CopyInto(ck.Weights, want, dst); err != nil {
-		return err
-	}
-	for _, pv := range views {
-		if err := pv.Tensor.CopyFrom(dst[pv.Name]); err != nil {
-			return err
-		}
-	}
 	return nil
 }

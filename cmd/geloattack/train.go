@@ -5,11 +5,10 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 
-	"github.com/gelo-research/geloattack/checkpoints"
+	"github.com/gelo-research/geloattack/runner"
 	"github.com/gelo-research/geloattack/train"
 )
 
@@ -45,50 +44,11 @@ func runTrain(ctx context.Context, args []string) error {
 		cfg.Train.Workers = *workers
 	}
 	dir := runDir(cfg.OutDir, cfg.Name, *out)
-	if !*resume {
-		if _, _, err := checkpoints.LatestPath(dir); err == nil {
-			return fmt.Errorf("run directory %s already holds checkpoints: add -resume to continue it, or choose another -out", dir)
-		}
-	} else if _, _, err := checkpoints.LatestPath(dir); err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("-resume: run directory %s has no checkpoint to resume from", dir)
-		}
-		return fmt.Errorf("-resume: %w", err)
-	}
-	sess, err := newSession(cfg)
-	if err != nil {
-		return err
-	}
-	defer sess.close()
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	resolved, err := sess.cfg.Marshal()
-	if err != nil {
-		return err
-	}
-	if err := checkpoints.WriteFileAtomic(filepath.Join(dir, "config.yaml"), resolved); err != nil {
-		return err
-	}
-	meta, err := sess.metadata()
-	if err != nil {
-		return err
-	}
-	p := os.Stderr
-	fmt.Fprintf(p, "run %s: %s, %d texts (d=%d, e=%d), model %s with %d parameters, %d steps of %d examples\n",
-		dir, storeName(sess.cfg), sess.corpus.NumTexts(), sess.corpus.D(), sess.corpus.E(),
-		sess.cfg.Model.Task, sess.task.Params().Len(), sess.cfg.Train.Steps, sess.cfg.Train.BatchSize)
-	res, err := train.Train(ctx, train.Run{
-		Dir: dir, Options: sess.cfg.Train, Task: sess.task, Sampler: sess.sampler,
-		Metadata: meta, Resume: *resume, Progress: p,
-	})
+	res, err := runner.Train(ctx, cfg, dir, *resume, os.Stderr)
 	if errors.Is(err, train.ErrInterrupted) {
 		return nil
 	}
 	if err != nil {
-		return err
-	}
-	if err := train.WriteReport(dir, "geloattack run "+sess.cfg.Name, res); err != nil {
 		return err
 	}
 	fmt.Printf("final evaluation after %d steps (%s):\n%s\nreport: %s\n", res.Steps, dir,

@@ -1,0 +1,213 @@
+// Package runner turns a resolved run config into a running attack: it opens the store (or builds
+// the synthetic one), the sampler, the model and its task, and runs training or evaluation in a run
+// directory. The CLI and sweeps share it.
+package runner
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/gelo-research/geloattack/checkpoints"
+	"github.com/gelo-research/geloattack/config"
+	"github.com/gelo-research/geloattack/data"
+	"github.com/gelo-research/geloattack/data/gelo"
+	"github.com/gelo-research/geloattack/data/store"
+	"github.com/gelo-research/geloattack/data/synth"
+	"github.com/gelo-research/geloattack/models/settransformer"
+	"github.com/gelo-research/geloattack/train"
+)
+
+// MetaRunConfig is the checkpoint metadata key of the whole resolved run config (JSON). SPEC §4's
+// "config" key holds the model config alone; this one lets `eval` rebuild the store and sampler
+// from a checkpoint.
+const MetaRunConfig = "run_config"
+
+// Session is everything a resolved config builds.
+type Session struct {
+	// Cfg is the config with the model's widths filled in from the store.
+	Cfg     config.Run
+	Corpus  data.Corpus
+	Sampler *gelo.Sampler
+	Task    train.Task
+	close   func() error
+}
+
+// OpenCorpus opens the configured store, or generates the embedded synthetic one.
+func OpenCorpus(cfg config.Run) (data.Corpus, func() error, error) {
+	if cfg.Store.Path != "" {
+		s, err := store.Open(cfg.Store.Path)
+		if err != nil {
+			return nil, nil, err
+		}
+		return s, s.Close, nil
+	}
+	c, err := synth.Generate(cfg.Store.Synth)
+	if err != nil {
+		return nil, nil, fmt.Errorf("synthetic store: %w", err)
+	}
+	return c, func() error { return nil }, nil
+}
+
+// Open builds the corpus, sampler and model of cfg. The model's input and candidate widths come
+// from the store when the config leaves them at 0, and must match it otherwise.
+func Open(cfg config.Run) (*Session, error) {
+	corpus, closeFn, err := OpenCorpus(cfg)
+	if err != nil {
+		return nil, err
+	}
+	fail := func(err error) (*Session, error) {
+		closeFn()
+		return nil, err
+	}
+	m := &cfg.Model
+	if m.InputDim == 0 {
+		m.InputDim = corpus.D()
+	}
+	if m.CandidateDim == 0 {
+		m.CandidateDim = corpus.E()
+	}
+	if m.InputDim != corpus.D() {
+		return fail(fmt.Errorf("model.input_dim = %d but the store's rows have d = %d", m.InputDim, corpus.D()))
+	}
+	if m.Task == settransformer.TaskRetrieval && m.CandidateDim != corpus.E() {
+		return fail(fmt.Errorf("model.candidate_dim = %d but the store's text embeddings have e = %d", m.CandidateDim, corpus.E()))
+	}
+	sampler, err := gelo.NewSampler(corpus, cfg.Sampler)
+	if err != nil {
+		return fail(err)
+	}
+	s := &Session{Cfg: cfg, Corpus: corpus, Sampler: sampler, close: closeFn}
+	s.Task, err = newTask(cfg, sampler)
+	if err != nil {
+		return fail(err)
+	}
+	return s, nil
+}
+
+// newTask builds the model and the training objective of cfg.Model.Task.
+func newTask(cfg config.Run, sampler *gelo.Sampler) (train.Task, error) {
+	switch cfg.Model.Task {
+	case settransformer.TaskRetrieval:
+		model, err := settransformer.New(cfg.Model, cfg.Seed)
+		if err != nil {
+			return nil, err
+		}
+		return train.NewRetrieval(model, sampler, cfg.Loss.ExtraNegatives, cfg.Seed), nil
+	}
+	return nil, fmt.Errorf("model.task %q is not supported by this build", cfg.Model.Task)
+}
+
+// Close releases the store.
+func (s *Session) Close() error { return s.close() }
+
+// Metadata is what every checkpoint of the session carries.
+func (s *Session) Metadata() (map[string]string, error) {
+	model, err := json.Marshal(s.Cfg.Model)
+	if err != nil {
+		return nil, err
+	}
+	run, err := json.Marshal(s.Cfg)
+	if err != nil {
+		return nil, err
+	}
+	return map[string]string{checkpoints.MetaConfig: string(model), MetaRunConfig: string(run)}, nil
+}
+
+// Describe is a one-line summary of the session for logs.
+func (s *Session) Describe() string {
+	src := "embedded synthetic store"
+	if s.Cfg.Store.Path != "" {
+		src = "store " + s.Cfg.Store.Path
+	}
+	return fmt.Sprintf("%s, %d texts (d=%d, e=%d), model %s with %d parameters, %d steps of %d examples",
+		src, s.Corpus.NumTexts(), s.Corpus.D(), s.Corpus.E(), s.Cfg.Model.Task, s.Task.Params().Len(),
+		s.Cfg.Train.Steps, s.Cfg.Train.BatchSize)
+}
+
+// ErrRunExists reports a run directory that already holds checkpoints when no resume was asked for.
+var ErrRunExists = errors.New("run directory already holds checkpoints")
+
+// Train runs cfg in dir. With resume it continues from dir's latest checkpoint; without, it refuses
+// a directory that already holds checkpoints. It writes config.yaml first and report.{json,md} at
+// the end. An interrupt (ctx cancelled) returns train.ErrInterrupted after a checkpoint.
+func Train(ctx context.Context, cfg config.Run, dir string, resume bool, progress io.Writer) (train.Result, error) {
+	_, _, err := checkpoints.LatestPath(dir)
+	switch {
+	case !resume && err == nil:
+		return train.Result{}, fmt.Errorf("%s: %w: add -resume to continue it, or choose another directory", dir, ErrRunExists)
+	case resume && errors.Is(err, fs.ErrNotExist):
+		return train.Result{}, fmt.Errorf("resume: run directory %s has no checkpoint to resume from", dir)
+	case resume && err != nil:
+		return train.Result{}, fmt.Errorf("resume: %w", err)
+	}
+	sess, err := Open(cfg)
+	if err != nil {
+		return train.Result{}, err
+	}
+	defer sess.Close()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return train.Result{}, err
+	}
+	resolved, err := sess.Cfg.Marshal()
+	if err != nil {
+		return train.Result{}, err
+	}
+	if err := checkpoints.WriteFileAtomic(filepath.Join(dir, "config.yaml"), resolved); err != nil {
+		return train.Result{}, err
+	}
+	meta, err := sess.Metadata()
+	if err != nil {
+		return train.Result{}, err
+	}
+	fmt.Fprintf(progress, "run %s: %s\n", dir, sess.Describe())
+	res, err := train.Train(ctx, train.Run{
+		Dir: dir, Options: sess.Cfg.Train, Task: sess.Task, Sampler: sess.Sampler,
+		Metadata: meta, Resume: resume, Progress: progress,
+	})
+	if err != nil {
+		return res, err
+	}
+	return res, train.WriteReport(dir, "geloattack run "+sess.Cfg.Name, res)
+}
+
+// ConfigOf returns the run config stored in a checkpoint.
+func ConfigOf(ck checkpoints.Checkpoint) (config.Run, error) {
+	raw, ok := ck.Metadata[MetaRunConfig]
+	if !ok {
+		return config.Run{}, fmt.Errorf("checkpoint %s: no %q metadata: not written by geloattack train", ck.Path, MetaRunConfig)
+	}
+	var cfg config.Run
+	if err := json.Unmarshal([]byte(raw), &cfg); err != nil {
+		return config.Run{}, fmt.Errorf("checkpoint %s: %s metadata: %w", ck.Path, MetaRunConfig, err)
+	}
+	if err := cfg.Validate(); err != nil {
+		return config.Run{}, fmt.Errorf("checkpoint %s: run config: %w", ck.Path, err)
+	}
+	return cfg, nil
+}
+
+// LoadWeights copies a checkpoint's weights into the session's model, checking every name and shape.
+func (s *Session) LoadWeights(ck checkpoints.Checkpoint) error {
+	var want []checkpoints.Spec
+	dst := map[string][]float32{}
+	views := s.Task.Params().Views()
+	for _, pv := range views {
+		want = append(want, checkpoints.Spec{Name: pv.Name, Shape: pv.Shape})
+		dst[pv.Name] = make([]float32, pv.Size)
+	}
+	if err := checkpoints.CopyInto(ck.Weights, want, dst); err != nil {
+		return fmt.Errorf("checkpoint %s: %w", ck.Path, err)
+	}
+	for _, pv := range views {
+		if err := pv.Tensor.CopyFrom(dst[pv.Name]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
