@@ -99,6 +99,13 @@ func newTask(cfg config.Run, sampler *gelo.Sampler) (train.Task, error) {
 			return nil, err
 		}
 		return train.NewRetrieval(model, sampler, cfg.Loss.ExtraNegatives, cfg.Seed), nil
+	case settransformer.TaskUnmix:
+		model, err := settransformer.NewUnmix(cfg.Model, cfg.Seed, settransformer.WithLoss(cfg.Loss.Unmix))
+		if err != nil {
+			return nil, err
+		}
+		ev := train.UnmixEvalConfig{K: cfg.Eval.PoolK, Tau: cfg.Eval.Tau}
+		return train.NewUnmix(model, sampler, cfg.Loss.Unmix, ev, cfg.Seed), nil
 	}
 	return nil, fmt.Errorf("model.task %q is not supported by this build", cfg.Model.Task)
 }

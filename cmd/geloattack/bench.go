@@ -17,8 +17,8 @@ import (
 // runBench is `geloattack bench`.
 func runBench(ctx context.Context, args []string) error {
 	flags := flag.NewFlagSet("bench", flag.ContinueOnError)
-	what := flags.String("what", "gen,step", "comma-separated benchmarks: gen (example generation), step (training step)")
-	presets := flags.String("presets", "tiny,small,paper", "model presets for -what step: tiny (h128 L2, n64 B4), small (h256 L4, n128 B8), paper (h384 L24, n256 B16); d = e = 4096")
+	what := flags.String("what", "gen,step", "comma-separated benchmarks: gen (example generation), step (retrieval training step), unmix (unmix training step)")
+	presets := flags.String("presets", "tiny,small,paper", "model presets for -what step and unmix: tiny (h128 L2, n64 B4), small (h256 L4, n128 B8), paper (h384 L24, n256 B16); d = e = 4096")
 	steps := flags.Int("steps", 3, "timed training steps per preset (after one warm-up step)")
 	sizes := flags.String("n", "64,256,1024", "set sizes n (rows of X) for -what gen")
 	workers := flags.String("workers", "1,2", "generator goroutines for -what gen")
@@ -48,14 +48,18 @@ func runBench(ctx context.Context, args []string) error {
 			if err := benchGen(ctx, ns, ws, *examples, *d); err != nil {
 				return err
 			}
-		case "step":
+		case "step", "unmix":
+			run := settransformer.RunBench
+			if strings.TrimSpace(w) == "unmix" {
+				run = settransformer.RunUnmixBench
+			}
 			for _, p := range strings.Split(*presets, ",") {
-				if err := settransformer.RunBench(ctx, strings.TrimSpace(p), *steps, os.Stdout); err != nil {
+				if err := run(ctx, strings.TrimSpace(p), *steps, os.Stdout); err != nil {
 					return err
 				}
 			}
 		default:
-			return fmt.Errorf("-what: unknown benchmark %q (want gen or step)", w)
+			return fmt.Errorf("-what: unknown benchmark %q (want gen, step or unmix)", w)
 		}
 	}
 	return nil

@@ -8,10 +8,16 @@ import (
 
 // BenchmarkTrainStep times full training steps (forward, backward, clip, AdamW) at the shapes of
 // the throughput targets. Run the paper size briefly: go test -bench TrainStep/paper -benchtime 3x.
-func BenchmarkTrainStep(b *testing.B) {
+func BenchmarkTrainStep(b *testing.B) { benchmarkTask(b, TaskRetrieval) }
+
+// BenchmarkUnmixStep is BenchmarkTrainStep for the unmixing model (see RunUnmixBench):
+// go test -bench UnmixStep/paper -benchtime 3x.
+func BenchmarkUnmixStep(b *testing.B) { benchmarkTask(b, TaskUnmix) }
+
+func benchmarkTask(b *testing.B, task Task) {
 	for _, preset := range []string{"tiny", "small", "paper"} {
 		b.Run(preset, func(b *testing.B) {
-			res, err := benchmarkSteps(context.Background(), preset, b.N)
+			res, err := benchmarkSteps(context.Background(), task, preset, b.N)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -45,5 +51,22 @@ func TestRunBench(t *testing.T) {
 	}
 	if err := RunBench(context.Background(), "tiny", 0, &sb); err == nil {
 		t.Error("zero steps accepted")
+	}
+}
+
+// TestRunUnmixBench: the unmix benchmark runs one tiny step, names its shape and reports a
+// throughput.
+func TestRunUnmixBench(t *testing.T) {
+	var sb strings.Builder
+	if err := RunUnmixBench(context.Background(), "tiny", 1, &sb); err != nil {
+		t.Fatal(err)
+	}
+	t.Log(sb.String())
+	if !strings.Contains(sb.String(), "unmix tiny") || !strings.Contains(sb.String(), "S=64") ||
+		!strings.Contains(sb.String(), "rows/s") || strings.Contains(sb.String(), " 0.0 rows/s") {
+		t.Errorf("report lacks the task, the shape or a throughput: %q", sb.String())
+	}
+	if err := RunUnmixBench(context.Background(), "huge", 1, &sb); err == nil {
+		t.Error("unknown preset accepted")
 	}
 }

@@ -1,6 +1,8 @@
 // Package settransformer is the permutation-equivariant set-transformer attack of SPEC §4: a
-// Llama-2-style pre-norm encoder over the rows of an obfuscated example U, with a learned CLS
-// vector whose final state feeds the retrieval head.
+// Llama-2-style pre-norm encoder over the rows of an obfuscated example U, under two heads. The
+// retrieval model (Model) prepends a learned CLS vector whose final state feeds the retrieval
+// head. The unmixing model (UnmixModel) encodes the rows alone and decodes S learned slot queries
+// into estimated clean rows H_hat, with the mixing head A_hat = (E Wq)(Z Wk)^T / sqrt(h).
 package settransformer
 
 import (
@@ -85,6 +87,10 @@ func Preset(name string) (Config, error) {
 	c.Temperature = DefaultTemperature
 	return c, nil
 }
+
+// hasCLS reports whether the encoder prepends a learned CLS row: every task but unmix, whose
+// heads read the row states alone.
+func (c Config) hasCLS() bool { return c.Task != TaskUnmix }
 
 // HeadDim is Hidden / Heads.
 func (c Config) HeadDim() int {

@@ -1,28 +1,35 @@
 package settransformer
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/gelo-research/geloattack/engine"
 )
 
+// attnWeights are one attention sub-block's projections (PyTorch layout, (out, in)).
+type attnWeights struct {
+	wq, wk, wv, wo *engine.Tensor // (h, h)
+}
+
 // block is one pre-norm transformer block's weights (PyTorch layout, (out, in)).
 type block struct {
-	attnNorm       *engine.Tensor // (h)
-	wq, wk, wv, wo *engine.Tensor // (h, h)
-	mlpNorm        *engine.Tensor // (h)
-	gate, up       *engine.Tensor // (mlp, h)
-	down           *engine.Tensor // (h, mlp)
+	attnNorm *engine.Tensor // (h)
+	attn     attnWeights
+	mlpNorm  *engine.Tensor // (h)
+	gate, up *engine.Tensor // (mlp, h)
+	down     *engine.Tensor // (h, mlp)
 }
 
 // Encoder is the permutation-equivariant set encoder of SPEC §4: input projection d -> h, a
-// learned CLS row in front of every set, Layers Llama-2-style pre-norm blocks without positional
-// encoding or causal mask, and a final RMSNorm. It holds views into a Params buffer; the unmixing
-// model reuses it and adds its decoder on the row states.
+// learned CLS row in front of every set (retrieval task only), Layers Llama-2-style pre-norm
+// blocks without positional encoding or causal mask, and a final RMSNorm. It holds views into a
+// Params buffer; the unmixing model runs it without CLS (ForwardRows) and adds its decoder on
+// the row states.
 type Encoder struct {
 	heads  int
 	inProj *engine.Tensor // (h, d)
-	cls    *engine.Tensor // (h)
+	cls    *engine.Tensor // (h); nil for the unmix task
 	layers []block
 	norm   *engine.Tensor // (h)
 }
@@ -41,47 +48,92 @@ func (l *lookup) get(name string) *engine.Tensor {
 	return t
 }
 
+// attn binds the q, k, v and o projections under prefix (e.g. "layers.3.attn").
+func (l *lookup) attn(prefix string) attnWeights {
+	return attnWeights{
+		wq: l.get(prefix + ".q_proj.weight"),
+		wk: l.get(prefix + ".k_proj.weight"),
+		wv: l.get(prefix + ".v_proj.weight"),
+		wo: l.get(prefix + ".o_proj.weight"),
+	}
+}
+
+// block binds the self-attention and MLP sub-blocks under prefix (e.g. "layers.3.").
+func (l *lookup) block(prefix string) block {
+	return block{
+		attnNorm: l.get(prefix + "attn_norm.weight"),
+		attn:     l.attn(prefix + "attn"),
+		mlpNorm:  l.get(prefix + "mlp_norm.weight"),
+		gate:     l.get(prefix + "mlp.gate_proj.weight"),
+		up:       l.get(prefix + "mlp.up_proj.weight"),
+		down:     l.get(prefix + "mlp.down_proj.weight"),
+	}
+}
+
 // NewEncoder binds an encoder to the parameters named by EncoderParamSpecs(c) in ps.
 func NewEncoder(c Config, ps *engine.Params) (*Encoder, error) {
 	l := &lookup{ps: ps}
-	e := &Encoder{heads: c.Heads, inProj: l.get("in_proj.weight"), cls: l.get("cls"), norm: l.get("norm.weight")}
+	e := &Encoder{heads: c.Heads, inProj: l.get("in_proj.weight"), norm: l.get("norm.weight")}
+	if c.hasCLS() {
+		e.cls = l.get("cls")
+	}
 	for i := 0; i < c.Layers; i++ {
-		p := fmt.Sprintf("layers.%d.", i)
-		e.layers = append(e.layers, block{
-			attnNorm: l.get(p + "attn_norm.weight"),
-			wq:       l.get(p + "attn.q_proj.weight"),
-			wk:       l.get(p + "attn.k_proj.weight"),
-			wv:       l.get(p + "attn.v_proj.weight"),
-			wo:       l.get(p + "attn.o_proj.weight"),
-			mlpNorm:  l.get(p + "mlp_norm.weight"),
-			gate:     l.get(p + "mlp.gate_proj.weight"),
-			up:       l.get(p + "mlp.up_proj.weight"),
-			down:     l.get(p + "mlp.down_proj.weight"),
-		})
+		e.layers = append(e.layers, l.block(fmt.Sprintf("layers.%d.", i)))
 	}
 	return e, l.err
 }
+
+// errNoCLS is Forward's error on an encoder bound for the unmix task.
+var errNoCLS = errors.New("settransformer: encoder has no CLS vector (task unmix): use ForwardRows")
 
 // Forward records the encoder on tp. u: (B, N, d) the observed rows, mask: (B, N) with 1 for real
 // rows and 0 for padding, or nil when every row is real. It returns the final-norm states
 // x: (B, N+1, h) with the CLS state at row 0 and row j+1 for row j of u, and the key mask
 // (B, N+1) that extends mask with the (real) CLS row. Nothing depends on the order of the rows of
 // u: attention has no positions, so permuting them permutes rows 1..N of x and leaves row 0.
-func (e *Encoder) Forward(tp *engine.Tape, u, mask *engine.Tensor) (x, keyMask *engine.Tensor) {
+// It fails on an encoder without CLS (task unmix).
+func (e *Encoder) Forward(tp *engine.Tape, u, mask *engine.Tensor) (x, keyMask *engine.Tensor, err error) {
+	if e.cls == nil {
+		return nil, nil, errNoCLS
+	}
 	x = tp.Linear(u, e.inProj)                 // (B, N, h)
 	x, keyMask = tp.PrependCLS(x, e.cls, mask) // (B, N+1, h), (B, N+1)
+	return e.run(tp, x, keyMask), keyMask, nil
+}
+
+// ForwardRows records the encoder over the rows of u alone, without a CLS row: u: (B, N, d),
+// mask: (B, N) or nil -> x: (B, N, h), the final-norm state of every row (padded rows hold
+// values that mean nothing). Permuting the rows of u with the mask permutes the rows of x.
+func (e *Encoder) ForwardRows(tp *engine.Tape, u, mask *engine.Tensor) *engine.Tensor {
+	return e.run(tp, tp.Linear(u, e.inProj), mask) // (B, N, h)
+}
+
+// run is the blocks and the final norm: x (B, n, h) -> (B, n, h).
+func (e *Encoder) run(tp *engine.Tape, x, keyMask *engine.Tensor) *engine.Tensor {
 	for i := range e.layers {
 		x = e.layers[i].forward(tp, x, keyMask, e.heads)
 	}
-	return tp.RMSNorm(x, e.norm), keyMask
+	return tp.RMSNorm(x, e.norm)
 }
 
 // forward is x += Attn(RMSNorm(x)); x += SwiGLU(RMSNorm(x)). x: (B, n, h) -> (B, n, h).
 func (b *block) forward(tp *engine.Tape, x, keyMask *engine.Tensor, heads int) *engine.Tensor {
 	a := tp.RMSNorm(x, b.attnNorm)
-	o := tp.Attention(tp.Linear(a, b.wq), tp.Linear(a, b.wk), tp.Linear(a, b.wv), keyMask, heads)
-	x = tp.Add(x, tp.Linear(o, b.wo))
+	x = tp.Add(x, b.attn.forward(tp, a, a, keyMask, heads))
+	return b.feedForward(tp, x)
+}
+
+// feedForward is x + SwiGLU(RMSNorm(x)): x (B, n, h) -> (B, n, h).
+func (b *block) feedForward(tp *engine.Tape, x *engine.Tensor) *engine.Tensor {
 	m := tp.RMSNorm(x, b.mlpNorm)
 	act := tp.SwiGLU(tp.Linear(m, b.gate), tp.Linear(m, b.up)) // (B, n, mlp)
 	return tp.Add(x, tp.Linear(act, b.down))
+}
+
+// forward is the projected multi-head attention of queries xq over keys and values from xkv
+// (self-attention when they are the same tensor): xq (B, Nq, h), xkv (B, Nk, h), keyMask (B, Nk)
+// or nil -> (B, Nq, h), the output projection applied.
+func (w *attnWeights) forward(tp *engine.Tape, xq, xkv, keyMask *engine.Tensor, heads int) *engine.Tensor {
+	o := tp.Attention(tp.Linear(xq, w.wq), tp.Linear(xkv, w.wk), tp.Linear(xkv, w.wv), keyMask, heads)
+	return tp.Linear(o, w.wo)
 }

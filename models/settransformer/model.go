@@ -76,19 +76,43 @@ func defaultBackend() (engine.Backend, error) {
 
 // NewOn is New on a given backend.
 func NewOn(be engine.Backend, cfg Config, seed uint64) (*Model, error) {
+	if cfg.Task != TaskRetrieval {
+		return nil, fmt.Errorf("settransformer: New builds task %q, got task %q (use NewUnmix)", TaskRetrieval, cfg.Task)
+	}
 	specs, err := ParamSpecs(cfg)
 	if err != nil {
 		return nil, err
 	}
-	if cfg.Task != TaskRetrieval {
-		return nil, fmt.Errorf("settransformer: task %q: only %q is implemented", cfg.Task, TaskRetrieval)
+	ps, err := buildParams(be, cfg, specs, seed, nil)
+	if err != nil {
+		return nil, err
 	}
+	enc, err := NewEncoder(cfg, ps)
+	if err != nil {
+		return nil, err
+	}
+	m := &Model{cfg: cfg, params: ps, enc: enc, tape: engine.NewTape(be)}
+	m.head, _ = ps.Lookup("retrieval_head.weight")
+	if cfg.LearnTemperature {
+		m.logTau, _ = ps.Lookup("log_tau")
+	}
+	return m, nil
+}
+
+// buildParams registers specs plus whatever extra registers (a loss's parameters; extra returns
+// their initialiser, run after the allocation, or nil), allocates the buffer on be and
+// initialises every spec from seed.
+func buildParams(be engine.Backend, cfg Config, specs []ParamSpec, seed uint64, extra func(ps *engine.Params) (init func() error)) (*engine.Params, error) {
 	if math.Abs(cfg.Eps-engine.RMSNormEps) > 1e-12 {
 		return nil, fmt.Errorf("settransformer config: eps = %g: the engine's RMSNorm supports only %g", cfg.Eps, engine.RMSNormEps)
 	}
 	ps := engine.NewParams()
 	for _, s := range specs {
 		ps.Add(s.Name, s.Shape, engine.DefaultDecay(s.Name, s.Shape))
+	}
+	var init func() error
+	if extra != nil {
+		init = extra(ps)
 	}
 	if err := ps.Alloc(be); err != nil {
 		return nil, fmt.Errorf("settransformer: allocate %d parameters: %w", ps.Len(), err)
@@ -103,16 +127,12 @@ func NewOn(be engine.Backend, cfg Config, seed uint64) (*Model, error) {
 			return nil, fmt.Errorf("settransformer: initialise %s: %w", s.Name, err)
 		}
 	}
-	enc, err := NewEncoder(cfg, ps)
-	if err != nil {
-		return nil, err
+	if init != nil {
+		if err := init(); err != nil {
+			return nil, fmt.Errorf("settransformer: %w", err)
+		}
 	}
-	m := &Model{cfg: cfg, params: ps, enc: enc, tape: engine.NewTape(be)}
-	m.head, _ = ps.Lookup("retrieval_head.weight")
-	if cfg.LearnTemperature {
-		m.logTau, _ = ps.Lookup("log_tau")
-	}
-	return m, nil
+	return ps, nil
 }
 
 // Config returns the model's configuration.
@@ -129,17 +149,21 @@ func (m *Model) Encoder() *Encoder { return m.enc }
 func (m *Model) Tape() *engine.Tape { return m.tape }
 
 // Param copies the named parameter to the host.
-func (m *Model) Param(name string) ([]float32, error) {
-	t, ok := m.params.Lookup(name)
+func (m *Model) Param(name string) ([]float32, error) { return getParam(m.params, name) }
+
+// SetParam overwrites the named parameter with v (len = the parameter's size).
+func (m *Model) SetParam(name string, v []float32) error { return setParam(m.params, name, v) }
+
+func getParam(ps *engine.Params, name string) ([]float32, error) {
+	t, ok := ps.Lookup(name)
 	if !ok {
 		return nil, fmt.Errorf("settransformer: no parameter %q", name)
 	}
 	return t.ToHost(), nil
 }
 
-// SetParam overwrites the named parameter with v (len = the parameter's size).
-func (m *Model) SetParam(name string, v []float32) error {
-	t, ok := m.params.Lookup(name)
+func setParam(ps *engine.Params, name string, v []float32) error {
+	t, ok := ps.Lookup(name)
 	if !ok {
 		return fmt.Errorf("settransformer: no parameter %q", name)
 	}
@@ -149,13 +173,13 @@ func (m *Model) SetParam(name string, v []float32) error {
 	return nil
 }
 
-// checkBatch validates the sizes of b against the model.
-func (m *Model) checkBatch(b Batch) error {
+// checkBatch validates the sizes of b against the row width d.
+func checkBatch(b Batch, d int) error {
 	if b.B < 1 || b.N < 1 {
 		return fmt.Errorf("settransformer: batch of %d sets of %d rows: want both >= 1", b.B, b.N)
 	}
-	if want := b.B * b.N * m.cfg.InputDim; len(b.U) != want {
-		return fmt.Errorf("settransformer: batch U has %d values, want B*N*d = %d*%d*%d = %d", len(b.U), b.B, b.N, m.cfg.InputDim, want)
+	if want := b.B * b.N * d; len(b.U) != want {
+		return fmt.Errorf("settransformer: batch U has %d values, want B*N*d = %d*%d*%d = %d", len(b.U), b.B, b.N, d, want)
 	}
 	if b.Mask != nil {
 		if len(b.Mask) != b.B*b.N {
@@ -172,18 +196,14 @@ func (m *Model) checkBatch(b Batch) error {
 
 // cleanRows returns b.U with every padded row zeroed. Attention never reads padded keys, but a
 // weight gradient is a product over all rows, and a zero gradient times NaN or Inf padding is NaN:
-// padding must be zeroed, not multiplied by zero. The copy is one pass over the batch into reused
-// scratch (ENGINE_REQUESTS.md, request 4, would do it on the device); without padding b.U is used
-// as it is.
-func (m *Model) cleanRows(b Batch) []float32 {
+// padding must be zeroed, not multiplied by zero. The copy is one pass over the batch into the
+// reused scratch *buf (ENGINE_REQUESTS.md, request 4, would do it on the device); without padding
+// b.U is used as it is.
+func cleanRows(buf *[]float32, b Batch, d int) []float32 {
 	if b.Mask == nil || !slices.Contains(b.Mask, 0) {
 		return b.U
 	}
-	if cap(m.clean) < len(b.U) {
-		m.clean = make([]float32, len(b.U))
-	}
-	c := m.clean[:len(b.U)]
-	d := m.cfg.InputDim
+	c := grow(buf, len(b.U))
 	for r, real := range b.Mask {
 		if real == 0 {
 			clear(c[r*d : (r+1)*d])
@@ -194,19 +214,30 @@ func (m *Model) cleanRows(b Batch) []float32 {
 	return c
 }
 
+// grow returns (*buf)[:n], reallocating when the capacity is short.
+func grow(buf *[]float32, n int) []float32 {
+	if cap(*buf) < n {
+		*buf = make([]float32, n)
+	}
+	return (*buf)[:n]
+}
+
 // forward records the model up to the retrieval vectors. q: (B, e).
 func (m *Model) forward(b Batch) (q, rows, keyMask *engine.Tensor, err error) {
-	if err := m.checkBatch(b); err != nil {
+	if err := checkBatch(b, m.cfg.InputDim); err != nil {
 		return nil, nil, nil, err
 	}
 	tp := m.tape
 	tp.Reset()
-	u := tp.Input(m.cleanRows(b), b.B, b.N, m.cfg.InputDim) // (B, N, d)
+	u := tp.Input(cleanRows(&m.clean, b, m.cfg.InputDim), b.B, b.N, m.cfg.InputDim) // (B, N, d)
 	var mask *engine.Tensor
 	if b.Mask != nil {
 		mask = tp.Input(b.Mask, b.B, b.N) // (B, N)
 	}
-	rows, keyMask = m.enc.Forward(tp, u, mask)                 // (B, N+1, h)
+	rows, keyMask, err = m.enc.Forward(tp, u, mask) // (B, N+1, h)
+	if err != nil {
+		return nil, nil, nil, err
+	}
 	q = tp.L2Normalize(tp.Linear(tp.TakeRow(rows, 0), m.head)) // (B, e)
 	if err := tp.Err(); err != nil {
 		return nil, nil, nil, fmt.Errorf("settransformer: forward: %w", err)

@@ -128,13 +128,94 @@ func (gb *graphBuilder) softmaxRows(x *gorgonia.Node, n, c int) *gorgonia.Node {
 	return gb.rowScale(e, gb.unary(gorgonia.Inverse, s), n, c)
 }
 
+// paramFn returns the node of a named parameter.
+type paramFn func(name string) *gorgonia.Node
+
+// oracleParams makes every weight of specs a named (rows, cols) graph input (vectors as (1, n))
+// and returns the nodes by name and their order.
+func oracleParams(gb *graphBuilder, specs []ParamSpec, w map[string][]float64) (map[string]*gorgonia.Node, []string, error) {
+	nodes := map[string]*gorgonia.Node{}
+	var order []string
+	for _, s := range specs {
+		v, ok := w[s.Name]
+		if !ok || len(v) != s.Size() {
+			return nil, nil, fmt.Errorf("oracle: weight %s missing or of wrong size", s.Name)
+		}
+		r, c := 1, s.Size()
+		if len(s.Shape) == 2 {
+			r, c = s.Shape[0], s.Shape[1]
+		}
+		t := tensor.New(tensor.WithShape(r, c), tensor.WithBacking(append([]float64(nil), v...)))
+		nodes[s.Name] = gorgonia.NewMatrix(gb.g, tensor.Float64, gorgonia.WithShape(r, c), gorgonia.WithName(s.Name), gorgonia.WithValue(t))
+		order = append(order, s.Name)
+	}
+	return nodes, order, nil
+}
+
+// mha is multi-head scaled dot-product attention: q (nq, h), k and v (nk, h), mask an additive
+// (nq, nk) constant or nil -> (nq, h) with the heads side by side.
+func (gb *graphBuilder) mha(q, k, v, mask *gorgonia.Node, nq, nk, h, heads int) *gorgonia.Node {
+	dh := h / heads
+	var o *gorgonia.Node
+	for hd := 0; hd < heads; hd++ {
+		sel := gb.selector(h, dh, hd*dh, 0, dh) // picks columns hd*dh.. of a (., h) matrix
+		qh, kh, vh := gb.mul(q, sel), gb.mul(k, sel), gb.mul(v, sel)
+		s := gb.had(gb.mul(qh, gb.tr(kh)), gb.filled(nq, nk, 1/math.Sqrt(float64(dh))))
+		if mask != nil {
+			s = gb.add(s, mask)
+		}
+		oh := gb.mul(gb.mul(gb.softmaxRows(s, nq, nk), vh), gb.tr(sel)) // placed back at its columns
+		if o == nil {
+			o = oh
+		} else {
+			o = gb.add(o, oh)
+		}
+	}
+	return o
+}
+
+// attnSub is the projected attention sub-block under prefix (e.g. "layers.0.attn"): queries from
+// xq (nq, h), keys and values from xkv (nk, h) -> o_proj(attention) (nq, h).
+func (gb *graphBuilder) attnSub(p paramFn, prefix string, xq, xkv, mask *gorgonia.Node, nq, nk, h, heads int) *gorgonia.Node {
+	q := gb.linear(xq, p(prefix+".q_proj.weight"))
+	k := gb.linear(xkv, p(prefix+".k_proj.weight"))
+	v := gb.linear(xkv, p(prefix+".v_proj.weight"))
+	return gb.linear(gb.mha(q, k, v, mask, nq, nk, h, heads), p(prefix+".o_proj.weight"))
+}
+
+// selfAttnSub is x + Attn(RMSNorm(x)) for a block under prefix (e.g. "layers.0."): x (n, h).
+func (gb *graphBuilder) selfAttnSub(p paramFn, prefix string, x, mask *gorgonia.Node, n, h, heads int, eps float64) *gorgonia.Node {
+	a := gb.rmsnorm(x, p(prefix+"attn_norm.weight"), n, h, eps)
+	return gb.add(x, gb.attnSub(p, prefix+"attn", a, a, mask, n, n, h, heads))
+}
+
+// mlpSub is x + SwiGLU(RMSNorm(x)) for a block under prefix: x (n, h).
+func (gb *graphBuilder) mlpSub(p paramFn, prefix string, x *gorgonia.Node, n, h int, eps float64) *gorgonia.Node {
+	m := gb.rmsnorm(x, p(prefix+"mlp_norm.weight"), n, h, eps)
+	g := gb.linear(m, p(prefix+"mlp.gate_proj.weight"))
+	up := gb.linear(m, p(prefix+"mlp.up_proj.weight"))
+	act := gb.had(gb.had(g, gb.unary(gorgonia.Sigmoid, g)), up) // silu(g) * up
+	return gb.add(x, gb.linear(act, p(prefix+"mlp.down_proj.weight")))
+}
+
 // oracleNodes are the parameter nodes by name and the graph's outputs.
 type oracleNodes struct {
-	params    map[string]*gorgonia.Node
-	order     []string
-	loss      *gorgonia.Node
-	rows      []*gorgonia.Node
-	retrieval *gorgonia.Node
+	params map[string]*gorgonia.Node
+	order  []string
+	loss   *gorgonia.Node
+	// rows and retrieval are copies taken when the nodes are computed (gorgonia.Read): the tape
+	// machine may reuse a node's memory once nothing on the loss's path reads it.
+	rows      []*gorgonia.Value
+	retrieval *gorgonia.Value
+}
+
+// read returns a copy of n's value as the graph computes it.
+func (gb *graphBuilder) read(n *gorgonia.Node) *gorgonia.Value {
+	v := new(gorgonia.Value)
+	if gb.err == nil {
+		gorgonia.Read(n, v)
+	}
+	return v
 }
 
 // buildOracle writes the model of SPEC §4-5 as a gorgonia graph.
@@ -143,25 +224,14 @@ func buildOracle(gb *graphBuilder, cfg Config, w map[string][]float64, bt oracle
 	if err != nil {
 		return nil, err
 	}
-	on := &oracleNodes{params: map[string]*gorgonia.Node{}}
-	for _, s := range specs {
-		v, ok := w[s.Name]
-		if !ok || len(v) != s.Size() {
-			return nil, fmt.Errorf("oracle: weight %s missing or of wrong size", s.Name)
-		}
-		r, c := 1, s.Size()
-		if len(s.Shape) == 2 {
-			r, c = s.Shape[0], s.Shape[1]
-		}
-		t := tensor.New(tensor.WithShape(r, c), tensor.WithBacking(append([]float64(nil), v...)))
-		on.params[s.Name] = gorgonia.NewMatrix(gb.g, tensor.Float64, gorgonia.WithShape(r, c), gorgonia.WithName(s.Name), gorgonia.WithValue(t))
-		on.order = append(on.order, s.Name)
+	on := &oracleNodes{}
+	if on.params, on.order, err = oracleParams(gb, specs, w); err != nil {
+		return nil, err
 	}
 	p := func(name string) *gorgonia.Node { return on.params[name] }
 
 	d, e, h, N, B, C := cfg.InputDim, cfg.CandidateDim, cfg.Hidden, bt.N, bt.B, bt.C
-	n := N + 1 // CLS first
-	dh := h / cfg.Heads
+	n := N + 1           // CLS first
 	var Q *gorgonia.Node // Q: (B, e)
 	for b := 0; b < B; b++ {
 		u := gb.constant(N, d, bt.U[b*N*d:(b+1)*N*d])                                                   // (N, d)
@@ -179,33 +249,11 @@ func buildOracle(gb *graphBuilder, cfg Config, w map[string][]float64, bt oracle
 		mask := gb.constant(n, n, maskData)
 		for l := 0; l < cfg.Layers; l++ {
 			pre := fmt.Sprintf("layers.%d.", l)
-			a := gb.rmsnorm(x, p(pre+"attn_norm.weight"), n, h, cfg.Eps)
-			q := gb.linear(a, p(pre+"attn.q_proj.weight"))
-			k := gb.linear(a, p(pre+"attn.k_proj.weight"))
-			v := gb.linear(a, p(pre+"attn.v_proj.weight"))
-			var o *gorgonia.Node // o: (n, h), heads side by side
-			for hd := 0; hd < cfg.Heads; hd++ {
-				sel := gb.selector(h, dh, hd*dh, 0, dh) // picks columns hd*dh.. of a (., h) matrix
-				qh, kh, vh := gb.mul(q, sel), gb.mul(k, sel), gb.mul(v, sel)
-				s := gb.mul(qh, gb.tr(kh))
-				s = gb.had(s, gb.filled(n, n, 1/math.Sqrt(float64(dh))))
-				att := gb.softmaxRows(gb.add(s, mask), n, n)
-				oh := gb.mul(gb.mul(att, vh), gb.tr(sel)) // placed back at its columns
-				if o == nil {
-					o = oh
-				} else {
-					o = gb.add(o, oh)
-				}
-			}
-			x = gb.add(x, gb.linear(o, p(pre+"attn.o_proj.weight")))
-			m := gb.rmsnorm(x, p(pre+"mlp_norm.weight"), n, h, cfg.Eps)
-			g := gb.linear(m, p(pre+"mlp.gate_proj.weight"))
-			up := gb.linear(m, p(pre+"mlp.up_proj.weight"))
-			act := gb.had(gb.had(g, gb.unary(gorgonia.Sigmoid, g)), up) // silu(g) * up
-			x = gb.add(x, gb.linear(act, p(pre+"mlp.down_proj.weight")))
+			x = gb.selfAttnSub(p, pre, x, mask, n, h, cfg.Heads, cfg.Eps)
+			x = gb.mlpSub(p, pre, x, n, h, cfg.Eps)
 		}
 		x = gb.rmsnorm(x, p("norm.weight"), n, h, cfg.Eps)
-		on.rows = append(on.rows, x)
+		on.rows = append(on.rows, gb.read(x))
 		z := gb.linear(gb.mul(gb.selector(1, n, 0, 0, 1), x), p("retrieval_head.weight")) // (1, e)
 		ss := gb.mul(gb.unary(gorgonia.Square, z), gb.filled(e, 1, 1))                    // (1, 1)
 		qb := gb.rowScale(z, gb.unary(gorgonia.Inverse, gb.unary(gorgonia.Sqrt, ss)), 1, e)
@@ -216,7 +264,7 @@ func buildOracle(gb *graphBuilder, cfg Config, w map[string][]float64, bt oracle
 			Q = gb.add(Q, placed)
 		}
 	}
-	on.retrieval = Q
+	on.retrieval = gb.read(Q)
 
 	// Candidates are data, so their normalisation happens outside the graph.
 	cn := make([]float64, C*e)
@@ -276,9 +324,9 @@ func runOracle(cfg Config, w map[string][]float64, bt oracleBatch, grad bool) (o
 		return oracleResult{}, fmt.Errorf("oracle run: %w", err)
 	}
 	res := oracleResult{Loss: on.loss.Value().Data().(float64)}
-	res.Retrieval = append([]float64(nil), on.retrieval.Value().Data().([]float64)...)
+	res.Retrieval = append([]float64(nil), (*on.retrieval).Data().([]float64)...)
 	for _, r := range on.rows {
-		res.Rows = append(res.Rows, append([]float64(nil), r.Value().Data().([]float64)...))
+		res.Rows = append(res.Rows, append([]float64(nil), (*r).Data().([]float64)...))
 	}
 	if grad {
 		res.Grads = map[string][]float64{}

@@ -86,13 +86,14 @@ func blockSpecs(prefix string, h, mlp int, cross bool, outStd float64) []ParamSp
 }
 
 // EncoderParamSpecs lists the encoder's parameters (input projection, CLS, blocks, final norm)
-// in the order they are laid out in the parameter buffer.
+// in the order they are laid out in the parameter buffer. The unmix task has no CLS vector: its
+// heads read the row states alone, and an unused parameter would only sit in every checkpoint.
 func EncoderParamSpecs(c Config) []ParamSpec {
 	h := c.Hidden
 	outStd := InitStd / math.Sqrt(2*float64(c.Layers))
-	specs := []ParamSpec{
-		{Name: "in_proj.weight", Shape: []int{h, c.InputDim}, Std: InitStd},
-		{Name: "cls", Shape: []int{h}, Std: InitStd},
+	specs := []ParamSpec{{Name: "in_proj.weight", Shape: []int{h, c.InputDim}, Std: InitStd}}
+	if c.hasCLS() {
+		specs = append(specs, ParamSpec{Name: "cls", Shape: []int{h}, Std: InitStd})
 	}
 	for i := 0; i < c.Layers; i++ {
 		specs = append(specs, blockSpecs(fmt.Sprintf("layers.%d.", i), h, c.MLPHidden, false, outStd)...)
@@ -102,7 +103,9 @@ func EncoderParamSpecs(c Config) []ParamSpec {
 
 // ParamSpecs lists every parameter of the model c describes, with the exact SPEC §4 names, in
 // buffer order. A learned temperature adds "log_tau" (shape [1], the log of tau, initialised from
-// Config.Temperature), which SPEC §4 leaves unnamed. The unmix names follow SPEC §4 for the decoder that a later issue implements.
+// Config.Temperature), which SPEC §4 leaves unnamed. The unmix task's encoder has no "cls"; a
+// dustbin OT loss adds "ot.dustbin_score" at model construction (see WithLoss), not here, because
+// it belongs to the loss configuration rather than to the model's.
 func ParamSpecs(c Config) ([]ParamSpec, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err

@@ -1,0 +1,60 @@
+package settransformer
+
+import (
+	"fmt"
+
+	"github.com/gelo-research/geloattack/engine"
+)
+
+// decBlock is one decoder block: a pre-norm block whose self-attention runs over the slots, plus a
+// cross-attention sub-block from the slots to the encoder rows.
+type decBlock struct {
+	block
+	crossNorm *engine.Tensor // (h)
+	cross     attnWeights
+}
+
+// Decoder is the unmixing decoder of SPEC §4: S learned slot queries, the same for every set,
+// refined by DecLayers pre-norm blocks (self-attention over the slots, cross-attention to the
+// encoder rows, SwiGLU) and a final RMSNorm. Slot j's final state is the model's j-th predicted
+// clean row (through the row head). The slots are ordered, the encoder rows are not: permuting
+// the rows of U leaves every slot state unchanged.
+type Decoder struct {
+	heads  int
+	slots  *engine.Tensor // (S, h)
+	layers []decBlock
+	norm   *engine.Tensor // (h)
+}
+
+// NewDecoder binds a decoder to the parameters ParamSpecs(c) names "slots", "dec.layers.{i}.…"
+// and "dec.norm.weight" in ps.
+func NewDecoder(c Config, ps *engine.Params) (*Decoder, error) {
+	l := &lookup{ps: ps}
+	d := &Decoder{heads: c.Heads, slots: l.get("slots"), norm: l.get("dec.norm.weight")}
+	for i := 0; i < c.DecLayers; i++ {
+		p := fmt.Sprintf("dec.layers.%d.", i)
+		d.layers = append(d.layers, decBlock{
+			block:     l.block(p),
+			crossNorm: l.get(p + "cross_norm.weight"),
+			cross:     l.attn(p + "cross_attn"),
+		})
+	}
+	return d, l.err
+}
+
+// Forward records the decoder on tp: enc (B, N, h) the encoder's row states, mask (B, N) with 1
+// for real rows (nil: all real) -> z (B, S, h), the final-norm slot states. Per block:
+// z += SelfAttn(RMSNorm(z)); z += CrossAttn(RMSNorm(z), enc); z += SwiGLU(RMSNorm(z)). The
+// encoder rows enter cross-attention as they are: they already carry the encoder's final norm.
+func (d *Decoder) Forward(tp *engine.Tape, enc, mask *engine.Tensor) *engine.Tensor {
+	z := tp.Broadcast(d.slots, enc.Dim(0)) // (B, S, h)
+	for i := range d.layers {
+		b := &d.layers[i]
+		a := tp.RMSNorm(z, b.attnNorm)
+		z = tp.Add(z, b.attn.forward(tp, a, a, nil, d.heads)) // every slot is real
+		c := tp.RMSNorm(z, b.crossNorm)
+		z = tp.Add(z, b.cross.forward(tp, c, enc, mask, d.heads))
+		z = b.feedForward(tp, z)
+	}
+	return tp.RMSNorm(z, d.norm)
+}

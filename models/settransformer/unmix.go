@@ -1,0 +1,268 @@
+package settransformer
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/gelo-research/geloattack/engine"
+	"github.com/gelo-research/geloattack/losses/ot"
+)
+
+// UnmixTargets are the unmixing targets of one batch (SPEC §5).
+type UnmixTargets struct {
+	// H holds each example's clean rows, zero-padded to the largest count: (B, Nmax, d), row-major.
+	H []float32
+	// CleanRows[b] is the number of real clean rows of example b (its first rows in H), >= 1.
+	CleanRows []int
+	// MeanNorm[b] is m, the mean row norm of example b's clean rows (SPEC §3), > 0.
+	MeanNorm []float32
+}
+
+// UnmixOutputs are the results of an inference forward pass; the tensors stay valid until the
+// model's next forward pass.
+type UnmixOutputs struct {
+	// HHat is the predicted clean rows, (B, S, d): slot j's final state through the row head.
+	HHat *engine.Tensor
+	// AHat is the predicted mixing matrix, (B, N, S): row i for row i of U, zero at padded rows.
+	AHat *engine.Tensor
+	// Rows is the encoder's final row states E, (B, N, h) (padded rows hold values that mean
+	// nothing).
+	Rows *engine.Tensor
+	// Slots is the decoder's final slot states Z, (B, S, h).
+	Slots *engine.Tensor
+}
+
+// UnmixModel is the unmixing attack of SPEC §4: the set encoder over the rows of U (no CLS), the
+// slot decoder, the row head H_hat = Linear(h, d)(Z) and the mixing head
+// A_hat = (E Wq)(Z Wk)^T / sqrt(h), trained with the unmix loss of SPEC §5 (package losses/ot).
+// All parameters live in one engine.Params buffer with the SPEC §4 names; an UnmixModel is not
+// safe for concurrent use.
+type UnmixModel struct {
+	cfg     Config
+	params  *engine.Params
+	enc     *Encoder
+	dec     *Decoder
+	rowHead *engine.Tensor // row_head.weight (d, h)
+	mixQ    *engine.Tensor // mix_head.q.weight (h, h)
+	mixK    *engine.Tensor // mix_head.k.weight (h, h)
+	dustbin *engine.Tensor // ot.dustbin_score (1); nil unless built for a dustbin loss
+	tape    *engine.Tape
+	// clean and packed are reused host scratch for U with padded rows zeroed (Forward) or moved
+	// behind the real ones (ForwardBackward); counts is the real rows per set.
+	clean, packed []float32
+	counts        []int
+}
+
+// UnmixOption adjusts NewUnmix.
+type UnmixOption func(*unmixOptions)
+
+type unmixOptions struct {
+	loss *ot.Config
+}
+
+// WithLoss builds the model for training with the unmix loss cfg: the dustbin variant needs the
+// learned dustbin score, which is then registered as the parameter ot.DustbinParamName (no weight
+// decay) and initialised to cfg.DustbinInit. The other variants add no parameter. ForwardBackward
+// still takes the loss configuration on every call.
+func WithLoss(cfg ot.Config) UnmixOption {
+	return func(o *unmixOptions) { o.loss = &cfg }
+}
+
+// NewUnmix builds an unmixing model (cfg.Task must be unmix) on the engine's default device with
+// parameters initialised from seed (see ParamSpec.Init).
+func NewUnmix(cfg Config, seed uint64, opts ...UnmixOption) (*UnmixModel, error) {
+	be, err := defaultBackend()
+	if err != nil {
+		return nil, err
+	}
+	return NewUnmixOn(be, cfg, seed, opts...)
+}
+
+// NewUnmixOn is NewUnmix on a given backend.
+func NewUnmixOn(be engine.Backend, cfg Config, seed uint64, opts ...UnmixOption) (*UnmixModel, error) {
+	if cfg.Task != TaskUnmix {
+		return nil, fmt.Errorf("settransformer: NewUnmix builds task %q, got task %q (use New)", TaskUnmix, cfg.Task)
+	}
+	var o unmixOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.loss != nil {
+		if err := o.loss.Validate(); err != nil {
+			return nil, fmt.Errorf("settransformer: unmix loss config: %w", err)
+		}
+	}
+	specs, err := ParamSpecs(cfg)
+	if err != nil {
+		return nil, err
+	}
+	var dustbin *engine.Tensor
+	extra := func(ps *engine.Params) func() error {
+		if o.loss == nil || o.loss.Variant != ot.Dustbin {
+			return nil
+		}
+		dustbin = ot.AddDustbinParam(ps)
+		return func() error { return ot.InitDustbinParam(dustbin, *o.loss) }
+	}
+	ps, err := buildParams(be, cfg, specs, seed, extra)
+	if err != nil {
+		return nil, err
+	}
+	m := &UnmixModel{cfg: cfg, params: ps, dustbin: dustbin, tape: engine.NewTape(be)}
+	if m.enc, err = NewEncoder(cfg, ps); err != nil {
+		return nil, err
+	}
+	if m.dec, err = NewDecoder(cfg, ps); err != nil {
+		return nil, err
+	}
+	l := &lookup{ps: ps}
+	m.rowHead, m.mixQ, m.mixK = l.get("row_head.weight"), l.get("mix_head.q.weight"), l.get("mix_head.k.weight")
+	return m, l.err
+}
+
+// Config returns the model's configuration.
+func (m *UnmixModel) Config() Config { return m.cfg }
+
+// Params is the parameter buffer: named views for checkpoints (Views, Lookup), the gradient
+// buffer that ForwardBackward fills, and what engine.NewAdamW optimises.
+func (m *UnmixModel) Params() *engine.Params { return m.params }
+
+// Encoder is the model's set encoder (without CLS).
+func (m *UnmixModel) Encoder() *Encoder { return m.enc }
+
+// Decoder is the model's slot decoder.
+func (m *UnmixModel) Decoder() *Decoder { return m.dec }
+
+// Tape is the model's tape (arena statistics, tests).
+func (m *UnmixModel) Tape() *engine.Tape { return m.tape }
+
+// Param copies the named parameter to the host.
+func (m *UnmixModel) Param(name string) ([]float32, error) { return getParam(m.params, name) }
+
+// SetParam overwrites the named parameter with v (len = the parameter's size).
+func (m *UnmixModel) SetParam(name string, v []float32) error { return setParam(m.params, name, v) }
+
+// record is the model on tp: u (B, N, d), mask (B, N) or nil -> hHat (B, S, d), aHat (B, N, S),
+// e (B, N, h), z (B, S, h).
+func (m *UnmixModel) record(tp *engine.Tape, u, mask *engine.Tensor) (hHat, aHat, e, z *engine.Tensor) {
+	e = m.enc.ForwardRows(tp, u, mask) // (B, N, h)
+	z = m.dec.Forward(tp, e, mask)     // (B, S, h)
+	hHat = tp.Linear(z, m.rowHead)     // (B, S, d)
+	q := tp.Linear(e, m.mixQ)          // (B, N, h)
+	k := tp.Linear(z, m.mixK)          // (B, S, h)
+	scale := float32(1 / math.Sqrt(float64(m.cfg.Hidden)))
+	aHat = tp.Scale(tp.MatMul(q, k, false, true), scale) // (B, N, S)
+	return hHat, aHat, e, z
+}
+
+// Forward runs inference on b: H_hat, A_hat (in the row order of b, padded rows zero) and the
+// encoder and decoder states.
+func (m *UnmixModel) Forward(b Batch) (UnmixOutputs, error) {
+	d := m.cfg.InputDim
+	if err := checkBatch(b, d); err != nil {
+		return UnmixOutputs{}, err
+	}
+	tp := m.tape
+	tp.Reset()
+	u := tp.Input(cleanRows(&m.clean, b, d), b.B, b.N, d) // (B, N, d)
+	var mask *engine.Tensor
+	if b.Mask != nil {
+		mask = tp.Input(b.Mask, b.B, b.N) // (B, N)
+	}
+	hHat, aHat, e, z := m.record(tp, u, mask)
+	if mask != nil {
+		aHat = tp.MaskRows(aHat, mask) // (B, N, S)
+	}
+	if err := tp.Err(); err != nil {
+		return UnmixOutputs{}, fmt.Errorf("settransformer: unmix forward: %w", err)
+	}
+	return UnmixOutputs{HHat: hHat, AHat: aHat, Rows: e, Slots: z}, nil
+}
+
+// ForwardBackward computes the unmix loss of SPEC §5 (ot.Unmix under loss, every slot a real
+// prediction) of b against t and accumulates (+=) the gradient of every parameter into
+// Params().Grad(); the caller zeroes gradients once per optimiser step (Params().ZeroGrad). It
+// returns the total loss and its unweighted terms under the keys of ot.Parts.Values ("unmix",
+// "unmix_cyc", "unmix_ot", "unmix_a_reg", "unmix_norm"; terms of weight 0 are absent). The
+// dustbin variant needs a model built WithLoss of a dustbin config.
+//
+// The loss reads each example's real observed rows as a prefix of its set, so the rows of U are
+// first packed real-rows-first (host copy, padding zeroed); the loss does not depend on the order
+// of U's rows, so any mask layout gives the loss of the unpadded examples.
+func (m *UnmixModel) ForwardBackward(b Batch, t UnmixTargets, loss ot.Config) (float32, map[string]float64, error) {
+	d := m.cfg.InputDim
+	if err := checkBatch(b, d); err != nil {
+		return 0, nil, err
+	}
+	if len(t.H) == 0 || len(t.H)%(b.B*d) != 0 {
+		return 0, nil, fmt.Errorf("settransformer: targets H has %d values: want a positive multiple of B*d = %d*%d", len(t.H), b.B, d)
+	}
+	if loss.Variant == ot.Dustbin && m.dustbin == nil {
+		return 0, nil, fmt.Errorf("settransformer: loss variant %q needs the model built WithLoss of that config (no %s parameter)", loss.Variant, ot.DustbinParamName)
+	}
+	nh := len(t.H) / (b.B * d)
+	u, err := m.packRows(b)
+	if err != nil {
+		return 0, nil, err
+	}
+	tp := m.tape
+	tp.Reset()
+	uT := tp.Input(u, b.B, b.N, d) // (B, N, d), real rows first
+	var mask *engine.Tensor
+	for _, c := range m.counts {
+		if c < b.N {
+			mask = tp.KeyMask(b.B, b.N, m.counts) // (B, N)
+			break
+		}
+	}
+	hHat, aHat, _, _ := m.record(tp, uT, mask)
+	parts, err := ot.Unmix(tp, loss, ot.Batch{
+		Sets: ot.Sets{
+			HHat: hHat, H: tp.Input(t.H, b.B, nh, d), // (B, S, d), (B, Nmax, d)
+			CleanRows: t.CleanRows, MeanNorm: t.MeanNorm,
+		},
+		Mixing:  ot.Mixing{AHat: aHat, UObs: uT, ObsRows: m.counts},
+		Dustbin: m.dustbin,
+	})
+	if err != nil {
+		return 0, nil, fmt.Errorf("settransformer: unmix loss: %w", err)
+	}
+	if err := tp.Backward(parts.Total); err != nil {
+		return 0, nil, fmt.Errorf("settransformer: backward: %w", err)
+	}
+	return parts.Total.Item(), parts.Values(), nil
+}
+
+// packRows returns U with each set's real rows moved to its front in their order and the rest
+// zeroed (zeroed, not masked: see cleanRows), and sets m.counts to the real rows per set. With no
+// mask b.U is used as it is.
+func (m *UnmixModel) packRows(b Batch) ([]float32, error) {
+	d := m.cfg.InputDim
+	if cap(m.counts) < b.B {
+		m.counts = make([]int, b.B)
+	}
+	m.counts = m.counts[:b.B]
+	if b.Mask == nil {
+		for i := range m.counts {
+			m.counts[i] = b.N
+		}
+		return b.U, nil
+	}
+	out := grow(&m.packed, len(b.U))
+	for s := 0; s < b.B; s++ {
+		n := 0
+		for r := 0; r < b.N; r++ {
+			if b.Mask[s*b.N+r] == 1 {
+				src := (s*b.N + r) * d
+				copy(out[(s*b.N+n)*d:(s*b.N+n+1)*d], b.U[src:src+d])
+				n++
+			}
+		}
+		if n == 0 {
+			return nil, fmt.Errorf("settransformer: set %d of the batch has no real rows", s)
+		}
+		clear(out[(s*b.N+n)*d : (s+1)*b.N*d])
+		m.counts[s] = n
+	}
+	return out, nil
+}

@@ -1,0 +1,316 @@
+package train
+
+import (
+	"context"
+	"io"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"gonum.org/v1/gonum/mat"
+
+	"github.com/gelo-research/geloattack/data"
+	"github.com/gelo-research/geloattack/data/gelo"
+	"github.com/gelo-research/geloattack/engine"
+	"github.com/gelo-research/geloattack/losses/ot"
+	"github.com/gelo-research/geloattack/models/settransformer"
+)
+
+const unmixTestD = 16
+
+// unmixTestCorpus is texts texts of 10 to 14 Gaussian rows of width 16 around a common offset
+// (so that centring matters).
+func unmixTestCorpus(t testing.TB, texts int) *data.MemCorpus {
+	t.Helper()
+	rng := rand.New(rand.NewPCG(7, 8))
+	c := data.NewMemCorpus(unmixTestD, 1)
+	offset := make([]float32, unmixTestD)
+	for j := range offset {
+		offset[j] = float32(2 * rng.NormFloat64())
+	}
+	for i := 0; i < texts; i++ {
+		rows := make([]float32, (10+rng.IntN(5))*unmixTestD)
+		for j := range rows {
+			rows[j] = offset[j%unmixTestD] + float32(rng.NormFloat64())
+		}
+		if err := c.Add(int64(500+i), rows, []float32{1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return c
+}
+
+// unmixTestSampler gives sets of 2 positives x 4 window rows plus 2 gaussian shields (n = 10).
+func unmixTestSampler(t testing.TB, c data.Corpus, center bool) *gelo.Sampler {
+	t.Helper()
+	cfg := gelo.DefaultConfig()
+	cfg.Seed, cfg.ValFrac, cfg.Center = 3, 0.3, center
+	cfg.Positives, cfg.TokensPerText, cfg.ShieldRows = gelo.Fixed(2), gelo.Fixed(4), 2
+	s, err := gelo.NewSampler(c, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// unmixTestTask is a small unmix model with 8 slots (= n_clean) under a 20-iteration balanced loss.
+func unmixTestTask(t testing.TB, s *gelo.Sampler, ev UnmixEvalConfig) *Unmix {
+	t.Helper()
+	cfg := settransformer.Config{InputDim: unmixTestD, Hidden: 32, Layers: 2, Heads: 4, MLPHidden: 64,
+		Eps: settransformer.DefaultEps, Task: settransformer.TaskUnmix, DecLayers: 1, Slots: 8,
+		Temperature: settransformer.DefaultTemperature}
+	loss := ot.DefaultConfig()
+	loss.Iters = 20
+	m, err := settransformer.NewUnmix(cfg, 1, settransformer.WithLoss(loss))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return NewUnmix(m, s, loss, ev, 9)
+}
+
+// unmixTestBatch is batch index of split, drawn directly from the sampler.
+func unmixTestBatch(t testing.TB, s *gelo.Sampler, split data.Split, index int64, size int) *gelo.Batch {
+	t.Helper()
+	var exs []*gelo.Example
+	for i := 0; i < size; i++ {
+		ex, err := s.Example(split, index*int64(size)+int64(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		exs = append(exs, ex)
+	}
+	b, err := gelo.NewBatch(index, exs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestUnmixStepsReduceLoss: AdamW steps on one fixed batch drive the unmix loss well down, every
+// term is reported and finite, and the gradients stay finite.
+func TestUnmixStepsReduceLoss(t *testing.T) {
+	s := unmixTestSampler(t, unmixTestCorpus(t, 30), false)
+	task := unmixTestTask(t, s, UnmixEvalConfig{})
+	opt, err := engine.NewAdamW(task.Params(), engine.AdamWConfig{LR: 3e-3, WeightDecay: 0.01})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := unmixTestBatch(t, s, data.Train, 0, 4)
+	var losses []float64
+	for step := 0; step < 40; step++ {
+		l, err := task.Step(b, int64(step))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := engine.CheckFinite(task.Params()); err != nil {
+			t.Fatalf("step %d: %v", step, err)
+		}
+		if step == 0 {
+			for _, k := range []string{"unmix", "unmix_cyc", "unmix_ot", "unmix_a_reg", "unmix_norm"} {
+				v, ok := task.LastParts()[k]
+				if !ok || math.IsNaN(v) || math.IsInf(v, 0) {
+					t.Errorf("loss term %s = %v (present %v)", k, v, ok)
+				}
+			}
+			if v := task.LastParts()["unmix"]; math.Abs(v-l) > 1e-6*math.Abs(l) {
+				t.Errorf("Step returned %v, the parts' total is %v", l, v)
+			}
+		}
+		engine.ClipGradNorm(task.Params(), 1)
+		opt.Step()
+		losses = append(losses, l)
+	}
+	first, last := losses[0], losses[len(losses)-1]
+	t.Logf("unmix loss %.4f -> %.4f over %d steps; last terms %v", first, last, len(losses), task.LastParts())
+	if !(last < 0.6*first) {
+		t.Errorf("loss went from %v to %v, want below 60%% of the start: %v", first, last, losses)
+	}
+}
+
+// TestUnmixEvaluator: the evaluator reports every SPEC §6 key, finite, with the chance level
+// 1/K of a pool of Gaussian rows (no distractor duplicates a target), for K = 16 and K = 8.
+func TestUnmixEvaluator(t *testing.T) {
+	s := unmixTestSampler(t, unmixTestCorpus(t, 30), false)
+	for _, k := range []int{0, 8} {
+		task := unmixTestTask(t, s, UnmixEvalConfig{K: k, PoolRows: 200})
+		ev := task.NewEvaluator()
+		for i := int64(0); i < 2; i++ {
+			if err := ev.Add(unmixTestBatch(t, s, data.Val, i, 3)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		m := ev.Metrics()
+		for _, key := range []string{"unmix_mass", "unmix_mass_chance", "unmix_mass_se", "cos_mean", "cos_p95",
+			"random_cos_mean", "random_cos_p95", "random_mass"} {
+			v, ok := m[key]
+			if !ok || math.IsNaN(v) || math.IsInf(v, 0) {
+				t.Errorf("K=%d: metric %s = %v (present %v)", k, key, v, ok)
+			}
+		}
+		wantK := k
+		if wantK == 0 {
+			wantK = 16
+		}
+		if c := m["unmix_mass_chance"]; math.Abs(c-1/float64(wantK)) > 1e-12 {
+			t.Errorf("K=%d: chance %v, want 1/%d", k, c, wantK)
+		}
+		if c := m["random_mass_chance"]; math.Abs(c-1/float64(wantK)) > 1e-12 {
+			t.Errorf("K=%d: random rows' chance %v, want 1/%d", k, c, wantK)
+		}
+		for _, key := range []string{"cos_mean", "cos_p95", "random_cos_mean", "random_cos_p95"} {
+			if v := m[key]; v < -1 || v > 1 {
+				t.Errorf("K=%d: %s = %v, outside [-1, 1]", k, key, v)
+			}
+		}
+		t.Logf("K=%d: %v", wantK, m)
+	}
+}
+
+// TestUnmixScoreOracle: a prediction that is the clean rows themselves (plus surplus slots) scores
+// mass near 1 and cosine 1, while random rows of other texts score near chance; with centring on,
+// the prediction is compared with centred distractors.
+func TestUnmixScoreOracle(t *testing.T) {
+	c := unmixTestCorpus(t, 30)
+	for _, center := range []bool{false, true} {
+		s := unmixTestSampler(t, c, center)
+		task := unmixTestTask(t, s, UnmixEvalConfig{PoolRows: 200})
+		ex, err := s.Example(data.Val, 5)
+		if err != nil {
+			t.Fatal(err)
+		}
+		const S = 10 // two slots more than the clean rows
+		pred := make([]float32, S*ex.D)
+		copy(pred, ex.H)
+		rng := rand.New(rand.NewPCG(1, 1))
+		for i := len(ex.H); i < len(pred); i++ {
+			pred[i] = float32(rng.NormFloat64())
+		}
+		rep, err := task.score(ex, pred, S)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rep.Model.Pairs) != ex.NClean {
+			t.Errorf("center=%v: %d matched pairs, want n_clean = %d", center, len(rep.Model.Pairs), ex.NClean)
+		}
+		if rep.Model.CosMean < 1-1e-9 {
+			t.Errorf("center=%v: exact prediction has matched cosine %v, want 1", center, rep.Model.CosMean)
+		}
+		if rep.Random == nil || rep.Random.Mass > 0.5 || rep.Model.Mass < 2*rep.Random.Mass {
+			t.Errorf("center=%v: random rows scored %+v against the exact prediction's %v", center, rep.Random, rep.Model.Mass)
+		}
+		// Uncentred rows share the corpus offset, so every distractor has cosine ~0.9 with the
+		// target and cos/tau separates them only partly; centred rows are nearly orthogonal.
+		if wantMass := map[bool]float64{false: 0.5, true: 0.99}[center]; rep.Model.Mass < wantMass {
+			t.Errorf("center=%v: exact prediction scored mass %v, want >= %v", center, rep.Model.Mass, wantMass)
+		}
+		t.Logf("center=%v: exact prediction mass %.4f (chance %.4f), random rows mass %.4f, cos %.3f",
+			center, rep.Model.Mass, rep.Model.Chance, rep.Random.Mass, rep.Random.CosMean)
+	}
+}
+
+// TestUnmixRowPool: the pool holds distinct real rows of the split's texts under the right text
+// ids, draws never come from excluded texts, draws subtract the centring mean, and asking for more
+// rows than the pool has outside the excluded texts is an error.
+func TestUnmixRowPool(t *testing.T) {
+	c := unmixTestCorpus(t, 12)
+	d := unmixTestD
+	texts := []int{1, 3, 4, 7, 8, 10}
+	total := 0
+	for _, ti := range texts {
+		total += c.NumTokens(ti)
+	}
+	// corpusRow reports whether row is one of text id's rows minus center (nil: none), computed
+	// in float32 as the sampler centres.
+	corpusRow := func(id int64, row, center []float32) bool {
+		i, _ := c.IndexOf(id)
+		buf := make([]float32, c.NumTokens(i)*d)
+		if err := c.Rows(i, 0, c.NumTokens(i), buf); err != nil {
+			t.Fatal(err)
+		}
+		for j := range buf {
+			if center != nil {
+				buf[j] -= center[j%d]
+			}
+		}
+		for r := 0; r < c.NumTokens(i); r++ {
+			if slices.Equal(buf[r*d:(r+1)*d], row) {
+				return true
+			}
+		}
+		return false
+	}
+	p, err := buildRowPool(c, texts, 30, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.text) != 30 {
+		t.Fatalf("pool of %d rows, want 30", len(p.text))
+	}
+	for r, id := range p.text {
+		if !corpusRow(id, p.rows[r*d:(r+1)*d], nil) {
+			t.Fatalf("pool row %d is not a row of its text %d", r, id)
+		}
+		for q := 0; q < r; q++ {
+			if slices.Equal(p.rows[q*d:(q+1)*d], p.rows[r*d:(r+1)*d]) {
+				t.Fatalf("pool rows %d and %d are the same row", q, r)
+			}
+		}
+	}
+	all, err := buildRowPool(c, texts, 10*total, 5)
+	if err != nil || len(all.text) != total {
+		t.Fatalf("pool larger than the split: %d rows (%v), want all %d", len(all.text), err, total)
+	}
+
+	excluded := []int64{c.TextID(3), c.TextID(8)}
+	allowed := p.outside(excluded)
+	center := make([]float32, d)
+	for j := range center {
+		center[j] = float32(j) - 3.5
+	}
+	rng := rand.New(rand.NewPCG(2, 2))
+	dst := mat.NewDense(len(allowed), d, nil)
+	if err := p.draw(rng, allowed, center, dst); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < len(allowed); i++ {
+		row := make([]float32, d)
+		for j, v := range dst.RawRowView(i) {
+			row[j] = float32(v)
+		}
+		found := false
+		for _, id := range p.text {
+			if corpusRow(id, row, center) {
+				found = true
+				if slices.Contains(excluded, id) {
+					t.Fatalf("drawn row %d comes from excluded text %d", i, id)
+				}
+			}
+		}
+		if !found {
+			t.Fatalf("drawn row %d is no corpus row minus the centring mean", i)
+		}
+	}
+	if err := p.draw(rng, allowed, nil, mat.NewDense(len(allowed)+1, d, nil)); err == nil {
+		t.Error("drew more rows than the pool has outside the excluded texts")
+	}
+}
+
+// TestUnmixInTrainLoop: the unmix task runs in the trainer end to end (steps, evaluation on both
+// splits, checkpoint) and its final evaluation carries the unmix metrics.
+func TestUnmixInTrainLoop(t *testing.T) {
+	s := unmixTestSampler(t, unmixTestCorpus(t, 30), false)
+	task := unmixTestTask(t, s, UnmixEvalConfig{PoolRows: 200})
+	o := DefaultOptions()
+	o.Steps, o.BatchSize, o.WarmupSteps, o.LogEvery, o.EvalEvery, o.EvalBatches, o.CkptEvery = 3, 2, 1, 1, 3, 1, 3
+	res, err := Train(context.Background(), Run{Dir: t.TempDir(), Options: o, Task: task, Sampler: s, Progress: io.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, split := range []string{"train", "val"} {
+		m := res.Final[split]
+		if _, ok := m["unmix_mass"]; !ok {
+			t.Errorf("%s: final metrics %v lack unmix_mass", split, m)
+		}
+	}
+}
