@@ -41,17 +41,24 @@ func (r *Retrieval) Model() *settransformer.Model { return r.model }
 
 // modelBatch views a sampler batch as the model's input; the float mask buffer is reused.
 func (r *Retrieval) modelBatch(b *gelo.Batch) settransformer.Batch {
-	if cap(r.mask) < len(b.Mask) {
-		r.mask = make([]float32, len(b.Mask))
+	r.mask = floatMask(r.mask, b.Mask)
+	return settransformer.Batch{B: b.B, N: b.N, U: b.U, Mask: r.mask}
+}
+
+// floatMask writes a batch's row mask as 1/0 floats, the form the models take, into buf (grown
+// when too small) and returns it. mask: (B, N).
+func floatMask(buf []float32, mask []bool) []float32 {
+	if cap(buf) < len(mask) {
+		buf = make([]float32, len(mask))
 	}
-	r.mask = r.mask[:len(b.Mask)]
-	for i, m := range b.Mask {
-		r.mask[i] = 0
+	buf = buf[:len(mask)]
+	for i, m := range mask {
+		buf[i] = 0
 		if m {
-			r.mask[i] = 1
+			buf[i] = 1
 		}
 	}
-	return settransformer.Batch{B: b.B, N: b.N, U: b.U, Mask: r.mask}
+	return buf
 }
 
 // targets builds the in-batch candidate set (plus extra negatives drawn from rng when non-nil) and

@@ -70,16 +70,7 @@ func (u *Unmix) LastParts() map[string]float64 { return u.parts }
 
 // modelBatch views a sampler batch as the model's input; the float mask buffer is reused.
 func (u *Unmix) modelBatch(b *gelo.Batch) settransformer.Batch {
-	if cap(u.mask) < len(b.Mask) {
-		u.mask = make([]float32, len(b.Mask))
-	}
-	u.mask = u.mask[:len(b.Mask)]
-	for i, m := range b.Mask {
-		u.mask[i] = 0
-		if m {
-			u.mask[i] = 1
-		}
-	}
+	u.mask = floatMask(u.mask, b.Mask)
 	return settransformer.Batch{B: b.B, N: b.N, U: b.U, Mask: u.mask}
 }
 
