@@ -140,3 +140,25 @@ func mustRead(t *testing.T, p string) []byte {
 	}
 	return b
 }
+
+func TestBaselineRowSpaceFindsEverySourceText(t *testing.T) {
+	dir := t.TempDir()
+	cfg := writeConfig(t, dir, "10")
+	out, err := cli(t, "baseline", "-attack", "rowspace", "-config", cfg, "-examples", "8", "-out", filepath.Join(dir, "rs.json")).CombinedOutput()
+	if err != nil {
+		t.Fatalf("baseline: %v\n%s", err, out)
+	}
+	// Every row observed, n < d, float32: containment is exact, so the best candidate is always
+	// a source text (SPEC §7).
+	if !bytes.Contains(out, []byte("top1   1.0000")) {
+		t.Fatalf("row-space top-1 is not exact:\n%s", out)
+	}
+	for _, attack := range []string{"fastica", "jd", "anchor"} {
+		if out, err := cli(t, "baseline", "-attack", attack, "-config", cfg, "-examples", "1").CombinedOutput(); err != nil {
+			t.Fatalf("baseline -attack %s: %v\n%s", attack, err, out)
+		}
+	}
+	if out, err := cli(t, "baseline", "-attack", "pca", "-config", cfg).CombinedOutput(); err == nil {
+		t.Fatalf("unknown attack accepted:\n%s", out)
+	}
+}

@@ -1,0 +1,553 @@
+package baselines
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/gelo-research/geloattack/data"
+	"github.com/gelo-research/geloattack/data/gelo"
+	"github.com/gelo-research/geloattack/eval"
+	"gonum.org/v1/gonum/mat"
+)
+
+// RowSpaceOptions configures row-space retrieval over sampled examples.
+type RowSpaceOptions struct {
+	// Split is the split examples and candidates come from.
+	Split data.Split
+	// Examples is the number of examples, indices 0..Examples-1 of the split's stream (0: 16).
+	Examples int
+	// Batch is the number of consecutive examples whose positives together form the candidate set,
+	// as in-batch candidates do in training (SPEC §5) (0: 4).
+	Batch int
+	// ExtraNegatives adds this many random texts of the split to every candidate set.
+	ExtraNegatives int
+	// Aggregate turns a candidate's row residuals into its score.
+	Aggregate Aggregate
+	// RankTol is NewRowSpace's relative singular-value cut-off (0: DefaultRankTol).
+	RankTol float64
+	// Seed seeds the extra negatives.
+	Seed uint64
+}
+
+func (o *RowSpaceOptions) defaults() error {
+	if o.Examples == 0 {
+		o.Examples = 16
+	}
+	if o.Batch == 0 {
+		o.Batch = 4
+	}
+	if o.Examples < 1 || o.Batch < 1 || o.ExtraNegatives < 0 {
+		return fmt.Errorf("baselines: row-space options: examples %d, batch %d, extra negatives %d: want positive counts",
+			o.Examples, o.Batch, o.ExtraNegatives)
+	}
+	return nil
+}
+
+// RowSpaceRow is row-space retrieval over one sampler configuration.
+type RowSpaceRow struct {
+	// ObsRows and ObserveDtype are the sampler's observation settings.
+	ObsRows      float64           `json:"obs_rows"`
+	ObserveDtype gelo.ObserveDtype `json:"observe_dtype"`
+	// Aggregate and Split name the scoring and the split.
+	Aggregate string `json:"aggregate"`
+	Split     string `json:"split"`
+	// Candidates is the mean candidate-set size.
+	Candidates float64 `json:"candidates"`
+	// Mass, Top1 and Recall are the retrieval figures with their chance levels.
+	Mass   eval.Metric `json:"mass"`
+	Top1   eval.Metric `json:"top1"`
+	Recall eval.Metric `json:"recall"`
+	// SourceResidual is the median over (example, positive text) of the smallest fraction of a
+	// source row's energy outside rowspace(U_obs): ~1e-13 when exact, 1e-5 after bf16.
+	SourceResidual float64 `json:"source_residual"`
+}
+
+// RowSpaceRetrieval scores every example's candidate texts (all their token rows, as the attacker
+// would compute them by running the open model on each candidate) by containment in
+// rowspace(U_obs) and returns the retrieval metrics. With the sampler's center: true the secret
+// per-example mean breaks exact containment; the figures then measure that.
+func RowSpaceRetrieval(ctx context.Context, s *gelo.Sampler, opts RowSpaceOptions) (RowSpaceRow, error) {
+	if err := opts.defaults(); err != nil {
+		return RowSpaceRow{}, err
+	}
+	cfg := s.Config()
+	row := RowSpaceRow{ObsRows: cfg.ObsRows, ObserveDtype: cfg.ObserveDtype, Aggregate: opts.Aggregate.String(), Split: opts.Split.String()}
+	corpus := s.Corpus()
+	texts := s.Texts(opts.Split)
+	var acc eval.RetrievalAccumulator
+	var sourceRes []float64
+	candTotal := 0
+	for first := 0; first < opts.Examples; first += opts.Batch {
+		var exs []*gelo.Example
+		for i := first; i < min(first+opts.Batch, opts.Examples); i++ {
+			if err := ctx.Err(); err != nil {
+				return RowSpaceRow{}, err
+			}
+			ex, err := s.Example(opts.Split, int64(i))
+			if err != nil {
+				return RowSpaceRow{}, err
+			}
+			exs = append(exs, ex)
+		}
+		pool := candidatePool(exs, texts, opts.ExtraNegatives, opts.Seed, first)
+		cands := make([]*mat.Dense, len(pool))
+		for c, ti := range pool {
+			var err error
+			if cands[c], err = textRows(corpus, ti); err != nil {
+				return RowSpaceRow{}, err
+			}
+		}
+		for _, ex := range exs {
+			if err := ctx.Err(); err != nil {
+				return RowSpaceRow{}, err
+			}
+			u, err := eval.FromFloat32(ex.NObs, ex.D, ex.UObs)
+			if err != nil {
+				return RowSpaceRow{}, err
+			}
+			rs, err := NewRowSpace(u, opts.RankTol)
+			if err != nil {
+				return RowSpaceRow{}, fmt.Errorf("example %d: %w", ex.Index, err)
+			}
+			logits := make([]float64, len(pool))
+			best := make([]float64, len(pool))
+			for c, rows := range cands {
+				frac, energy, err := rs.Residuals(rows)
+				if err != nil {
+					return RowSpaceRow{}, err
+				}
+				sc, err := aggregate(frac, energy, opts.Aggregate)
+				if err != nil {
+					return RowSpaceRow{}, err
+				}
+				logits[c] = sc.Logit
+				best[c] = slices.Min(frac)
+			}
+			var pos []int
+			for _, ti := range ex.PositiveIdx {
+				c := slices.Index(pool, ti)
+				pos = append(pos, c)
+				sourceRes = append(sourceRes, best[c])
+			}
+			r, err := eval.ScoreRetrieval(logits, pos)
+			if err != nil {
+				return RowSpaceRow{}, fmt.Errorf("example %d: %w", ex.Index, err)
+			}
+			acc.AddScore(r)
+			candTotal += len(pool)
+		}
+	}
+	res := acc.Result()
+	row.Mass, row.Top1, row.Recall = res.Mass, res.Top1, res.Recall
+	row.Candidates = float64(candTotal) / float64(opts.Examples)
+	row.SourceResidual = eval.Percentile(sourceRes, 0.5)
+	return row, nil
+}
+
+// candidatePool returns the corpus indices of the batch's positives (first appearance order) plus
+// extra random texts of the split, drawn from a stream keyed by (seed, first example).
+func candidatePool(exs []*gelo.Example, texts []int, extra int, seed uint64, first int) []int {
+	var pool []int
+	for _, ex := range exs {
+		for _, ti := range ex.PositiveIdx {
+			if !slices.Contains(pool, ti) {
+				pool = append(pool, ti)
+			}
+		}
+	}
+	if extra == 0 {
+		return pool
+	}
+	rng := rand.New(rand.NewPCG(seed, uint64(first)))
+	free := make([]int, 0, len(texts))
+	for _, ti := range texts {
+		if !slices.Contains(pool, ti) {
+			free = append(free, ti)
+		}
+	}
+	rng.Shuffle(len(free), func(a, b int) { free[a], free[b] = free[b], free[a] })
+	return append(pool, free[:min(extra, len(free))]...)
+}
+
+// textRows reads every row of corpus text ti as a float64 matrix (NumTokens, D).
+func textRows(c data.Corpus, ti int) (*mat.Dense, error) {
+	n, d := c.NumTokens(ti), c.D()
+	buf := make([]float32, n*d)
+	if err := c.Rows(ti, 0, n, buf); err != nil {
+		return nil, fmt.Errorf("baselines: reading candidate text %d: %w", c.TextID(ti), err)
+	}
+	return eval.FromFloat32(n, d, buf)
+}
+
+// RowSpaceTable runs RowSpaceRetrieval for every observation setting: obsRows (nil: 1, 0.96, 0.8)
+// crossed with dtypes (nil: none, i.e. fp32, and bf16), each on s's corpus and configuration with
+// only obs_rows and observe_dtype replaced. The sampler draws H and A from per-stage streams, so
+// every cell sees the same texts, windows and mixing matrices.
+func RowSpaceTable(ctx context.Context, s *gelo.Sampler, obsRows []float64, dtypes []gelo.ObserveDtype, opts RowSpaceOptions) ([]RowSpaceRow, error) {
+	if obsRows == nil {
+		obsRows = []float64{1, 0.96, 0.8}
+	}
+	if dtypes == nil {
+		dtypes = []gelo.ObserveDtype{gelo.ObserveNone, gelo.ObserveBF16}
+	}
+	var out []RowSpaceRow
+	for _, dt := range dtypes {
+		for _, obs := range obsRows {
+			cfg := s.Config()
+			cfg.ObsRows, cfg.ObserveDtype = obs, dt
+			cs, err := gelo.NewSampler(s.Corpus(), cfg)
+			if err != nil {
+				return nil, fmt.Errorf("baselines: row-space table cell obs_rows %v, %s: %w", obs, dt, err)
+			}
+			row, err := RowSpaceRetrieval(ctx, cs, opts)
+			if err != nil {
+				return nil, fmt.Errorf("baselines: row-space table cell obs_rows %v, %s: %w", obs, dt, err)
+			}
+			out = append(out, row)
+		}
+	}
+	return out, nil
+}
+
+// BSSFunc is a blind source separation method as the tables run it.
+type BSSFunc func(ctx context.Context, u *mat.Dense) (Separation, error)
+
+// BSSMethod names a BSSFunc.
+type BSSMethod struct {
+	// Name is the method's name in reports.
+	Name string
+	// Run separates U.
+	Run BSSFunc
+}
+
+// DefaultBSSMethods returns FastICA and JADE with default options (FastICA seeded with seed).
+func DefaultBSSMethods(seed uint64) []BSSMethod {
+	return []BSSMethod{
+		{"fastica", func(ctx context.Context, u *mat.Dense) (Separation, error) {
+			return FastICA(ctx, u, FastICAOptions{Seed: seed})
+		}},
+		{"jade", func(ctx context.Context, u *mat.Dense) (Separation, error) { return JADE(ctx, u, JADEOptions{}) }},
+	}
+}
+
+// BSSOptions configures classical BSS over sampled examples.
+type BSSOptions struct {
+	// Split is the split examples come from.
+	Split data.Split
+	// Examples is the number of examples, indices 0..Examples-1 of the split's stream (0: 2).
+	Examples int
+	// Seed seeds the random rows of the chance baseline.
+	Seed uint64
+}
+
+// BSSRow is a BSS method's classical figures over one sampler configuration.
+type BSSRow struct {
+	// Method names the method; ShieldScale is the configuration's shield scale (0: no shields).
+	Method      string  `json:"method"`
+	ShieldScale float64 `json:"shield_scale"`
+	Split       string  `json:"split"`
+	// N and NClean are the mean numbers of rows of X and of H.
+	N      float64 `json:"n"`
+	NClean float64 `json:"n_clean"`
+	// P95AbsCos and MeanAbsCos are the per-example p95 and mean |cos| between the estimated
+	// sources and the clean rows H after Hungarian matching, averaged over examples. Their Chance
+	// is the same figure for as many random rows of the split (texts other than the example's).
+	P95AbsCos  eval.Metric `json:"p95_abs_cos"`
+	MeanAbsCos eval.Metric `json:"mean_abs_cos"`
+	// Converged counts the examples on which the method converged; Seconds is its mean run time.
+	Converged int     `json:"converged"`
+	Seconds   float64 `json:"seconds"`
+}
+
+// BSSEval runs method on U_obs of each example and scores the estimated sources against the
+// example's clean rows H (the attacker's target; shields are not scored).
+func BSSEval(ctx context.Context, s *gelo.Sampler, method BSSMethod, opts BSSOptions) (BSSRow, error) {
+	if opts.Examples == 0 {
+		opts.Examples = 2
+	}
+	if opts.Examples < 0 {
+		return BSSRow{}, fmt.Errorf("baselines: %d BSS examples", opts.Examples)
+	}
+	cfg := s.Config()
+	row := BSSRow{Method: method.Name, Split: opts.Split.String()}
+	if !(cfg.ShieldRows == 0 && cfg.ShieldFrac.Max == 0) {
+		row.ShieldScale = cfg.ShieldScale.Max
+	}
+	var p95, mean eval.Accumulator
+	var elapsed time.Duration
+	for i := 0; i < opts.Examples; i++ {
+		ex, err := s.Example(opts.Split, int64(i))
+		if err != nil {
+			return BSSRow{}, err
+		}
+		u, err := eval.FromFloat32(ex.NObs, ex.D, ex.UObs)
+		if err != nil {
+			return BSSRow{}, err
+		}
+		h, err := eval.FromFloat32(ex.NClean, ex.D, ex.H)
+		if err != nil {
+			return BSSRow{}, err
+		}
+		start := time.Now()
+		sep, err := method.Run(ctx, u)
+		if err != nil {
+			return BSSRow{}, fmt.Errorf("baselines: %s on example %d: %w", method.Name, i, err)
+		}
+		elapsed += time.Since(start)
+		if sep.Converged {
+			row.Converged++
+		}
+		est, err := eval.ClassicalScore(sep.Sources, h)
+		if err != nil {
+			return BSSRow{}, err
+		}
+		m, _ := sep.Sources.Dims()
+		random, err := randomSplitRows(s, opts.Split, ex, m, opts.Seed+uint64(i))
+		if err != nil {
+			return BSSRow{}, err
+		}
+		chance, err := eval.ClassicalScore(random, h)
+		if err != nil {
+			return BSSRow{}, err
+		}
+		p95.Add(est.AbsCosP95, chance.AbsCosP95)
+		mean.Add(est.AbsCosMean, chance.AbsCosMean)
+		row.N += float64(ex.N) / float64(opts.Examples)
+		row.NClean += float64(ex.NClean) / float64(opts.Examples)
+	}
+	row.P95AbsCos, row.MeanAbsCos = p95.Metric(), mean.Metric()
+	row.Seconds = elapsed.Seconds() / float64(max(1, opts.Examples))
+	return row, nil
+}
+
+// randomSplitRows draws k rows of the split uniformly over (text, position), texts other than the
+// example's positives: the prediction that knows the data distribution but nothing of the example.
+func randomSplitRows(s *gelo.Sampler, split data.Split, ex *gelo.Example, k int, seed uint64) (*mat.Dense, error) {
+	c := s.Corpus()
+	var texts []int
+	for _, ti := range s.Texts(split) {
+		if !slices.Contains(ex.PositiveIdx, ti) {
+			texts = append(texts, ti)
+		}
+	}
+	if len(texts) == 0 {
+		return nil, fmt.Errorf("baselines: split %s has no text outside example %d", split, ex.Index)
+	}
+	rng := rand.New(rand.NewPCG(seed, 0x63686e6365)) // "chnce"
+	d := c.D()
+	out := mat.NewDense(k, d, nil)
+	buf := make([]float32, d)
+	for i := 0; i < k; i++ {
+		ti := texts[rng.IntN(len(texts))]
+		if err := c.Rows(ti, rng.IntN(c.NumTokens(ti)), 1, buf); err != nil {
+			return nil, fmt.Errorf("baselines: reading a random row of text %d: %w", c.TextID(ti), err)
+		}
+		row := out.RawRowView(i)
+		for j, v := range buf {
+			row[j] = float64(v)
+		}
+	}
+	return out, nil
+}
+
+// ShieldTableOptions configures ShieldTable.
+type ShieldTableOptions struct {
+	// BSS says which split and how many examples per cell.
+	BSS BSSOptions
+	// N is the number of rows of X = [H; S] (0: 256).
+	N int
+	// Positives is the number of texts per example (0: 4); tokens per text = n_clean / Positives.
+	Positives int
+	// ShieldRows is the number of shield rows at scales > 0 (0: 24, so n_clean = 232 at N = 256).
+	// At scale 0 there are no shields and all N rows are clean.
+	ShieldRows int
+	// Scales are the shield scales (nil: 0, 1, 10).
+	Scales []float64
+	// Methods are the BSS methods (nil: DefaultBSSMethods(BSS.Seed)).
+	Methods []BSSMethod
+}
+
+// ShieldTable measures how shield scale changes what classical BSS recovers: for every method and
+// shield scale it runs BSSEval on s's configuration with the row counts and the shield scale
+// replaced (shield kind, mixing, observation and the rest are s's).
+func ShieldTable(ctx context.Context, s *gelo.Sampler, opts ShieldTableOptions) ([]BSSRow, error) {
+	if opts.N == 0 {
+		opts.N = 256
+	}
+	if opts.Positives == 0 {
+		opts.Positives = 4
+	}
+	if opts.ShieldRows == 0 {
+		opts.ShieldRows = 24
+	}
+	if opts.Scales == nil {
+		opts.Scales = []float64{0, 1, 10}
+	}
+	if opts.Methods == nil {
+		opts.Methods = DefaultBSSMethods(opts.BSS.Seed)
+	}
+	var out []BSSRow
+	for _, scale := range opts.Scales {
+		if scale < 0 || math.IsNaN(scale) || math.IsInf(scale, 0) {
+			return nil, fmt.Errorf("baselines: shield scale %v", scale)
+		}
+		cfg := s.Config()
+		clean := opts.N
+		cfg.ShieldRows, cfg.ShieldFrac = 0, gelo.Fixed(0)
+		if scale > 0 {
+			clean = opts.N - opts.ShieldRows
+			cfg.ShieldRows = opts.ShieldRows
+			cfg.ShieldScale = gelo.Fixed(scale)
+		}
+		if clean < opts.Positives || clean%opts.Positives != 0 {
+			return nil, fmt.Errorf("baselines: %d clean rows do not split evenly over %d positives", clean, opts.Positives)
+		}
+		cfg.Positives = gelo.Fixed(float64(opts.Positives))
+		cfg.TokensPerText = gelo.Fixed(float64(clean / opts.Positives))
+		cs, err := gelo.NewSampler(s.Corpus(), cfg)
+		if err != nil {
+			return nil, fmt.Errorf("baselines: shield table cell scale %v: %w", scale, err)
+		}
+		for _, m := range opts.Methods {
+			row, err := BSSEval(ctx, cs, m, opts.BSS)
+			if err != nil {
+				return nil, fmt.Errorf("baselines: shield table cell %s, scale %v: %w", m.Name, scale, err)
+			}
+			row.ShieldScale = scale
+			out = append(out, row)
+		}
+	}
+	return out, nil
+}
+
+// AnchorEvalOptions configures anchor-based recovery over sampled examples.
+type AnchorEvalOptions struct {
+	// Split is the split examples come from.
+	Split data.Split
+	// Examples is the number of examples, indices 0..Examples-1 of the split's stream (0: 2).
+	Examples int
+	// Anchors is k, the number of clean rows the attacker knows, drawn at random from H (0: 8).
+	Anchors int
+	// Anchor configures the recovery (method, ridge, FastICA).
+	Anchor AnchorOptions
+	// Seed seeds the choice of anchors and the random rows of the chance baseline.
+	Seed uint64
+}
+
+// AnchorRow is anchor-based recovery over one sampler configuration.
+type AnchorRow struct {
+	// Method names the anchor method; Anchors is k.
+	Method  string `json:"method"`
+	Anchors int    `json:"anchors"`
+	Split   string `json:"split"`
+	// N and NClean are the mean numbers of rows of X and of H.
+	N      float64 `json:"n"`
+	NClean float64 `json:"n_clean"`
+	// MixingErr is the mean over examples of ||Â_K - A_K||_F / ||A_K||_F over the observed rows of
+	// A: how well the anchored part was recovered.
+	MixingErr float64 `json:"mixing_err"`
+	// P95AbsCos and MeanAbsCos score the recovered non-anchor sources against the clean rows that
+	// were not anchors, with random rows of the split as chance.
+	P95AbsCos  eval.Metric `json:"p95_abs_cos"`
+	MeanAbsCos eval.Metric `json:"mean_abs_cos"`
+	// Seconds is the mean run time of the recovery.
+	Seconds float64 `json:"seconds"`
+}
+
+// AnchorEval gives the attacker k random clean rows of each example as anchors and scores what
+// Anchors recovers of the anchored part (against the secret A) and of the other clean rows.
+func AnchorEval(ctx context.Context, s *gelo.Sampler, opts AnchorEvalOptions) (AnchorRow, error) {
+	if opts.Examples == 0 {
+		opts.Examples = 2
+	}
+	if opts.Anchors == 0 {
+		opts.Anchors = 8
+	}
+	if opts.Examples < 0 || opts.Anchors < 0 {
+		return AnchorRow{}, fmt.Errorf("baselines: anchor eval: %d examples, %d anchors", opts.Examples, opts.Anchors)
+	}
+	row := AnchorRow{Method: opts.Anchor.Method.String(), Anchors: opts.Anchors, Split: opts.Split.String()}
+	var p95, mean eval.Accumulator
+	var elapsed time.Duration
+	for i := 0; i < opts.Examples; i++ {
+		if err := ctx.Err(); err != nil {
+			return AnchorRow{}, err
+		}
+		ex, err := s.Example(opts.Split, int64(i))
+		if err != nil {
+			return AnchorRow{}, err
+		}
+		if opts.Anchors >= ex.NClean {
+			return AnchorRow{}, fmt.Errorf("baselines: %d anchors for %d clean rows in example %d", opts.Anchors, ex.NClean, i)
+		}
+		u, err := eval.FromFloat32(ex.NObs, ex.D, ex.UObs)
+		if err != nil {
+			return AnchorRow{}, err
+		}
+		h, err := eval.FromFloat32(ex.NClean, ex.D, ex.H)
+		if err != nil {
+			return AnchorRow{}, err
+		}
+		rng := rand.New(rand.NewPCG(opts.Seed, uint64(i)))
+		order := rng.Perm(ex.NClean)
+		known, rest := order[:opts.Anchors], order[opts.Anchors:]
+		anchors := mat.NewDense(len(known), ex.D, nil)
+		for r, a := range known {
+			anchors.SetRow(r, h.RawRowView(a))
+		}
+		others := mat.NewDense(len(rest), ex.D, nil)
+		for r, a := range rest {
+			others.SetRow(r, h.RawRowView(a))
+		}
+		start := time.Now()
+		res, err := Anchors(ctx, u, anchors, opts.Anchor)
+		if err != nil {
+			return AnchorRow{}, fmt.Errorf("baselines: anchors on example %d: %w", i, err)
+		}
+		elapsed += time.Since(start)
+		row.MixingErr += mixingError(ex, known, res.MixingK) / float64(opts.Examples)
+		est, err := eval.ClassicalScore(res.Rest.Sources, others)
+		if err != nil {
+			return AnchorRow{}, err
+		}
+		m, _ := res.Rest.Sources.Dims()
+		random, err := randomSplitRows(s, opts.Split, ex, m, opts.Seed+uint64(i))
+		if err != nil {
+			return AnchorRow{}, err
+		}
+		chance, err := eval.ClassicalScore(random, others)
+		if err != nil {
+			return AnchorRow{}, err
+		}
+		p95.Add(est.AbsCosP95, chance.AbsCosP95)
+		mean.Add(est.AbsCosMean, chance.AbsCosMean)
+		row.N += float64(ex.N) / float64(opts.Examples)
+		row.NClean += float64(ex.NClean) / float64(opts.Examples)
+	}
+	row.P95AbsCos, row.MeanAbsCos = p95.Metric(), mean.Metric()
+	row.Seconds = elapsed.Seconds() / float64(max(1, opts.Examples))
+	return row, nil
+}
+
+// mixingError compares Â_K (n_obs, k) with the secret columns of A that multiply the anchor rows
+// (H rows known[j], at X row i where Perm[i] = known[j]), restricted to the observed rows.
+func mixingError(ex *gelo.Example, known []int, ak *mat.Dense) float64 {
+	xRow := make(map[int]int, ex.N)
+	for i, src := range ex.Perm {
+		xRow[src] = i
+	}
+	truth := mat.NewDense(ex.NObs, len(known), nil)
+	for j, a := range known {
+		col := xRow[a]
+		for r, obs := range ex.ObsRows {
+			truth.Set(r, j, float64(ex.A[obs*ex.N+col]))
+		}
+	}
+	var diff mat.Dense
+	diff.Sub(ak, truth)
+	return mat.Norm(&diff, 2) / mat.Norm(truth, 2)
+}

@@ -1,0 +1,135 @@
+package baselines
+
+import (
+	"context"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/gelo-research/geloattack/data"
+	"github.com/gelo-research/geloattack/data/gelo"
+)
+
+// laplaceCorpus returns texts of rows with i.i.d. Laplace entries plus a shared direction of
+// weight common (real hidden states share one), rows rows each, width d.
+func laplaceCorpus(t *testing.T, texts, rows, d int, common float64) *data.MemCorpus {
+	t.Helper()
+	rng := rand.New(rand.NewPCG(11, 12))
+	dir := make([]float64, d)
+	for j := range dir {
+		dir[j] = rng.NormFloat64()
+	}
+	c := data.NewMemCorpus(d, 4)
+	for i := 0; i < texts; i++ {
+		buf := make([]float32, rows*d)
+		for r := 0; r < rows; r++ {
+			for j := 0; j < d; j++ {
+				v := rng.ExpFloat64()
+				if rng.IntN(2) == 0 {
+					v = -v
+				}
+				buf[r*d+j] = float32(v + common*dir[j])
+			}
+		}
+		if err := c.Add(int64(1000+i), buf, []float32{1, 0, 0, 0}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return c
+}
+
+func TestRowSpaceTable(t *testing.T) {
+	c := laplaceCorpus(t, 60, 24, 256, 2)
+	cfg := gelo.DefaultConfig()
+	cfg.Positives = gelo.Fixed(2)
+	cfg.TokensPerText = gelo.Fixed(8)
+	cfg.ShieldFrac = gelo.Fixed(0.25)
+	s, err := gelo.NewSampler(c, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, err := RowSpaceTable(context.Background(), s, []float64{1, 0.5}, nil,
+		RowSpaceOptions{Split: data.Train, Examples: 6, Batch: 3, ExtraNegatives: 4, Aggregate: BestRow})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 4 {
+		t.Fatalf("%d rows, want 2 obs_rows x 2 dtypes", len(rows))
+	}
+	cell := map[[2]any]RowSpaceRow{}
+	for _, r := range rows {
+		t.Logf("obs %v %s: mass %v top1 %v recall %v, |C| %.1f, source residual %.2g",
+			r.ObsRows, r.ObserveDtype, r.Mass, r.Top1, r.Recall, r.Candidates, r.SourceResidual)
+		cell[[2]any{r.ObsRows, r.ObserveDtype}] = r
+		if r.Mass.N != 6 || r.Candidates != 10 || math.Abs(r.Mass.Chance-0.2) > 1e-12 {
+			t.Errorf("cell %+v: want 6 examples, 10 candidates (6 positives + 4 extra), chance 2/10", r)
+		}
+	}
+	full, bf16 := cell[[2]any{1.0, gelo.ObserveNone}], cell[[2]any{1.0, gelo.ObserveBF16}]
+	half := cell[[2]any{0.5, gelo.ObserveNone}]
+	if full.Top1.Mean != 1 || full.Recall.Mean != 1 || full.Mass.Mean < 0.999 || full.SourceResidual > 1e-10 {
+		t.Errorf("fp32, all rows observed: %+v; want exact retrieval", full)
+	}
+	if bf16.Recall.Mean != 1 || bf16.SourceResidual < 1e-9 || bf16.SourceResidual > 1e-3 {
+		t.Errorf("bf16: %+v; want exact retrieval with residuals near bf16 round-off", bf16)
+	}
+	if half.Mass.Mean >= full.Mass.Mean || half.SourceResidual < 1e-3 {
+		t.Errorf("half observed: %+v; want lower mass and sizable residuals", half)
+	}
+}
+
+func TestShieldTable(t *testing.T) {
+	c := laplaceCorpus(t, 40, 16, 2048, 0)
+	s, err := gelo.NewSampler(c, gelo.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, err := ShieldTable(context.Background(), s, ShieldTableOptions{
+		BSS: BSSOptions{Split: data.Train, Examples: 2, Seed: 3}, N: 16, Positives: 2, ShieldRows: 4, Scales: []float64{0, 10},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 4 {
+		t.Fatalf("%d rows, want 2 methods x 2 scales", len(rows))
+	}
+	for _, r := range rows {
+		t.Logf("%s scale %v: n %.0f (clean %.0f) p95 %v mean %v converged %d/2, %.2fs",
+			r.Method, r.ShieldScale, r.N, r.NClean, r.P95AbsCos, r.MeanAbsCos, r.Converged, r.Seconds)
+		if r.N != 16 || (r.ShieldScale == 0) != (r.NClean == 16) {
+			t.Errorf("%s scale %v: n %v, n_clean %v", r.Method, r.ShieldScale, r.N, r.NClean)
+		}
+		if r.P95AbsCos.Chance > 0.3 || math.IsNaN(r.P95AbsCos.Chance) {
+			t.Errorf("%s: chance p95 %v, want the low figure of unrelated rows", r.Method, r.P95AbsCos.Chance)
+		}
+		// Independent Laplace rows stay identifiable next to Gaussian shields: ICA ignores scale.
+		if r.P95AbsCos.Mean < 0.95 || r.MeanAbsCos.Mean < 0.9 {
+			t.Errorf("%s scale %v: p95 %v mean %v, want Laplace rows recovered", r.Method, r.ShieldScale, r.P95AbsCos, r.MeanAbsCos)
+		}
+	}
+}
+
+func TestAnchorEval(t *testing.T) {
+	c := laplaceCorpus(t, 40, 16, 2048, 0)
+	cfg := gelo.DefaultConfig()
+	cfg.Positives = gelo.Fixed(2)
+	cfg.TokensPerText = gelo.Fixed(8)
+	s, err := gelo.NewSampler(c, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range []AnchorMethod{Subtract, Project, Constrained} {
+		r, err := AnchorEval(context.Background(), s, AnchorEvalOptions{
+			Split: data.Train, Examples: 2, Anchors: 4, Anchor: AnchorOptions{Method: m, ICA: FastICAOptions{Seed: 1}}, Seed: 5,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%s: n %.0f, mixing error %.3f, p95 %v, mean %v", r.Method, r.N, r.MixingErr, r.P95AbsCos, r.MeanAbsCos)
+		// 16 clean rows + 2 Gaussian shields; the other rows' correlation with the anchors over
+		// 2048 samples puts the floor of the mixing error near sqrt(14/2048) = 0.08.
+		if r.MixingErr > 0.2 || r.P95AbsCos.Mean < 0.95 || r.P95AbsCos.Chance > 0.3 {
+			t.Errorf("%s: %+v", r.Method, r)
+		}
+	}
+}
