@@ -58,7 +58,7 @@ func TestKillNineAndResumeReproducesMetrics(t *testing.T) {
 		t.Skip("trains a model twice")
 	}
 	dir := t.TempDir()
-	cfg := writeConfig(t, dir, "60")
+	cfg := writeConfig(t, dir, "300")
 
 	ref := filepath.Join(dir, "ref")
 	if out, err := cli(t, "train", "-config", cfg, "-out", ref).CombinedOutput(); err != nil {
@@ -93,7 +93,7 @@ func TestKillNineAndResumeReproducesMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if killedAt >= 60 {
+	if killedAt >= 300 {
 		t.Skipf("the run finished (step %d) before the kill landed; nothing to resume", killedAt)
 	}
 	if out, err := cli(t, "train", "-config", cfg, "-out", run).CombinedOutput(); err == nil {
@@ -160,5 +160,20 @@ func TestBaselineRowSpaceFindsEverySourceText(t *testing.T) {
 	}
 	if out, err := cli(t, "baseline", "-attack", "pca", "-config", cfg).CombinedOutput(); err == nil {
 		t.Fatalf("unknown attack accepted:\n%s", out)
+	}
+}
+
+func TestDefaultRunDirectoryIsNeverOverwritten(t *testing.T) {
+	dir := t.TempDir()
+	cfg := writeConfig(t, dir, "2")
+	for i, want := range []string{"runs/tiny", "runs/tiny-2"} {
+		cmd := cli(t, "train", "-config", cfg)
+		cmd.Dir = dir
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("run %d: %v\n%s", i, err, out)
+		}
+		if _, _, err := checkpoints.LatestPath(filepath.Join(dir, want)); err != nil {
+			t.Fatalf("run %d: no checkpoint in %s: %v", i, want, err)
+		}
 	}
 }

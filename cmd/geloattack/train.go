@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/gelo-research/geloattack/checkpoints"
 	"github.com/gelo-research/geloattack/runner"
 	"github.com/gelo-research/geloattack/train"
 )
@@ -16,7 +17,7 @@ import (
 func runTrain(ctx context.Context, args []string) error {
 	flags := flag.NewFlagSet("train", flag.ContinueOnError)
 	cfgPath := flags.String("config", "", "run config (YAML); empty = the embedded configs/quickstart.yaml")
-	out := flags.String("out", "", "run directory; empty = the config's out_dir, else runs/<name>")
+	out := flags.String("out", "", "run directory; empty = the config's out_dir, else runs/<name> (runs/<name>-2, -3, ... when that one holds an earlier run)")
 	resume := flags.Bool("resume", false, "continue the run in the run directory from its latest checkpoint")
 	steps := flags.Int("steps", 0, "override train.steps (0 = keep the config's)")
 	workers := flags.Int("workers", 0, "override train.workers, the example-generating goroutines (0 = keep)")
@@ -44,6 +45,11 @@ func runTrain(ctx context.Context, args []string) error {
 		cfg.Train.Workers = *workers
 	}
 	dir := runDir(cfg.OutDir, cfg.Name, *out)
+	if !*resume && *out == "" && cfg.OutDir == "" {
+		// The default directory of an earlier run: start a new one beside it rather than fail,
+		// so the README's command works every time. Named directories are never reused silently.
+		dir = freeRunDir(dir)
+	}
 	res, err := runner.Train(ctx, cfg, dir, *resume, os.Stderr)
 	if errors.Is(err, train.ErrInterrupted) {
 		return nil
@@ -54,6 +60,17 @@ func runTrain(ctx context.Context, args []string) error {
 	fmt.Printf("final evaluation after %d steps (%s):\n%s\nreport: %s\n", res.Steps, dir,
 		train.MetricsMarkdown(res.Final), filepath.Join(dir, "report.md"))
 	return nil
+}
+
+// freeRunDir is dir when it holds no checkpoint, else the first dir-N that holds none.
+func freeRunDir(dir string) string {
+	cand := dir
+	for i := 2; ; i++ {
+		if _, _, err := checkpoints.LatestPath(cand); err != nil {
+			return cand
+		}
+		cand = fmt.Sprintf("%s-%d", dir, i)
+	}
 }
 
 // runDir is -out, else the config's out_dir, else runs/<name>.

@@ -1,0 +1,125 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/gelo-research/geloattack/sweep/report"
+)
+
+// tinySweep has 3 cells (so two shards get 2 and 1) of tiny runs.
+const tinySweep = `name: tiny-sweep
+base:
+  seed: 7
+  store:
+    synth: {texts: 200, min_tokens: 8, max_tokens: 24, d: 32, e: 16}
+  sampler:
+    positives: [2, 3]
+    tokens_per_text: 8
+    shield_frac: 0.25
+  model: {task: retrieval, hidden: 16, layers: 1, heads: 2, mlp_hidden: 32}
+  train: {steps: 20, batch_size: 4, warmup_steps: 5, log_every: 5, eval_every: 10, eval_batches: 2, ckpt_every: 10, workers: 1}
+axes:
+  sampler.shield_kind: [gaussian, manifold]
+cells:
+  - {sampler.shield_scale: 0.5}
+  - {sampler.shield_scale: 8}
+`
+
+func writeSweep(t *testing.T, dir, src string) string {
+	t.Helper()
+	p := filepath.Join(dir, "tiny-sweep.yaml")
+	if err := os.WriteFile(p, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// Two shards run as two concurrent processes give a report byte-identical to one unsharded run.
+func TestShardedSweepReportIdenticalToUnsharded(t *testing.T) {
+	if testing.Short() {
+		t.Skip("trains 8 tiny models")
+	}
+	dir := t.TempDir()
+	cfg := writeSweep(t, dir, tinySweep+"  - {sampler.shield_scale: 2}\n")
+	one, two := filepath.Join(dir, "one"), filepath.Join(dir, "two")
+
+	if out, err := cli(t, "sweep", "-config", cfg, "-out", one).CombinedOutput(); err != nil {
+		t.Fatalf("unsharded sweep: %v\n%s", err, out)
+	}
+	var outs [2]bytes.Buffer
+	a := cli(t, "sweep", "-config", cfg, "-out", two, "-shard", "0/2")
+	// The second shard takes its index from a Kubernetes Indexed Job's environment.
+	b := cli(t, "sweep", "-config", cfg, "-out", two, "-shards", "2")
+	b.Env = append(b.Env, "JOB_COMPLETION_INDEX=1")
+	a.Stdout, a.Stderr = &outs[0], &outs[0]
+	b.Stdout, b.Stderr = &outs[1], &outs[1]
+	if err := a.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Start(); err != nil {
+		t.Fatal(err)
+	}
+	errA, errB := a.Wait(), b.Wait()
+	if errA != nil || errB != nil {
+		t.Fatalf("shards: %v, %v\n%s\n%s", errA, errB, outs[0].String(), outs[1].String())
+	}
+	if !strings.Contains(outs[1].String(), "shard 1/2 from the Kubernetes Indexed Job environment") ||
+		!strings.Contains(outs[0].String(), "6 cells, 3 in this shard") {
+		t.Fatalf("shard logs:\n%s\n%s", outs[0].String(), outs[1].String())
+	}
+	for _, d := range []string{one, two} {
+		if out, err := cli(t, "report", "-q", d).CombinedOutput(); err != nil {
+			t.Fatalf("report %s: %v\n%s", d, err, out)
+		}
+	}
+	for _, f := range []string{report.MarkdownFile, report.CSVFile, report.PlotFile("retrieval")} {
+		x, y := mustRead(t, filepath.Join(one, f)), mustRead(t, filepath.Join(two, f))
+		if !bytes.Equal(x, y) {
+			t.Errorf("%s differs between the unsharded and the sharded sweep:\n%s\nvs\n%s", f, x, y)
+		}
+		if len(x) == 0 {
+			t.Errorf("%s is empty", f)
+		}
+	}
+	md := string(mustRead(t, filepath.Join(one, report.MarkdownFile)))
+	if !strings.Contains(md, "6 cells: 6 finished, 0 not finished") || strings.Count(md, "\n| gaussian |")+strings.Count(md, "\n| manifold |") != 6 {
+		t.Fatalf("report.md:\n%s", md)
+	}
+
+	// Running again skips every cell.
+	out, err := cli(t, "sweep", "-config", cfg, "-out", one).CombinedOutput()
+	if err != nil || strings.Count(string(out), "finished before, skipped") != 6 || strings.Contains(string(out), "starting") {
+		t.Fatalf("re-run: %v\n%s", err, out)
+	}
+}
+
+func TestSweepCLIErrors(t *testing.T) {
+	dir := t.TempDir()
+	if out, err := cli(t, "sweep").CombinedOutput(); err == nil || !strings.Contains(string(out), "-config is required") {
+		t.Fatalf("no -config: %v\n%s", err, out)
+	}
+	bad := writeSweep(t, dir, tinySweep+"  - {sampler.shield_scale: -2}\n")
+	out, err := cli(t, "sweep", "-config", bad, "-out", filepath.Join(dir, "x")).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "tiny-sweep.yaml:17:28: sampler.shield_scale") {
+		t.Fatalf("bad axis value: %v\n%s", err, out)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "x")); err == nil {
+		t.Fatal("an invalid sweep created its output directory")
+	}
+	good := writeSweep(t, dir, tinySweep)
+	if out, err := cli(t, "sweep", "-config", good, "-shard", "2/2").CombinedOutput(); err == nil || !strings.Contains(string(out), "0 <= index < count") {
+		t.Fatalf("bad shard: %v\n%s", err, out)
+	}
+	out, err = cli(t, "sweep", "-config", good, "-out", filepath.Join(dir, "y"), "-shard", "1/2", "-list").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "*   2  shard 1  shield_kind=gaussian,shield_scale=8") ||
+		!strings.Contains(string(out), "    1  shard 0  shield_kind=gaussian,shield_scale=0.5") {
+		t.Fatalf("-list: %v\n%s", err, out)
+	}
+	if out, err := cli(t, "report", filepath.Join(dir, "nothing")).CombinedOutput(); err == nil {
+		t.Fatalf("report of a missing directory succeeded:\n%s", out)
+	}
+}
