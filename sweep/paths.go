@@ -1,0 +1,124 @@
+package sweep
+
+import (
+	"encoding"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+
+	"github.com/gelo-research/geloattack/config"
+)
+
+// reserved are the run-config fields a sweep sets itself and so cannot vary: every cell is named
+// after its settings, and its directory is chosen by the sweep.
+var reserved = map[string]string{
+	"name":    "the sweep names every cell after its settings",
+	"out_dir": "the sweep puts every cell in its own directory under -out",
+}
+
+// checkPath reports whether path names a field of the run config, by its dotted YAML keys.
+func checkPath(path string) error {
+	if why, ok := reserved[path]; ok {
+		return fmt.Errorf("%q cannot be an axis: %s", path, why)
+	}
+	t := reflect.TypeOf(config.Run{})
+	parts := strings.Split(path, ".")
+	for i, p := range parts {
+		if t.Kind() != reflect.Struct {
+			return fmt.Errorf("%q: %s is a value, not a section with a key %q", path, strings.Join(parts[:i], "."), p)
+		}
+		f, ok := fieldByTag(t, p)
+		if !ok {
+			where := "the run config"
+			if i > 0 {
+				where = strings.Join(parts[:i], ".")
+			}
+			return fmt.Errorf("%q: %s has no key %q (known: %s)", path, where, p, strings.Join(tags(t), ", "))
+		}
+		t = f.Type
+	}
+	return nil
+}
+
+// fieldByTag finds the struct field whose YAML name is tag.
+func fieldByTag(t reflect.Type, tag string) (reflect.StructField, bool) {
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		if yamlName(f) == tag {
+			return f, true
+		}
+	}
+	return reflect.StructField{}, false
+}
+
+// tags lists the YAML names of a struct's fields, sorted.
+func tags(t reflect.Type) []string {
+	var out []string
+	for i := 0; i < t.NumField(); i++ {
+		if n := yamlName(t.Field(i)); n != "" {
+			out = append(out, n)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func yamlName(f reflect.StructField) string {
+	if !f.IsExported() {
+		return ""
+	}
+	n, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+	if n == "-" {
+		return ""
+	}
+	return n
+}
+
+// Field is one leaf of a run config: its dotted YAML path and its value as YAML would write it.
+type Field struct {
+	// Path is the dotted YAML path, e.g. "sampler.shield_scale".
+	Path string
+	// Value is the value's text: ranges as gelo.Range.String writes them, other values with %v.
+	Value string
+}
+
+// Fields lists every leaf of cfg in declaration order. Values with their own text form (ranges)
+// are leaves, so a range is one field rather than its min, max and rand.
+func Fields(cfg config.Run) []Field {
+	var out []Field
+	walk(reflect.ValueOf(cfg), "", &out)
+	return out
+}
+
+var (
+	jsonMarshaler = reflect.TypeOf((*json.Marshaler)(nil)).Elem()
+	textMarshaler = reflect.TypeOf((*encoding.TextMarshaler)(nil)).Elem()
+)
+
+func walk(v reflect.Value, prefix string, out *[]Field) {
+	t := v.Type()
+	if t.Kind() != reflect.Struct || t.Implements(jsonMarshaler) || t.Implements(textMarshaler) {
+		*out = append(*out, Field{Path: prefix, Value: leafText(v)})
+		return
+	}
+	for i := 0; i < t.NumField(); i++ {
+		n := yamlName(t.Field(i))
+		if n == "" {
+			continue
+		}
+		p := n
+		if prefix != "" {
+			p = prefix + "." + n
+		}
+		walk(v.Field(i), p, out)
+	}
+}
+
+func leafText(v reflect.Value) string {
+	if s, ok := v.Interface().(fmt.Stringer); ok {
+		return s.String()
+	}
+	return fmt.Sprint(v.Interface())
+}

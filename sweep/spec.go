@@ -1,0 +1,380 @@
+package sweep
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/goccy/go-yaml"
+	"github.com/goccy/go-yaml/ast"
+	"github.com/goccy/go-yaml/parser"
+
+	"github.com/gelo-research/geloattack/config"
+)
+
+// Error is a sweep-file error located in its file.
+type Error struct {
+	// File is the sweep file (or the base config it names).
+	File string
+	// Line and Col locate the offending node; 0 when unknown.
+	Line, Col int
+	// Key is the sweep key or the axis (a dotted config path) at fault, if any.
+	Key string
+	// Msg says what is wrong and what is allowed.
+	Msg string
+}
+
+// Error renders "sweep file:line:col: key: message".
+func (e *Error) Error() string {
+	loc := e.File
+	if e.Line > 0 {
+		loc = fmt.Sprintf("%s:%d:%d", e.File, e.Line, e.Col)
+	}
+	if e.Key != "" {
+		return fmt.Sprintf("sweep %s: %s: %s", loc, e.Key, e.Msg)
+	}
+	return fmt.Sprintf("sweep %s: %s", loc, e.Msg)
+}
+
+// Sweep is a parsed and expanded sweep file: every cell with its validated run config.
+type Sweep struct {
+	// Name names the sweep: the file's `name`, else the file's base name without .yaml.
+	Name string
+	// File is the sweep file as named to Parse.
+	File string
+	// Cells are the runs in expansion order: the grid of `axes` (first axis slowest), and within
+	// each grid point every entry of `cells` in file order.
+	Cells []Cell
+}
+
+// Setting is one overridden config field of a cell.
+type Setting struct {
+	// Path is the field's dotted YAML path, e.g. "sampler.shield_scale".
+	Path string
+	// Value is the decoded YAML value: a number, string, bool, list or yaml.MapSlice.
+	Value any
+	// Text is the value as the cell's name writes it.
+	Text string
+	// Line and Col are where the value is written in the sweep file.
+	Line, Col int
+}
+
+// Cell is one run of a sweep.
+type Cell struct {
+	// Name is the cell's directory name under the sweep's output directory, made of its settings
+	// (e.g. "shield_kind=gaussian,shield_scale=0.5"): readable, filesystem-safe, stable, unique.
+	Name string
+	// Settings are the fields the cell overrides in the base: grid axes first, then the entry of
+	// `cells`, each in file order.
+	Settings []Setting
+	// Config is the cell's run config: the base with the settings applied, name set to Name and
+	// out_dir cleared, validated by config.Parse.
+	Config config.Run
+}
+
+// topKeys are the keys a sweep file may hold, with what each is for (shown in errors).
+var topKeys = []string{"name", "base", "base_config", "axes", "cells"}
+
+// Load reads and expands a sweep file; see Parse.
+func Load(path string) (*Sweep, error) {
+	src, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("sweep: %w", err)
+	}
+	return Parse(path, src)
+}
+
+// Parse decodes a sweep file named name (base_config paths are relative to its directory),
+// strictly: unknown keys, duplicate keys, unknown axis paths and empty axes are errors with their
+// line. The base must be a valid run config by itself, and every cell is validated by config.Parse;
+// an invalid cell is reported at the axis value that made it invalid.
+func Parse(name string, src []byte) (*Sweep, error) {
+	f, err := parser.ParseBytes(src, 0)
+	if err != nil {
+		return nil, yamlError(name, err)
+	}
+	var body ast.Node
+	for _, d := range f.Docs {
+		if d.Body == nil {
+			continue
+		}
+		if body != nil {
+			return nil, errAt(name, d.Body, "", "a sweep file holds one YAML document")
+		}
+		body = d.Body
+	}
+	if body == nil {
+		return nil, &Error{File: name, Msg: "empty sweep file: want base or base_config, and axes or cells"}
+	}
+	top, ok := body.(*ast.MappingNode)
+	if !ok {
+		return nil, errAt(name, body, "", "a sweep file is a mapping of "+strings.Join(topKeys, ", "))
+	}
+	sw := &Sweep{File: name, Name: strings.TrimSuffix(filepath.Base(name), filepath.Ext(name))}
+	var (
+		baseNode, baseCfgNode *ast.MappingValueNode
+		axes                  []axis
+		cells                 [][]Setting
+		haveAxes, haveCells   bool
+	)
+	seen := map[string]bool{}
+	for _, kv := range top.Values {
+		key := kv.Key.String()
+		if seen[key] {
+			return nil, errAt(name, kv.Key, key, "duplicate key")
+		}
+		seen[key] = true
+		switch key {
+		case "name":
+			var s string
+			if err := yaml.NodeToValue(kv.Value, &s); err != nil || s == "" || strings.ContainsAny(s, `/\`) {
+				return nil, errAt(name, kv.Value, key, "want a non-empty name without slashes")
+			}
+			sw.Name = s
+		case "base":
+			baseNode = kv
+		case "base_config":
+			baseCfgNode = kv
+		case "axes":
+			haveAxes = true
+			if axes, err = parseAxes(name, kv.Value); err != nil {
+				return nil, err
+			}
+		case "cells":
+			haveCells = true
+			if cells, err = parseCells(name, kv.Value); err != nil {
+				return nil, err
+			}
+		default:
+			return nil, errAt(name, kv.Key, "", fmt.Sprintf("unknown key %q (want %s)", key, strings.Join(topKeys, ", ")))
+		}
+	}
+	switch {
+	case baseNode == nil && baseCfgNode == nil:
+		return nil, &Error{File: name, Msg: "no base: set base (a run config) or base_config (a path relative to the sweep file)"}
+	case baseNode != nil && baseCfgNode != nil:
+		return nil, errAt(name, baseCfgNode.Key, "base_config", "set base or base_config, not both")
+	case !haveAxes && !haveCells:
+		return nil, &Error{File: name, Msg: "nothing to sweep: set axes (a grid) and/or cells (a list of overrides)"}
+	}
+	var base yaml.MapSlice
+	if baseNode != nil {
+		base, err = inlineBase(name, src, top, baseNode)
+	} else {
+		base, err = fileBase(name, baseCfgNode)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if sw.Cells, err = expand(name, base, axes, cells); err != nil {
+		return nil, err
+	}
+	return sw, nil
+}
+
+// axis is one entry of `axes`: a config path and the values it takes.
+type axis struct {
+	path   string
+	values []Setting
+}
+
+func parseAxes(file string, n ast.Node) ([]axis, error) {
+	m, ok := n.(*ast.MappingNode)
+	if !ok {
+		return nil, errAt(file, n, "axes", "want a mapping of config paths (e.g. sampler.shield_scale) to lists of values")
+	}
+	var out []axis
+	seen := map[string]bool{}
+	for _, kv := range m.Values {
+		path := kv.Key.String()
+		if seen[path] {
+			return nil, errAt(file, kv.Key, path, "duplicate axis")
+		}
+		seen[path] = true
+		if err := checkPath(path); err != nil {
+			return nil, errAt(file, kv.Key, "axes", err.Error())
+		}
+		seq, ok := kv.Value.(*ast.SequenceNode)
+		if !ok || len(seq.Values) == 0 {
+			return nil, errAt(file, kv.Value, path, "want a non-empty list of values (a range is one value: [[0.1, 1]] or [{min: 0.1, max: 1, rand: log_uniform}])")
+		}
+		a := axis{path: path}
+		for _, vn := range seq.Values {
+			s, err := setting(file, path, vn)
+			if err != nil {
+				return nil, err
+			}
+			a.values = append(a.values, s)
+		}
+		out = append(out, a)
+	}
+	if len(out) == 0 {
+		return nil, errAt(file, n, "axes", "no axes")
+	}
+	return out, nil
+}
+
+func parseCells(file string, n ast.Node) ([][]Setting, error) {
+	seq, ok := n.(*ast.SequenceNode)
+	if !ok || len(seq.Values) == 0 {
+		return nil, errAt(file, n, "cells", "want a non-empty list of mappings from config paths to values")
+	}
+	var out [][]Setting
+	for _, cn := range seq.Values {
+		m, ok := cn.(*ast.MappingNode)
+		if !ok {
+			return nil, errAt(file, cn, "cells", "each cell is a mapping from config paths to values")
+		}
+		var cell []Setting
+		seen := map[string]bool{}
+		for _, kv := range m.Values {
+			path := kv.Key.String()
+			if seen[path] {
+				return nil, errAt(file, kv.Key, path, "duplicate key in cell")
+			}
+			seen[path] = true
+			if err := checkPath(path); err != nil {
+				return nil, errAt(file, kv.Key, "cells", err.Error())
+			}
+			s, err := setting(file, path, kv.Value)
+			if err != nil {
+				return nil, err
+			}
+			cell = append(cell, s)
+		}
+		out = append(out, cell)
+	}
+	return out, nil
+}
+
+// setting decodes one value node of path.
+func setting(file, path string, n ast.Node) (Setting, error) {
+	var v any
+	if err := yaml.NodeToValue(n, &v, yaml.UseOrderedMap()); err != nil {
+		return Setting{}, errAt(file, n, path, err.Error())
+	}
+	line, col := pos(n)
+	return Setting{Path: path, Value: v, Text: valueText(v), Line: line, Col: col}, nil
+}
+
+// fileBase reads base_config, relative to the sweep file, validated on its own.
+func fileBase(file string, kv *ast.MappingValueNode) (yaml.MapSlice, error) {
+	var rel string
+	if err := yaml.NodeToValue(kv.Value, &rel); err != nil || rel == "" {
+		return nil, errAt(file, kv.Value, "base_config", "want the path of a run config, relative to the sweep file")
+	}
+	p := rel
+	if !filepath.IsAbs(p) {
+		p = filepath.Join(filepath.Dir(file), rel)
+	}
+	src, err := os.ReadFile(p)
+	if err != nil {
+		return nil, errAt(file, kv.Value, "base_config", err.Error())
+	}
+	if _, err := config.Parse(p, src); err != nil {
+		return nil, fmt.Errorf("sweep %s: base_config: %w", file, err)
+	}
+	var base yaml.MapSlice
+	if err := yaml.UnmarshalWithOptions(src, &base, yaml.UseOrderedMap()); err != nil {
+		return nil, fmt.Errorf("sweep %s: base_config %s: %w", file, p, err)
+	}
+	return base, nil
+}
+
+// inlineBase decodes `base`, validated on its own. A block mapping is cut out of the sweep file
+// with its line numbers kept (blank lines above, indentation removed), so config.Parse's errors
+// point at the right line of the sweep file; their column is shifted back by the indentation.
+func inlineBase(file string, src []byte, top *ast.MappingNode, kv *ast.MappingValueNode) (yaml.MapSlice, error) {
+	var base yaml.MapSlice
+	if _, null := kv.Value.(*ast.NullNode); !null {
+		m, ok := kv.Value.(*ast.MappingNode)
+		if !ok {
+			return nil, errAt(file, kv.Value, "base", "want a run config (a mapping)")
+		}
+		if err := yaml.NodeToValue(m, &base, yaml.UseOrderedMap()); err != nil {
+			return nil, errAt(file, m, "base", err.Error())
+		}
+	}
+	doc, indent, ok := baseLines(src, top, kv)
+	if !ok {
+		// A flow mapping on one line: validate its re-encoding, without line numbers.
+		doc, _ = yaml.Marshal(base)
+		if len(base) == 0 {
+			doc = nil
+		}
+	}
+	if _, err := config.Parse(file, doc); err != nil {
+		var ce *config.Error
+		if errors.As(err, &ce) {
+			if !ok {
+				ce.Line, ce.Col = 0, 0
+			} else if ce.Line > 0 {
+				ce.Col += indent
+			}
+		}
+		return nil, fmt.Errorf("sweep %s: base: %w", file, err)
+	}
+	return base, nil
+}
+
+// baseLines is the text of a block-style `base` with the sweep file's line numbering.
+func baseLines(src []byte, top *ast.MappingNode, kv *ast.MappingValueNode) ([]byte, int, bool) {
+	m, ok := kv.Value.(*ast.MappingNode)
+	if !ok || m.IsFlowStyle || len(m.Values) == 0 {
+		return nil, 0, false
+	}
+	keyLine := kv.Key.GetToken().Position.Line
+	indent := m.Values[0].Key.GetToken().Position.Column - 1
+	end := -1 // last line of the block (1-based), -1 = end of file
+	for i, v := range top.Values {
+		if v == kv && i+1 < len(top.Values) {
+			end = top.Values[i+1].Key.GetToken().Position.Line - 1
+		}
+	}
+	lines := strings.Split(string(src), "\n")
+	if end < 0 || end > len(lines) {
+		end = len(lines)
+	}
+	var b strings.Builder
+	b.WriteString(strings.Repeat("\n", keyLine))
+	for _, l := range lines[keyLine:end] {
+		n := 0
+		for n < indent && n < len(l) && l[n] == ' ' {
+			n++
+		}
+		b.WriteString(l[n:])
+		b.WriteByte('\n')
+	}
+	return []byte(b.String()), indent, true
+}
+
+func pos(n ast.Node) (int, int) {
+	if n == nil || n.GetToken() == nil {
+		return 0, 0
+	}
+	p := n.GetToken().Position
+	return p.Line, p.Column
+}
+
+func errAt(file string, n ast.Node, key, msg string) error {
+	l, c := pos(n)
+	return &Error{File: file, Line: l, Col: c, Key: key, Msg: msg}
+}
+
+var yamlPos = regexp.MustCompile(`^\[(\d+):(\d+)\] (.*)$`)
+
+// yamlError turns go-yaml's "[line:col] message" into an Error.
+func yamlError(file string, err error) error {
+	msg := strings.TrimSpace(yaml.FormatError(err, false, false))
+	msg, _, _ = strings.Cut(msg, "\n")
+	if m := yamlPos.FindStringSubmatch(msg); m != nil {
+		l, _ := strconv.Atoi(m[1])
+		c, _ := strconv.Atoi(m[2])
+		return &Error{File: file, Line: l, Col: c, Msg: m[3]}
+	}
+	return &Error{File: file, Msg: msg}
+}
