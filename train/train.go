@@ -94,6 +94,9 @@ func Train(ctx context.Context, r Run) (Result, error) {
 
 	start := int64(0)
 	keep := int64(-1)
+	// win is the loss window of the current log interval; it is saved in checkpoints so that a
+	// run resumed between two log steps logs the same mean loss as an uninterrupted one.
+	var win lossWindow
 	if r.Resume {
 		ck, err := checkpoints.LoadLatest(r.Dir)
 		if err != nil {
@@ -103,6 +106,7 @@ func Train(ctx context.Context, r Run) (Result, error) {
 			return Result{}, fmt.Errorf("resume %s: %w", ck.Path, err)
 		}
 		start, keep = ck.State.Step, ck.State.Step
+		win = lossWindow{sum: ck.State.Last[stateLossSum], n: int(ck.State.Last[stateLossN])}
 		fmt.Fprintf(r.Progress, "resuming %s at step %d\n", ck.Path, start)
 	}
 	mlog, err := openMetricsLog(filepath.Join(r.Dir, "metrics.jsonl"), keep)
@@ -124,12 +128,10 @@ func Train(ctx context.Context, r Run) (Result, error) {
 	defer pipe.Close()
 
 	prog := newProgress(r.Progress, int64(o.Steps), start)
-	var lossSum float64
-	var lossN int
 	var rows int64
 	for step := start; step < int64(o.Steps); step++ {
 		if ctx.Err() != nil {
-			if err := saveCheckpoint(r, ps, opt, step); err != nil {
+			if err := saveCheckpoint(r, ps, opt, step, win); err != nil {
 				return res, fmt.Errorf("checkpoint on interrupt: %w", err)
 			}
 			prog.finish()
@@ -159,8 +161,8 @@ func Train(ctx context.Context, r Run) (Result, error) {
 
 		done := step + 1
 		res.Steps = done
-		lossSum += l
-		lossN++
+		win.sum += l
+		win.n++
 		for _, m := range b.Mask {
 			if m {
 				rows++
@@ -168,18 +170,21 @@ func Train(ctx context.Context, r Run) (Result, error) {
 		}
 		prog.step(done, l, rows)
 		if done%int64(o.LogEvery) == 0 || done == int64(o.Steps) {
-			rec := map[string]any{"step": done, "split": "train", "loss": lossSum / float64(lossN), "lr": float64(opt.LR())}
+			rec := map[string]any{"step": done, "split": "train", "loss": win.mean(), "lr": float64(opt.LR())}
 			if !math.IsNaN(gnorm) {
 				rec["grad_norm"] = gnorm
 			}
 			if err := mlog.write(rec); err != nil {
 				return res, err
 			}
-			prog.line(done, lossSum/float64(lossN), float64(opt.LR()))
-			lossSum, lossN = 0, 0
+			prog.line(done, win.mean(), float64(opt.LR()))
+			win = lossWindow{}
 		}
 		if done%int64(o.EvalEvery) == 0 || done == int64(o.Steps) {
-			final, err := evaluate(ctx, r)
+			// Evaluation runs to its end even when an interrupt arrives meanwhile (it is a few
+			// batches): its lines belong to this step, and the interrupt is honoured at the next
+			// step boundary with a checkpoint, so a resumed run writes exactly the same lines.
+			final, err := evaluate(context.WithoutCancel(ctx), r)
 			if err != nil {
 				return res, fmt.Errorf("step %d: eval: %w", done, err)
 			}
@@ -196,7 +201,7 @@ func Train(ctx context.Context, r Run) (Result, error) {
 			prog.eval(done, final)
 		}
 		if done%int64(o.CkptEvery) == 0 || done == int64(o.Steps) {
-			if err := saveCheckpoint(r, ps, opt, done); err != nil {
+			if err := saveCheckpoint(r, ps, opt, done, win); err != nil {
 				return res, fmt.Errorf("step %d: checkpoint: %w", done, err)
 			}
 		}
@@ -245,8 +250,23 @@ func Evaluate(ctx context.Context, s *gelo.Sampler, task Task, spec EvalSpec) (m
 	return out, nil
 }
 
-// saveCheckpoint writes weights and optimizer state for `steps` steps done and prunes old ones.
-func saveCheckpoint(r Run, ps *engine.Params, opt *engine.AdamW, steps int64) error {
+// Keys of checkpoints.State.Last holding the loss window of the unfinished log interval.
+const (
+	stateLossSum = "train.loss_window_sum"
+	stateLossN   = "train.loss_window_n"
+)
+
+// lossWindow accumulates the step losses of one log interval.
+type lossWindow struct {
+	sum float64
+	n   int
+}
+
+func (w lossWindow) mean() float64 { return w.sum / float64(w.n) }
+
+// saveCheckpoint writes weights, optimizer state and the loss window for `steps` steps done and
+// prunes old checkpoints.
+func saveCheckpoint(r Run, ps *engine.Params, opt *engine.AdamW, steps int64, win lossWindow) error {
 	st := opt.State()
 	var weights, m, v []checkpoints.Tensor
 	for _, pv := range ps.Views() {
@@ -254,7 +274,8 @@ func saveCheckpoint(r Run, ps *engine.Params, opt *engine.AdamW, steps int64) er
 		m = append(m, checkpoints.Tensor{Name: pv.Name, Shape: pv.Shape, Data: st.M[pv.Name]})
 		v = append(v, checkpoints.Tensor{Name: pv.Name, Shape: pv.Shape, Data: st.V[pv.Name]})
 	}
-	state := checkpoints.State{Step: steps, NextBatch: steps, AdamM: m, AdamV: v}
+	state := checkpoints.State{Step: steps, NextBatch: steps, AdamM: m, AdamV: v,
+		Last: map[string]float64{stateLossSum: win.sum, stateLossN: float64(win.n)}}
 	if err := checkpoints.SaveCheckpoint(r.Dir, steps, weights, state, r.Metadata); err != nil {
 		return err
 	}

@@ -33,7 +33,7 @@ sampler:
   tokens_per_text: 8
   shield_frac: 0.25
 model: {task: retrieval, hidden: 16, layers: 2, heads: 2, mlp_hidden: 32}
-train: {steps: STEPS, batch_size: 4, warmup_steps: 5, log_every: 2, eval_every: 10, eval_batches: 2, ckpt_every: 5, keep_ckpts: 2, workers: 2}
+train: {steps: STEPS, batch_size: 4, warmup_steps: 5, log_every: 3, eval_every: 10, eval_batches: 2, ckpt_every: 5, keep_ckpts: 2, workers: 2}
 `
 
 func cli(t *testing.T, args ...string) *exec.Cmd {
