@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 
 	"github.com/gelo-research/geloattack/eval/assign"
+	"github.com/gelo-research/geloattack/internal/sample"
 	"gonum.org/v1/gonum/mat"
 )
 
@@ -36,7 +37,7 @@ func PoolDraw(pool *mat.Dense, seed uint64) DrawFunc {
 		if k > n {
 			return fmt.Errorf("eval: %d distractors wanted from a pool of %d rows", k, n)
 		}
-		for i, r := range sampleDistinct(rng, n, k) {
+		for i, r := range sample.Distinct(rng, n, k) {
 			dst.SetRow(i, pool.RawRowView(r))
 		}
 		return nil
@@ -52,26 +53,10 @@ func RandomRows(pool *mat.Dense, k int, seed uint64) (*mat.Dense, error) {
 	}
 	rng := rand.New(rand.NewPCG(seed, 0x72616e646f6d)) // "random"
 	out := mat.NewDense(k, d, nil)
-	for i, r := range sampleDistinct(rng, n, k) {
+	for i, r := range sample.Distinct(rng, n, k) {
 		out.SetRow(i, pool.RawRowView(r))
 	}
 	return out, nil
-}
-
-// sampleDistinct returns k distinct integers of [0, n), uniformly (Floyd's algorithm).
-func sampleDistinct(rng *rand.Rand, n, k int) []int {
-	chosen := make(map[int]bool, k)
-	out := make([]int, 0, k)
-	for j := n - k; j < n; j++ {
-		t := rng.IntN(j + 1)
-		if chosen[t] {
-			t = j
-		}
-		chosen[t] = true
-		out = append(out, t)
-	}
-	rng.Shuffle(len(out), func(a, b int) { out[a], out[b] = out[b], out[a] })
-	return out
 }
 
 // UnmixConfig parameterises the same-embedding mass.

@@ -12,6 +12,7 @@ import (
 	"github.com/gelo-research/geloattack/data/gelo"
 	"github.com/gelo-research/geloattack/engine"
 	"github.com/gelo-research/geloattack/eval"
+	"github.com/gelo-research/geloattack/internal/sample"
 	"github.com/gelo-research/geloattack/losses/ot"
 	"github.com/gelo-research/geloattack/models/settransformer"
 )
@@ -227,7 +228,7 @@ func buildRowPool(c data.Corpus, texts []int, size int, seed uint64) (*rowPool, 
 			picks[i] = i
 		}
 	} else {
-		picks = drawDistinct(rand.New(rand.NewPCG(seed, 0x64697374)), total, size)
+		picks = sample.Distinct(rand.New(rand.NewPCG(seed, 0x64697374)), total, size)
 		slices.Sort(picks)
 	}
 	d := c.D()
@@ -263,7 +264,7 @@ func (p *rowPool) draw(rng *rand.Rand, allowed []int, center []float32, dst *mat
 	if k > len(allowed) {
 		return fmt.Errorf("%d rows wanted, the pool has %d rows outside the example's texts (raise the pool size or the corpus)", k, len(allowed))
 	}
-	for i, a := range drawDistinct(rng, len(allowed), k) {
+	for i, a := range sample.Distinct(rng, len(allowed), k) {
 		src, row := p.rows[allowed[a]*d:(allowed[a]+1)*d], dst.RawRowView(i)
 		for j, v := range src {
 			if center != nil {
@@ -273,22 +274,6 @@ func (p *rowPool) draw(rng *rand.Rand, allowed []int, center []float32, dst *mat
 		}
 	}
 	return nil
-}
-
-// drawDistinct returns k distinct integers of [0, n) in random order (Floyd's algorithm).
-func drawDistinct(rng *rand.Rand, n, k int) []int {
-	chosen := make(map[int]bool, k)
-	out := make([]int, 0, k)
-	for j := n - k; j < n; j++ {
-		t := rng.IntN(j + 1)
-		if chosen[t] {
-			t = j
-		}
-		chosen[t] = true
-		out = append(out, t)
-	}
-	rng.Shuffle(len(out), func(a, b int) { out[a], out[b] = out[b], out[a] })
-	return out
 }
 
 func widen(v []float32) []float64 {

@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/gelo-research/geloattack/data"
+	"github.com/gelo-research/geloattack/internal/sample"
 )
 
 // Sampler draws examples from a corpus. It is safe for concurrent use.
@@ -155,7 +156,7 @@ func (s *Sampler) ExampleWith(ws *Workspace, split data.Split, index int64) (*Ex
 			ex.ObsRows[i] = i
 		}
 	} else {
-		ex.ObsRows = sampleDistinct(stream(cfg.Seed, split, index, stageObserve), n, ex.NObs)
+		ex.ObsRows = sample.Distinct(stream(cfg.Seed, split, index, stageObserve), n, ex.NObs)
 		slices.Sort(ex.ObsRows)
 	}
 	aObs := ex.A
@@ -177,7 +178,7 @@ func (s *Sampler) drawClean(ex *Example, texts []int) error {
 	cfg := s.cfg
 	d := s.c.D()
 	tr := stream(cfg.Seed, ex.Split, ex.Index, stageTexts)
-	picks := sampleDistinct(tr, len(texts), ex.NumPositives)
+	picks := sample.Distinct(tr, len(texts), ex.NumPositives)
 	ex.PositiveIdx = make([]int, len(picks))
 	ex.Positives = make([]int64, len(picks))
 	take := make([]int, len(picks))
@@ -203,7 +204,7 @@ func (s *Sampler) drawClean(ex *Example, texts []int) error {
 				ex.HText[r+i], ex.HPos[r+i] = ex.Positives[j], off+i
 			}
 		} else {
-			pos := sampleDistinct(tr, L, t)
+			pos := sample.Distinct(tr, L, t)
 			slices.Sort(pos)
 			for i, p := range pos {
 				if err := s.c.Rows(ci, p, 1, ex.H[(r+i)*d:(r+i+1)*d]); err != nil {

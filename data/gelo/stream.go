@@ -37,23 +37,6 @@ func stream(seed uint64, split data.Split, index int64, st stage) *rand.Rand {
 	return rand.New(rand.NewPCG(k.Uint64(), k.Uint64()))
 }
 
-// sampleDistinct returns k distinct integers of [0, n), k <= n, in random order (Floyd's
-// algorithm, then a shuffle): k draws, no O(n) memory.
-func sampleDistinct(rng *rand.Rand, n, k int) []int {
-	out := make([]int, 0, k)
-	seen := make(map[int]struct{}, k)
-	for j := n - k; j < n; j++ {
-		t := rng.IntN(j + 1)
-		if _, dup := seen[t]; dup {
-			t = j
-		}
-		seen[t] = struct{}{}
-		out = append(out, t)
-	}
-	rng.Shuffle(len(out), func(a, b int) { out[a], out[b] = out[b], out[a] })
-	return out
-}
-
 // gammaVariate draws Gamma(shape a >= 1, scale 1) by Marsaglia and Tsang's squeeze method.
 func gammaVariate(rng *rand.Rand, a float64) float64 {
 	d := a - 1.0/3
