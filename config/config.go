@@ -131,6 +131,11 @@ func Parse(name string, src []byte) (Run, error) {
 		if err := dec.Decode(&r); err != nil {
 			return Run{}, decodeError(name, src, err)
 		}
+		// A second document would be silently ignored: refuse it.
+		var extra any
+		if err := dec.Decode(&extra); err == nil {
+			return Run{}, &Error{File: name, Msg: "more than one YAML document (---); a run config is one document"}
+		}
 	}
 	if !hasKey(src, "$.sampler.seed") {
 		r.Sampler.Seed = r.Seed
@@ -187,6 +192,9 @@ func atoi(s string) int {
 	return n
 }
 
+// validName keeps run names usable as directory names everywhere.
+var validName = regexp.MustCompile(`^[A-Za-z0-9_+=,][A-Za-z0-9._+=,-]*$`)
+
 // sectionError is a validation error of one section, before it is located in the file.
 type sectionError struct {
 	section string
@@ -198,8 +206,8 @@ func (e *sectionError) Error() string { return e.section + ": " + e.err.Error() 
 
 // Validate checks every section. Errors carry the section so Parse can find the key's line.
 func (r Run) Validate() error {
-	if r.Name == "" || strings.ContainsAny(r.Name, `/\`) {
-		return &sectionError{"", reflect.TypeOf(r), fmt.Errorf("name: %q, want a non-empty name without slashes", r.Name)}
+	if !validName.MatchString(r.Name) || r.Name == "." || r.Name == ".." {
+		return &sectionError{"", reflect.TypeOf(r), fmt.Errorf("name: %q, want letters, digits and . _ - + = , not starting with . or - (it names the run directory)", r.Name)}
 	}
 	switch r.Device {
 	case "auto", "cpu", "cuda":

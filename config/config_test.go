@@ -64,6 +64,7 @@ func TestBadConfigsNameKeyLineAndRange(t *testing.T) {
 		{"min above max", "sampler:\n  shield_scale: [2.0, 1.0]\n", "bad.yaml:2:", []string{"sampler.shield_scale", "2"}},
 		{"heads do not divide", "model:\n  hidden: 100\n  heads: 3\n", "bad.yaml:3:", []string{"model.heads", "3", "100"}},
 		{"negative lr", "train:\n  lr: -0.1\n", "bad.yaml:2:", []string{"train.lr", "-0.1", "(0, 1]"}},
+		{"dot name", "name: ..\n", "bad.yaml:1:", []string{"name", `".."`}},
 		{"bad device", "device: tpu\n", "bad.yaml:1:", []string{"device", "tpu", "auto, cpu or cuda"}},
 		{"bad sinkhorn eps", "loss:\n  unmix:\n    eps: 0\n", "bad.yaml:3:", []string{"loss.unmix.eps", "0"}},
 		{"bad synth", "store:\n  synth:\n    d: -4\n", "bad.yaml:3:", []string{"store.synth.d", "-4"}},
@@ -125,6 +126,13 @@ func TestShippedConfigsParse(t *testing.T) {
 func TestShieldFractionAboveOneRejected(t *testing.T) {
 	_, err := Parse("f.yaml", []byte("sampler:\n  shield_frac: [0.5, 1.5]\n"))
 	if err == nil || !strings.Contains(err.Error(), "f.yaml:2:") || !strings.Contains(err.Error(), "[0, 1]") {
+		t.Fatalf("got %v", err)
+	}
+}
+
+func TestSecondDocumentRejected(t *testing.T) {
+	_, err := Parse("m.yaml", []byte("name: a\n---\nname: b\ntrain:\n  steps: -5\n"))
+	if err == nil || !strings.Contains(err.Error(), "more than one YAML document") {
 		t.Fatalf("got %v", err)
 	}
 }

@@ -140,11 +140,13 @@ func (s *Session) Describe() string {
 // ErrRunExists reports a run directory that already holds checkpoints when no resume was asked for.
 var ErrRunExists = errors.New("run directory already holds checkpoints")
 
-// Train runs cfg in dir. With resume it continues from dir's latest checkpoint; without, it refuses
-// a directory that already holds checkpoints. It writes config.yaml first and report.{json,md} at
-// the end. An interrupt (ctx cancelled) returns train.ErrInterrupted after a checkpoint.
+// Train runs cfg in dir. With resume it continues from dir's latest checkpoint, which must have
+// been made with the same config (train.steps, workers, prefetch and device may differ); without,
+// it refuses a directory that already holds checkpoints. It writes config.yaml once the run is
+// known to be consistent, and report.{json,md} at the end. An interrupt (ctx cancelled) returns
+// train.ErrInterrupted after a checkpoint.
 func Train(ctx context.Context, cfg config.Run, dir string, resume bool, progress io.Writer) (train.Result, error) {
-	_, _, err := checkpoints.LatestPath(dir)
+	path, _, err := checkpoints.LatestPath(dir)
 	switch {
 	case !resume && err == nil:
 		return train.Result{}, fmt.Errorf("%s: %w: add -resume to continue it, or choose another directory", dir, ErrRunExists)
@@ -152,6 +154,22 @@ func Train(ctx context.Context, cfg config.Run, dir string, resume bool, progres
 		return train.Result{}, fmt.Errorf("resume: run directory %s has no checkpoint to resume from", dir)
 	case resume && err != nil:
 		return train.Result{}, fmt.Errorf("resume: %w", err)
+	}
+	if resume {
+		ck, err := checkpoints.LoadCheckpoint(path)
+		if err != nil {
+			return train.Result{}, fmt.Errorf("resume: %w", err)
+		}
+		had, err := ConfigOf(ck)
+		if err != nil {
+			return train.Result{}, fmt.Errorf("resume: %w", err)
+		}
+		want := cfg
+		want.Train.Steps = had.Train.Steps
+		if d := config.Diff(had, want); d != "" {
+			return train.Result{}, fmt.Errorf("resume %s: the run was made with another config (%s); resume with its own config (%s) or start a new run",
+				dir, d, filepath.Join(dir, "config.yaml"))
+		}
 	}
 	sess, err := Open(cfg)
 	if err != nil {

@@ -1,8 +1,6 @@
 package sweep
 
 import (
-	"encoding"
-	"encoding/json"
 	"fmt"
 	"reflect"
 	"slices"
@@ -76,49 +74,8 @@ func yamlName(f reflect.StructField) string {
 	return n
 }
 
-// Field is one leaf of a run config: its dotted YAML path and its value as YAML would write it.
-type Field struct {
-	// Path is the dotted YAML path, e.g. "sampler.shield_scale".
-	Path string
-	// Value is the value's text: ranges as gelo.Range.String writes them, other values with %v.
-	Value string
-}
+// Field is one leaf of a run config (see config.Field).
+type Field = config.Field
 
-// Fields lists every leaf of cfg in declaration order. Values with their own text form (ranges)
-// are leaves, so a range is one field rather than its min, max and rand.
-func Fields(cfg config.Run) []Field {
-	var out []Field
-	walk(reflect.ValueOf(cfg), "", &out)
-	return out
-}
-
-var (
-	jsonMarshaler = reflect.TypeOf((*json.Marshaler)(nil)).Elem()
-	textMarshaler = reflect.TypeOf((*encoding.TextMarshaler)(nil)).Elem()
-)
-
-func walk(v reflect.Value, prefix string, out *[]Field) {
-	t := v.Type()
-	if t.Kind() != reflect.Struct || t.Implements(jsonMarshaler) || t.Implements(textMarshaler) {
-		*out = append(*out, Field{Path: prefix, Value: leafText(v)})
-		return
-	}
-	for i := 0; i < t.NumField(); i++ {
-		n := yamlName(t.Field(i))
-		if n == "" {
-			continue
-		}
-		p := n
-		if prefix != "" {
-			p = prefix + "." + n
-		}
-		walk(v.Field(i), p, out)
-	}
-}
-
-func leafText(v reflect.Value) string {
-	if s, ok := v.Interface().(fmt.Stringer); ok {
-		return s.String()
-	}
-	return fmt.Sprint(v.Interface())
-}
+// Fields lists every leaf of cfg in declaration order (see config.Fields).
+func Fields(cfg config.Run) []Field { return config.Fields(cfg) }

@@ -245,22 +245,6 @@ func sameConfig(dir string, cfg config.Run) error {
 	return nil
 }
 
-// ConfigDiff names the first field (dotted path: old -> new) where a run made with config had
-// differs from want, ignoring fields that do not change results (train.workers, train.prefetch,
-// device) and model widths that want leaves to the store; "" when they agree.
-func ConfigDiff(had, want config.Run) string {
-	if want.Model.InputDim == 0 {
-		want.Model.InputDim = had.Model.InputDim
-	}
-	if want.Model.CandidateDim == 0 {
-		want.Model.CandidateDim = had.Model.CandidateDim
-	}
-	had.Train.Workers, had.Train.Prefetch, had.Device = want.Train.Workers, want.Train.Prefetch, want.Device
-	a, b := Fields(had), Fields(want)
-	for i := range a {
-		if a[i] != b[i] {
-			return fmt.Sprintf("%s: %s -> %s", a[i].Path, a[i].Value, b[i].Value)
-		}
-	}
-	return ""
-}
+// ConfigDiff names the first field where a run made with had would differ from one made with
+// want (see config.Diff).
+func ConfigDiff(had, want config.Run) string { return config.Diff(had, want) }

@@ -12,6 +12,8 @@ import (
 	"os/signal"
 	"sort"
 	"syscall"
+
+	"github.com/gelo-research/geloattack/train"
 )
 
 // command is one subcommand: its one-line summary and the function that parses its own flags.
@@ -72,6 +74,12 @@ func main() {
 	if err := cmd.run(ctx, os.Args[2:]); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return
+		}
+		if errors.Is(err, train.ErrInterrupted) {
+			// Distinct from failure (1) and success (0): schedulers requeue the job and the run
+			// resumes from the checkpoint just written. 130 is the shell's code for SIGINT.
+			fmt.Fprintf(os.Stderr, "geloattack %s: %v\n", name, err)
+			os.Exit(130)
 		}
 		fmt.Fprintf(os.Stderr, "geloattack %s: %v\n", name, err)
 		os.Exit(1)

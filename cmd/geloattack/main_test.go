@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -175,5 +176,67 @@ func TestDefaultRunDirectoryIsNeverOverwritten(t *testing.T) {
 		if _, _, err := checkpoints.LatestPath(filepath.Join(dir, want)); err != nil {
 			t.Fatalf("run %d: no checkpoint in %s: %v", i, want, err)
 		}
+	}
+}
+
+// Resuming checks the run's own config: a changed setting is refused (naming it) and leaves
+// config.yaml alone; without -config the run's own config is used.
+func TestResumeUsesAndChecksTheRunsConfig(t *testing.T) {
+	dir := t.TempDir()
+	cfg := writeConfig(t, dir, "4")
+	run := filepath.Join(dir, "run")
+	if out, err := cli(t, "train", "-config", cfg, "-out", run).CombinedOutput(); err != nil {
+		t.Fatalf("train: %v\n%s", err, out)
+	}
+	before := mustRead(t, filepath.Join(run, "config.yaml"))
+	other := filepath.Join(dir, "other.yaml")
+	if err := os.WriteFile(other, bytes.Replace(mustRead(t, cfg), []byte("shield_frac: 0.25"), []byte("shield_frac: 0.5"), 1), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := cli(t, "train", "-config", other, "-out", run, "-resume", "-steps", "6").CombinedOutput()
+	if err == nil || !bytes.Contains(out, []byte("sampler.shield_frac: 0.25 -> 0.5")) {
+		t.Fatalf("resume with another config: err %v\n%s", err, out)
+	}
+	if !bytes.Equal(before, mustRead(t, filepath.Join(run, "config.yaml"))) {
+		t.Fatal("a refused resume rewrote config.yaml")
+	}
+	if out, err := cli(t, "train", "-out", run, "-resume", "-steps", "6").CombinedOutput(); err != nil {
+		t.Fatalf("resume with the run's own config: %v\n%s", err, out)
+	}
+	if !bytes.Contains(mustRead(t, filepath.Join(run, "metrics.jsonl")), []byte(`"step":6`)) {
+		t.Fatal("resumed run did not reach step 6")
+	}
+}
+
+// SIGINT checkpoints and exits with status 130, naming the command that continues the run.
+func TestInterruptExitsWith130(t *testing.T) {
+	dir := t.TempDir()
+	cfg := writeConfig(t, dir, "100000")
+	run := filepath.Join(dir, "run")
+	child := cli(t, "train", "-config", cfg, "-out", run)
+	var out bytes.Buffer
+	child.Stdout, child.Stderr = &out, &out
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		if _, _, err := checkpoints.LatestPath(run); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			child.Process.Kill()
+			t.Fatalf("no checkpoint after 60 s:\n%s", out.String())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	child.Process.Signal(os.Interrupt)
+	err := child.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 130 {
+		t.Fatalf("exit %v, want status 130\n%s", err, out.String())
+	}
+	if !bytes.Contains(out.Bytes(), []byte("-resume -out "+run)) {
+		t.Fatalf("no resume command in the output:\n%s", out.String())
 	}
 }

@@ -18,7 +18,7 @@ func runTrain(ctx context.Context, args []string) error {
 	flags := flag.NewFlagSet("train", flag.ContinueOnError)
 	cfgPath := flags.String("config", "", "run config (YAML); empty = the embedded configs/quickstart.yaml")
 	out := flags.String("out", "", "run directory; empty = the config's out_dir, else runs/<name> (runs/<name>-2, -3, ... when that one holds an earlier run)")
-	resume := flags.Bool("resume", false, "continue the run in the run directory from its latest checkpoint")
+	resume := flags.Bool("resume", false, "continue a run from its latest checkpoint, with the config it was made with (default directory: the last unfinished runs/<name>[-N])")
 	steps := flags.Int("steps", 0, "override train.steps (0 = keep the config's)")
 	workers := flags.Int("workers", 0, "override train.workers, the example-generating goroutines (0 = keep)")
 	flags.Usage = func() {
@@ -45,14 +45,42 @@ func runTrain(ctx context.Context, args []string) error {
 		cfg.Train.Workers = *workers
 	}
 	dir := runDir(cfg.OutDir, cfg.Name, *out)
-	if !*resume && *out == "" && cfg.OutDir == "" {
+	defaultDir := *out == "" && cfg.OutDir == ""
+	switch {
+	case !*resume && defaultDir:
 		// The default directory of an earlier run: start a new one beside it rather than fail,
 		// so the README's command works every time. Named directories are never reused silently.
 		dir = freeRunDir(dir)
+	case *resume && defaultDir:
+		d, err := unfinishedRunDir(dir)
+		if err != nil {
+			return err
+		}
+		dir = d
+	}
+	if *resume && *cfgPath == "" {
+		// Resume the run with the config it was made with, not the embedded default.
+		p, _, err := checkpoints.LatestPath(dir)
+		if err != nil {
+			return fmt.Errorf("-resume: %w", err)
+		}
+		ck, err := checkpoints.LoadCheckpoint(p)
+		if err != nil {
+			return fmt.Errorf("-resume: %w", err)
+		}
+		if cfg, err = runner.ConfigOf(ck); err != nil {
+			return fmt.Errorf("-resume: %w", err)
+		}
+		if *steps > 0 {
+			cfg.Train.Steps = *steps
+		}
+		if *workers > 0 {
+			cfg.Train.Workers = *workers
+		}
 	}
 	res, err := runner.Train(ctx, cfg, dir, *resume, os.Stderr)
 	if errors.Is(err, train.ErrInterrupted) {
-		return nil
+		return fmt.Errorf("%w; continue with: geloattack train -resume -out %s", err, dir)
 	}
 	if err != nil {
 		return err
@@ -71,6 +99,26 @@ func freeRunDir(dir string) string {
 		}
 		cand = fmt.Sprintf("%s-%d", dir, i)
 	}
+}
+
+// unfinishedRunDir is the last of dir, dir-2, dir-3, ... that holds a checkpoint but no final
+// report: the run an interrupted `geloattack train` left behind.
+func unfinishedRunDir(dir string) (string, error) {
+	found := ""
+	cand := dir
+	for i := 2; ; i++ {
+		if _, _, err := checkpoints.LatestPath(cand); err != nil {
+			break
+		}
+		if _, err := os.Stat(filepath.Join(cand, "report.json")); err != nil {
+			found = cand
+		}
+		cand = fmt.Sprintf("%s-%d", dir, i)
+	}
+	if found == "" {
+		return "", fmt.Errorf("-resume: no unfinished run in %s or %s-N; name the run directory with -out", dir, dir)
+	}
+	return found, nil
 }
 
 // runDir is -out, else the config's out_dir, else runs/<name>.

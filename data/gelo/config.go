@@ -140,6 +140,10 @@ func (c Config) Validate() error {
 	default:
 		add(fmt.Errorf("shield_kind: %q, want gaussian, student_t or manifold", c.ShieldKind))
 	}
+	if c.Center && c.Positives.Min*c.TokensPerText.Min < 2 {
+		// One centred row is the zero vector: m = 0 and every shield would be zero too.
+		add(fmt.Errorf("center: true with positives %s x tokens_per_text %s can leave a single clean row, which centring makes zero; want at least 2 clean rows", c.Positives, c.TokensPerText))
+	}
 	if c.ShieldRows < 0 {
 		add(fmt.Errorf("shield_rows: %d, want >= 0 (0 = use shield_frac)", c.ShieldRows))
 	}
