@@ -1,0 +1,331 @@
+package cuda
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"strings"
+	"unsafe"
+)
+
+// ErrNoDevice is matched (errors.Is) by every error Open returns.
+var ErrNoDevice = errors.New("no CUDA device")
+
+// NoDeviceError says why Open found no usable device.
+type NoDeviceError struct {
+	Why   string   // e.g. "libcuda.so.1 not found", "cuInit: CUDA_ERROR_NO_DEVICE"
+	Tried []string // library paths tried, when a library was not found
+	Dirs  []string // folders searched for them
+	Err   error    // the underlying error, if any
+}
+
+// Error is "no CUDA device: <why>", followed for a missing library by the
+// paths tried and the folders searched.
+func (e *NoDeviceError) Error() string {
+	s := "no CUDA device: " + e.Why
+	if len(e.Tried) > 0 {
+		s += "; tried " + strings.Join(e.Tried, ", ")
+	}
+	if len(e.Tried) > 0 {
+		if len(e.Dirs) == 0 {
+			s += "; searched no folders (none of the usual ones exist)"
+		} else {
+			s += "; searched " + strings.Join(e.Dirs, ":")
+		}
+	}
+	return s
+}
+
+// Is reports whether target is ErrNoDevice.
+func (e *NoDeviceError) Is(target error) bool { return target == ErrNoDevice }
+
+// Unwrap returns the underlying error.
+func (e *NoDeviceError) Unwrap() error { return e.Err }
+
+// Options configure Open; the zero value opens device 0 with the libraries
+// found in SearchDirs.
+type Options struct {
+	// Ordinal is the device index (CUDA_VISIBLE_DEVICES applies first).
+	Ordinal int
+	// Dirs replaces SearchDirs() when not nil.
+	Dirs []string
+	// DriverPaths, CublasPaths replace the candidate lists when not nil
+	// (tests use them to point at files that are not the libraries).
+	DriverPaths, CublasPaths []string
+}
+
+// Device is one opened GPU: the driver, its primary context made current,
+// one stream, a cuBLAS handle bound to that stream, and the kernels of the
+// embedded PTX (none unless built with the cudaptx tag).
+//
+// The driver's current context is per OS thread: callers that use a Device
+// from several goroutines must call MakeCurrent on the thread they run on
+// (or lock one goroutine to its thread), as the engine's backend will.
+type Device struct {
+	// Drv is the loaded driver library.
+	Drv *Driver
+	// Blas is the loaded cuBLAS library.
+	Blas   *Cublas
+	dev    int32
+	ctx    uintptr
+	stream uintptr
+	handle uintptr
+	name   string
+	mem    uint64
+	cc     [2]int
+	mods   []uintptr
+	funcs  map[string]uintptr
+}
+
+// Open loads libcuda and cuBLAS, initialises the driver and prepares device
+// opts.Ordinal. Every error it returns is a *NoDeviceError ("no CUDA device:
+// ...") and nothing is left loaded or allocated after a failure.
+func Open(opts Options) (_ *Device, err error) {
+	dirs := opts.Dirs
+	if dirs == nil {
+		dirs = SearchDirs()
+	}
+	dp := opts.DriverPaths
+	if dp == nil {
+		dp = Candidates(DriverNames, dirs)
+	}
+	drv, derr := loadDriver(dp)
+	if derr != nil {
+		return nil, &NoDeviceError{Why: "CUDA driver library not loaded: " + derr.Error(), Tried: dp, Dirs: dirs, Err: derr}
+	}
+	d := &Device{Drv: drv, dev: -1, funcs: map[string]uintptr{}}
+	defer func() {
+		if err != nil {
+			d.Close()
+		}
+	}()
+	fail := func(e error) error {
+		return &NoDeviceError{Why: e.Error(), Err: e}
+	}
+	if e := drv.Check("cuInit", drv.cuInit(0)); e != nil {
+		return nil, fail(e)
+	}
+	var n int32
+	if e := drv.Check("cuDeviceGetCount", drv.cuDeviceGetCount(&n)); e != nil {
+		return nil, fail(e)
+	}
+	if opts.Ordinal < 0 || opts.Ordinal >= int(n) {
+		return nil, &NoDeviceError{Why: fmt.Sprintf("device %d requested, %d present", opts.Ordinal, n)}
+	}
+	var dev int32
+	if e := drv.Check("cuDeviceGet", drv.cuDeviceGet(&dev, int32(opts.Ordinal))); e != nil {
+		return nil, fail(e)
+	}
+	var ctx uintptr
+	if e := drv.Check("cuDevicePrimaryCtxRetain", drv.cuDevicePrimaryCtxRetain(&ctx, dev)); e != nil {
+		return nil, fail(e)
+	}
+	d.dev, d.ctx = dev, ctx
+	if e := d.MakeCurrent(); e != nil {
+		return nil, fail(e)
+	}
+	buf := make([]byte, 256)
+	if e := drv.Check("cuDeviceGetName", drv.cuDeviceGetName(&buf[0], int32(len(buf)), dev)); e != nil {
+		return nil, fail(e)
+	}
+	d.name = goString(&buf[0])
+	if e := drv.Check("cuDeviceTotalMem", drv.cuDeviceTotalMem(&d.mem, dev)); e != nil {
+		return nil, fail(e)
+	}
+	for i, attr := range []int32{75, 76} { // CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, _MINOR
+		var v int32
+		if e := drv.Check("cuDeviceGetAttribute", drv.cuDeviceGetAttribute(&v, attr, dev)); e != nil {
+			return nil, fail(e)
+		}
+		d.cc[i] = int(v)
+	}
+	if e := drv.Check("cuStreamCreate", drv.cuStreamCreate(&d.stream, 1)); e != nil { // CU_STREAM_NON_BLOCKING
+		return nil, fail(e)
+	}
+
+	cp := opts.CublasPaths
+	if cp == nil {
+		cp = Candidates(CublasNames, dirs)
+	}
+	blas, berr := loadCublas(Candidates(CublasLtNames, dirs), cp)
+	if berr != nil {
+		return nil, &NoDeviceError{Why: "cuBLAS not loaded: " + berr.Error(), Tried: cp, Dirs: dirs, Err: berr}
+	}
+	d.Blas = blas
+	if e := cublasCheck("cublasCreate_v2", blas.cublasCreate(&d.handle)); e != nil {
+		return nil, fail(e)
+	}
+	if e := cublasCheck("cublasSetStream_v2", blas.cublasSetStream(d.handle, d.stream)); e != nil {
+		return nil, fail(e)
+	}
+	if e := d.loadKernels(embeddedPTX()); e != nil {
+		return nil, fail(e)
+	}
+	return d, nil
+}
+
+// MakeCurrent makes the device's context current on the calling OS thread.
+func (d *Device) MakeCurrent() error {
+	return d.Drv.Check("cuCtxSetCurrent", d.Drv.cuCtxSetCurrent(d.ctx))
+}
+
+// Name describes the device and the files loaded, e.g.
+// "cuda:0 NVIDIA H100 80GB HBM3 (sm_90, 79.1 GiB; driver 12.8 /usr/lib/x86_64-linux-gnu/libcuda.so.1; cuBLAS 130000 libcublas.so.13)".
+func (d *Device) Name() string {
+	ver, _ := d.Drv.Version()
+	s := fmt.Sprintf("cuda:%d %s (sm_%d%d, %.1f GiB; driver %d.%d %s", d.dev, d.name, d.cc[0], d.cc[1],
+		float64(d.mem)/(1<<30), ver/1000, ver%1000/10, d.Drv.Path)
+	if d.Blas != nil {
+		var bv int32
+		if d.handle != 0 {
+			d.Blas.cublasGetVersion(d.handle, &bv)
+		}
+		s += fmt.Sprintf("; cuBLAS %d %s", bv, d.Blas.Path)
+		if d.Blas.LtPath != "" {
+			s += ", " + d.Blas.LtPath
+		}
+	}
+	return s + fmt.Sprintf("; %d kernels)", len(d.funcs))
+}
+
+// Libraries returns the paths of the shared objects loaded.
+func (d *Device) Libraries() []string {
+	out := []string{d.Drv.Path}
+	if d.Blas != nil {
+		if d.Blas.LtPath != "" {
+			out = append(out, d.Blas.LtPath)
+		}
+		out = append(out, d.Blas.Path)
+	}
+	return out
+}
+
+// TotalMem is the device memory in bytes.
+func (d *Device) TotalMem() uint64 { return d.mem }
+
+// ComputeCapability returns (major, minor), e.g. (9, 0) for an H100.
+func (d *Device) ComputeCapability() (int, int) { return d.cc[0], d.cc[1] }
+
+// Close releases the cuBLAS handle, modules and primary context and unloads
+// the libraries. Memory from Alloc must be freed first.
+func (d *Device) Close() {
+	if d == nil || d.Drv == nil {
+		return
+	}
+	if d.Blas != nil {
+		if d.handle != 0 {
+			d.Blas.cublasDestroy(d.handle)
+			d.handle = 0
+		}
+		d.Blas.close()
+		d.Blas = nil
+	}
+	for _, m := range d.mods {
+		d.Drv.cuModuleUnload(m)
+	}
+	d.mods, d.funcs = nil, nil
+	if d.ctx != 0 {
+		d.Drv.cuDevicePrimaryCtxRelease(d.dev)
+		d.ctx = 0
+	}
+	d.Drv.lib.close()
+	d.Drv = nil
+}
+
+// Alloc returns n float32 elements of zeroed device memory.
+func (d *Device) Alloc(n int) (DevicePtr, error) {
+	var p DevicePtr
+	if n == 0 {
+		return 0, nil
+	}
+	if err := d.Drv.Check("cuMemAlloc", d.Drv.cuMemAlloc(&p, uint64(n)*4)); err != nil {
+		return 0, err
+	}
+	if err := d.Fill(p, n, 0); err != nil {
+		d.Free(p)
+		return 0, err
+	}
+	return p, nil
+}
+
+// Free releases memory from Alloc.
+func (d *Device) Free(p DevicePtr) error {
+	if p == 0 {
+		return nil
+	}
+	return d.Drv.Check("cuMemFree", d.Drv.cuMemFree(p))
+}
+
+// Fill sets n float32 elements at p to v (on the device's stream order:
+// cuMemsetD32 is synchronous with respect to the host for device memory).
+func (d *Device) Fill(p DevicePtr, n int, v float32) error {
+	return d.Drv.Check("cuMemsetD32", d.Drv.cuMemsetD32(p, *(*uint32)(unsafe.Pointer(&v)), uint64(n)))
+}
+
+// Upload copies src to the device at p (synchronous).
+func (d *Device) Upload(p DevicePtr, src []float32) error {
+	if len(src) == 0 {
+		return nil
+	}
+	if err := d.Sync(); err != nil { // order after kernels queued on the stream
+		return err
+	}
+	err := d.Drv.Check("cuMemcpyHtoD", d.Drv.cuMemcpyHtoD(p, unsafe.Pointer(&src[0]), uint64(len(src))*4))
+	runtime.KeepAlive(src)
+	return err
+}
+
+// Download copies len(dst) elements at p to dst, after the stream's work.
+func (d *Device) Download(dst []float32, p DevicePtr) error {
+	if len(dst) == 0 {
+		return nil
+	}
+	if err := d.Sync(); err != nil {
+		return err
+	}
+	err := d.Drv.Check("cuMemcpyDtoH", d.Drv.cuMemcpyDtoH(unsafe.Pointer(&dst[0]), p, uint64(len(dst))*4))
+	runtime.KeepAlive(dst)
+	return err
+}
+
+// Sync waits for the device's stream.
+func (d *Device) Sync() error {
+	return d.Drv.Check("cuStreamSynchronize", d.Drv.cuStreamSync(d.stream))
+}
+
+// SyncAll waits for all work in the context (cuCtxSynchronize).
+func (d *Device) SyncAll() error {
+	return d.Drv.Check("cuCtxSynchronize", d.Drv.cuCtxSynchronize())
+}
+
+// Gemm is C_i = alpha op(A_i) op(B_i) + beta C_i for i < batch in row-major
+// float32 (the engine's Backend.Gemm convention), matrices stored one after
+// another: cublasSgemm for one, cublasSgemmStridedBatched for more.
+func (d *Device) Gemm(transA, transB bool, batch, m, n, k int, alpha float32, a, b DevicePtr, beta float32, c DevicePtr) error {
+	if batch == 0 || m == 0 || n == 0 {
+		return nil
+	}
+	o1, o2, lda, ldb, ldc := rowMajorGemmArgs(transA, transB, m, n, k)
+	if batch == 1 {
+		return cublasCheck("cublasSgemm_v2", d.Blas.cublasSgemm(d.handle, o1, o2, int32(n), int32(m), int32(k),
+			&alpha, b, ldb, a, lda, &beta, c, ldc))
+	}
+	return cublasCheck("cublasSgemmStridedBatched", d.Blas.cublasSgemmSB(d.handle, o1, o2, int32(n), int32(m), int32(k),
+		&alpha, b, ldb, int64(k*n), a, lda, int64(m*k), &beta, c, ldc, int64(m*n), int32(batch)))
+}
+
+// GemmBF16 is Gemm (batch 1) on bf16 A and B with a float32 C and float32
+// accumulation (cublasGemmEx, CUBLAS_COMPUTE_32F): the mixed-precision
+// path. a and b hold bfloat16 values (2 bytes each).
+func (d *Device) GemmBF16(transA, transB bool, m, n, k int, alpha float32, a, b DevicePtr, beta float32, c DevicePtr) error {
+	if m == 0 || n == 0 {
+		return nil
+	}
+	o1, o2, lda, ldb, ldc := rowMajorGemmArgs(transA, transB, m, n, k)
+	st := d.Blas.cublasGemmEx(d.handle, o1, o2, int32(n), int32(m), int32(k),
+		unsafe.Pointer(&alpha), b, DataBFloat16, ldb, a, DataBFloat16, lda,
+		unsafe.Pointer(&beta), c, DataFloat32, ldc, cublasCompute32F, cublasGemmDefault)
+	runtime.KeepAlive(&alpha)
+	runtime.KeepAlive(&beta)
+	return cublasCheck("cublasGemmEx", st)
+}

@@ -1,0 +1,20 @@
+// Host stand-ins for the CUDA built-ins the kernels use, so that a host C++
+// compiler can check kernels/*.cu for syntax and type errors where nvcc is
+// absent (TestKernelSyntax). This is not CUDA semantics: nothing is run.
+#include <cmath>
+#include <algorithm>
+#define __global__
+#define __device__
+#define __forceinline__ inline
+#define __shared__ static
+struct ga_dim3 { unsigned x, y, z; };
+extern ga_dim3 blockIdx, blockDim, threadIdx, gridDim;
+inline void __syncthreads() {}
+inline float __shfl_xor_sync(unsigned, float v, int) { return v; }
+inline double __shfl_xor_sync(unsigned, double v, int) { return v; }
+inline float __expf(float x) { return std::exp(x); }
+inline float rsqrtf(float x) { return 1 / std::sqrt(x); }
+using std::isinf;
+using std::isnan;
+using std::max;
+using std::min;
