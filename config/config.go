@@ -127,6 +127,9 @@ func Load(path string) (Run, error) {
 func Parse(name string, src []byte) (Run, error) {
 	r := Default()
 	if !emptyDocument(src) {
+		if err := checkNodes(name, src); err != nil {
+			return Run{}, err
+		}
 		dec := yaml.NewDecoder(bytes.NewReader(src), yaml.Strict(), yaml.DisallowUnknownField())
 		if err := dec.Decode(&r); err != nil {
 			return Run{}, decodeError(name, src, err)

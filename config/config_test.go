@@ -58,12 +58,17 @@ func TestBadConfigsNameKeyLineAndRange(t *testing.T) {
 		want      []string
 	}{
 		{"unknown key", "name: x\nsampler:\n  shield_fraction: 0.5\n", "bad.yaml:3:3:", []string{`unknown field "shield_fraction"`}},
-		{"wrong type", "train:\n  steps: many\n", "bad.yaml:2:10:", []string{"steps", "cannot unmarshal"}},
+		{"wrong type", "train:\n  steps: many\n", "bad.yaml:2:10:", []string{"train.steps", "many", "want an integer"}},
 		{"fraction above 1", "sampler:\n  shield_frac: 0.2\n  obs_rows: 1.5\n", "bad.yaml:3:", []string{"sampler.obs_rows", "1.5", "(0, 1]"}},
 		{"kappa below 1", "sampler:\n  mix: non_orthogonal\n  mix_cond: 0.5\n", "bad.yaml:3:", []string{"sampler.mix_cond", "0.5"}},
 		{"min above max", "sampler:\n  shield_scale: [2.0, 1.0]\n", "bad.yaml:2:", []string{"sampler.shield_scale", "2"}},
 		{"heads do not divide", "model:\n  hidden: 100\n  heads: 3\n", "bad.yaml:3:", []string{"model.heads", "3", "100"}},
 		{"negative lr", "train:\n  lr: -0.1\n", "bad.yaml:2:", []string{"train.lr", "-0.1", "(0, 1]"}},
+		{"fractional integer", "train:\n  workers: 2.9\n", "bad.yaml:2:12:", []string{"train.workers", "2.9", "want an integer"}},
+		{"quoted integer", "train:\n  steps: '10'\n", "bad.yaml:2:10:", []string{"train.steps", "want an integer"}},
+		{"null value", "sampler:\n  seed:\n", "bad.yaml:", []string{"sampler.seed", "no value"}},
+		{"bad range bound", "sampler:\n  shield_scale: [1, x]\n", "bad.yaml:2:17:", []string{"sampler.shield_scale", "not a number"}},
+		{"range unknown key", "sampler:\n  shield_frac: {min: 0.1, max: 0.5, foo: 1}\n", "bad.yaml:2:16:", []string{"sampler.shield_frac", "foo"}},
 		{"dot name", "name: ..\n", "bad.yaml:1:", []string{"name", `".."`}},
 		{"bad device", "device: tpu\n", "bad.yaml:1:", []string{"device", "tpu", "auto, cpu or cuda"}},
 		{"bad sinkhorn eps", "loss:\n  unmix:\n    eps: 0\n", "bad.yaml:3:", []string{"loss.unmix.eps", "0"}},

@@ -1,0 +1,89 @@
+package config
+
+import (
+	"fmt"
+	"reflect"
+	"strings"
+
+	"github.com/goccy/go-yaml"
+	"github.com/goccy/go-yaml/ast"
+	"github.com/goccy/go-yaml/parser"
+
+	"github.com/gelo-research/geloattack/data/gelo"
+)
+
+var rangeType = reflect.TypeOf(gelo.Range{})
+
+// checkNodes walks the document beside the Run struct before it is decoded and reports, with the
+// key's line and column, what the decoder would accept silently or without a location: a
+// fraction or a string in an integer field (the decoder truncates 2.9 to 2 and reads '10' as
+// 10), a null where a value is needed, and a malformed range (its errors carry no position).
+func checkNodes(name string, src []byte) error {
+	f, err := parser.ParseBytes(src, 0)
+	if err != nil || len(f.Docs) == 0 || f.Docs[0].Body == nil {
+		return nil // the decoder reports syntax errors with their position
+	}
+	return walkNode(name, f.Docs[0].Body, reflect.TypeOf(Run{}), "")
+}
+
+// pairs lists the key/value pairs of a mapping node (go-yaml gives a one-pair mapping as the pair).
+func pairs(n ast.Node) []*ast.MappingValueNode {
+	switch m := n.(type) {
+	case *ast.MappingNode:
+		return m.Values
+	case *ast.MappingValueNode:
+		return []*ast.MappingValueNode{m}
+	}
+	return nil
+}
+
+func walkNode(name string, n ast.Node, t reflect.Type, prefix string) error {
+	for _, kv := range pairs(n) {
+		key := kv.Key.GetToken().Value
+		field, ok := fieldByYAML(t, key)
+		if !ok {
+			continue // unknown keys are the decoder's to report
+		}
+		path := key
+		if prefix != "" {
+			path = prefix + "." + key
+		}
+		v := kv.Value
+		pos := v.GetToken().Position
+		fail := func(format string, args ...any) error {
+			return &Error{File: name, Line: pos.Line, Col: pos.Column, Key: path, Msg: fmt.Sprintf(format, args...)}
+		}
+		if _, null := v.(*ast.NullNode); null {
+			return fail("no value; remove the key to keep the default")
+		}
+		switch ft := field.Type; {
+		case ft == rangeType:
+			var r gelo.Range
+			if err := yaml.Unmarshal([]byte(v.String()), &r); err != nil {
+				return fail("%s (a range is a number, [min, max], or {min, max, rand})", strings.TrimSpace(yaml.FormatError(err, false, false)))
+			}
+		case ft.Kind() >= reflect.Int && ft.Kind() <= reflect.Uint64:
+			if _, isInt := v.(*ast.IntegerNode); !isInt {
+				return fail("%s, want an integer", strings.TrimSpace(v.String()))
+			}
+		case ft.Kind() == reflect.Struct:
+			if err := walkNode(name, v, ft, path); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// fieldByYAML finds the struct field whose YAML key is key.
+func fieldByYAML(t reflect.Type, key string) (reflect.StructField, bool) {
+	if t.Kind() != reflect.Struct {
+		return reflect.StructField{}, false
+	}
+	for i := 0; i < t.NumField(); i++ {
+		if yamlName(t.Field(i)) == key {
+			return t.Field(i), true
+		}
+	}
+	return reflect.StructField{}, false
+}
