@@ -301,27 +301,37 @@ func BSSEval(ctx context.Context, s *gelo.Sampler, method BSSMethod, opts BSSOpt
 		if sep.Converged {
 			row.Converged++
 		}
-		est, err := eval.ClassicalScore(sep.Sources, h)
-		if err != nil {
+		if err := scoreVsRandom(s, opts.Split, ex, sep.Sources, h, opts.Seed+uint64(i), &p95, &mean); err != nil {
 			return BSSRow{}, err
 		}
-		m, _ := sep.Sources.Dims()
-		random, err := randomSplitRows(s, opts.Split, ex, m, opts.Seed+uint64(i))
-		if err != nil {
-			return BSSRow{}, err
-		}
-		chance, err := eval.ClassicalScore(random, h)
-		if err != nil {
-			return BSSRow{}, err
-		}
-		p95.Add(est.AbsCosP95, chance.AbsCosP95)
-		mean.Add(est.AbsCosMean, chance.AbsCosMean)
 		row.N += float64(ex.N) / float64(opts.Examples)
 		row.NClean += float64(ex.NClean) / float64(opts.Examples)
 	}
 	row.P95AbsCos, row.MeanAbsCos = p95.Metric(), mean.Metric()
 	row.Seconds = elapsed.Seconds() / float64(max(1, opts.Examples))
 	return row, nil
+}
+
+// scoreVsRandom adds est's p95 and mean |cos| to truth (after Hungarian matching) to the
+// accumulators, each beside its chance level: the same figure for as many random rows of the split,
+// drawn from texts other than the example's.
+func scoreVsRandom(s *gelo.Sampler, split data.Split, ex *gelo.Example, est, truth *mat.Dense, seed uint64, p95, mean *eval.Accumulator) error {
+	got, err := eval.ClassicalScore(est, truth)
+	if err != nil {
+		return err
+	}
+	m, _ := est.Dims()
+	random, err := randomSplitRows(s, split, ex, m, seed)
+	if err != nil {
+		return err
+	}
+	chance, err := eval.ClassicalScore(random, truth)
+	if err != nil {
+		return err
+	}
+	p95.Add(got.AbsCosP95, chance.AbsCosP95)
+	mean.Add(got.AbsCosMean, chance.AbsCosMean)
+	return nil
 }
 
 // randomSplitRows draws k rows of the split uniformly over (text, position), texts other than the
@@ -510,21 +520,9 @@ func AnchorEval(ctx context.Context, s *gelo.Sampler, opts AnchorEvalOptions) (A
 		}
 		elapsed += time.Since(start)
 		row.MixingErr += mixingError(ex, known, res.MixingK) / float64(opts.Examples)
-		est, err := eval.ClassicalScore(res.Rest.Sources, others)
-		if err != nil {
+		if err := scoreVsRandom(s, opts.Split, ex, res.Rest.Sources, others, opts.Seed+uint64(i), &p95, &mean); err != nil {
 			return AnchorRow{}, err
 		}
-		m, _ := res.Rest.Sources.Dims()
-		random, err := randomSplitRows(s, opts.Split, ex, m, opts.Seed+uint64(i))
-		if err != nil {
-			return AnchorRow{}, err
-		}
-		chance, err := eval.ClassicalScore(random, others)
-		if err != nil {
-			return AnchorRow{}, err
-		}
-		p95.Add(est.AbsCosP95, chance.AbsCosP95)
-		mean.Add(est.AbsCosMean, chance.AbsCosMean)
 		row.N += float64(ex.N) / float64(opts.Examples)
 		row.NClean += float64(ex.NClean) / float64(opts.Examples)
 	}
