@@ -240,3 +240,42 @@ func TestInterruptExitsWith130(t *testing.T) {
 		t.Fatalf("no resume command in the output:\n%s", out.String())
 	}
 }
+
+// A bad store stops `train` with one line that names the store, the file and what is wrong.
+func TestBadStoreGivesOneLineError(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good")
+	if out, err := cli(t, "store", "synth", "-out", good, "-texts", "40", "-d", "16", "-e", "8").CombinedOutput(); err != nil {
+		t.Fatalf("store synth: %v\n%s", err, out)
+	}
+	truncated := filepath.Join(dir, "truncated")
+	if err := os.CopyFS(truncated, os.DirFS(good)); err != nil {
+		t.Fatal(err)
+	}
+	tok := filepath.Join(truncated, "tokens.arrow")
+	b := mustRead(t, tok)
+	if err := os.WriteFile(tok, b[:len(b)/2], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct{ name, store, want string }{
+		{"missing", filepath.Join(dir, "nowhere"), "nowhere"},
+		{"truncated", truncated, "tokens.arrow"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := filepath.Join(dir, c.name+".yaml")
+			src := "name: bad\nstore: {path: " + c.store + "}\nmodel: {hidden: 16, layers: 1, heads: 2, mlp_hidden: 32}\n"
+			if err := os.WriteFile(cfg, []byte(src), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			out, err := cli(t, "train", "-config", cfg, "-out", filepath.Join(dir, "run-"+c.name)).CombinedOutput()
+			if err == nil {
+				t.Fatalf("train on a %s store succeeded:\n%s", c.name, out)
+			}
+			lines := bytes.Split(bytes.TrimSpace(out), []byte("\n"))
+			if len(lines) != 1 || !bytes.Contains(lines[0], []byte(c.want)) {
+				t.Fatalf("want one line naming %q, got:\n%s", c.want, out)
+			}
+		})
+	}
+}
