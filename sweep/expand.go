@@ -62,6 +62,19 @@ func expand(file string, base yaml.MapSlice, axes []axis, cells [][]Setting) ([]
 		}
 		out[i].Config = cfg
 	}
+	// Different spellings of one value ([0.5, 1] and {min: 0.5, max: 1}) pass the settings check
+	// above; two cells that would train the same thing are refused on their resolved configs.
+	for i := range out {
+		for j := 0; j < i; j++ {
+			a, b := out[j].Config, out[i].Config
+			a.Name, a.OutDir = b.Name, b.OutDir
+			if config.Diff(a, b) == "" {
+				s := firstSetting(out[i].Settings)
+				return nil, &Error{File: file, Line: s.Line, Col: s.Col,
+					Msg: fmt.Sprintf("cells %s and %s resolve to the same run config", out[j].Name, out[i].Name)}
+			}
+		}
+	}
 	return out, nil
 }
 

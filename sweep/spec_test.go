@@ -292,3 +292,11 @@ func TestErrorIsTyped(t *testing.T) {
 		t.Fatalf("got %#v", err)
 	}
 }
+
+func TestCellsWithTheSameResolvedConfigRejected(t *testing.T) {
+	src := "base:\n  name: x\naxes:\n  sampler.shield_scale: [[0.5, 1], {min: 0.5, max: 1}]\n"
+	_, err := Parse("dup.yaml", []byte(src))
+	if err == nil || !strings.Contains(err.Error(), "resolve to the same run config") || !strings.Contains(err.Error(), "dup.yaml:4:") {
+		t.Fatalf("got %v", err)
+	}
+}
