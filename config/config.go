@@ -93,24 +93,31 @@ func Default() Run {
 	}
 }
 
-// Error is a configuration error located in its file.
+// Error is an error located in a YAML file: a run config, or a sweep file built on one.
 type Error struct {
+	// Kind names what was being read ("config" when empty, "sweep", ...).
+	Kind      string
 	File      string
 	Line, Col int
-	Key       string
-	Msg       string
+	// Key is the dotted path of the offending key, if known.
+	Key string
+	Msg string
 }
 
-// Error renders "file:line:col: key: message".
+// Error renders "kind file:line:col: key: message".
 func (e *Error) Error() string {
+	kind := e.Kind
+	if kind == "" {
+		kind = "config"
+	}
 	loc := e.File
 	if e.Line > 0 {
 		loc = fmt.Sprintf("%s:%d:%d", e.File, e.Line, e.Col)
 	}
 	if e.Key != "" {
-		return fmt.Sprintf("config %s: %s: %s", loc, e.Key, e.Msg)
+		return fmt.Sprintf("%s %s: %s: %s", kind, loc, e.Key, e.Msg)
 	}
-	return fmt.Sprintf("config %s: %s", loc, e.Msg)
+	return fmt.Sprintf("%s %s: %s", kind, loc, e.Msg)
 }
 
 // Load reads a config file over the defaults; see Parse.

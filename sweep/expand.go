@@ -41,7 +41,7 @@ func expand(file string, base yaml.MapSlice, axes []axis, cells [][]Setting) ([]
 	for _, c := range cells {
 		for _, s := range c {
 			if axisAt[s.Path] {
-				return nil, &Error{File: file, Line: s.Line, Col: s.Col, Key: s.Path,
+				return nil, &Error{Kind: "sweep", File: file, Line: s.Line, Col: s.Col, Key: s.Path,
 					Msg: "set both as an axis and in a cell; a path is either an axis of the grid or set by cells"}
 			}
 		}
@@ -70,7 +70,7 @@ func expand(file string, base yaml.MapSlice, axes []axis, cells [][]Setting) ([]
 			a.Name, a.OutDir = b.Name, b.OutDir
 			if config.Diff(a, b) == "" {
 				s := firstSetting(out[i].Settings)
-				return nil, &Error{File: file, Line: s.Line, Col: s.Col,
+				return nil, &Error{Kind: "sweep", File: file, Line: s.Line, Col: s.Col,
 					Msg: fmt.Sprintf("cells %s and %s resolve to the same run config", out[j].Name, out[i].Name)}
 			}
 		}
@@ -105,7 +105,7 @@ func nameCells(file string, cells []Cell) error {
 		keys[i] = canonicalKey(c.Settings)
 		if j, dup := byKey[keys[i]]; dup {
 			s := firstSetting(c.Settings)
-			return &Error{File: file, Line: s.Line, Col: s.Col,
+			return &Error{Kind: "sweep", File: file, Line: s.Line, Col: s.Col,
 				Msg: fmt.Sprintf("cells %d and %d have the same settings (%s)", j+1, i+1, describe(c.Settings))}
 		}
 		byKey[keys[i]] = i
@@ -314,7 +314,7 @@ func render(file string, base yaml.MapSlice, c *Cell) (config.Run, error) {
 	for _, s := range c.Settings {
 		var err error
 		if doc, err = setPathChecked(doc, s.Path, s.Value); err != nil {
-			return config.Run{}, &Error{File: file, Line: s.Line, Col: s.Col, Key: s.Path, Msg: err.Error()}
+			return config.Run{}, &Error{Kind: "sweep", File: file, Line: s.Line, Col: s.Col, Key: s.Path, Msg: err.Error()}
 		}
 	}
 	src, err := yaml.Marshal(doc)
@@ -329,7 +329,7 @@ func render(file string, base yaml.MapSlice, c *Cell) (config.Run, error) {
 	if errors.As(err, &ce) {
 		for _, s := range c.Settings {
 			if related(ce.Key, s.Path) {
-				return config.Run{}, &Error{File: file, Line: s.Line, Col: s.Col, Key: s.Path,
+				return config.Run{}, &Error{Kind: "sweep", File: file, Line: s.Line, Col: s.Col, Key: s.Path,
 					Msg: fmt.Sprintf("value %s in cell %s: %s", s.Text, c.Name, ce.Msg)}
 			}
 		}

@@ -16,29 +16,9 @@ import (
 	"github.com/gelo-research/geloattack/config"
 )
 
-// Error is a sweep-file error located in its file.
-type Error struct {
-	// File is the sweep file (or the base config it names).
-	File string
-	// Line and Col locate the offending node; 0 when unknown.
-	Line, Col int
-	// Key is the sweep key or the axis (a dotted config path) at fault, if any.
-	Key string
-	// Msg says what is wrong and what is allowed.
-	Msg string
-}
-
-// Error renders "sweep file:line:col: key: message".
-func (e *Error) Error() string {
-	loc := e.File
-	if e.Line > 0 {
-		loc = fmt.Sprintf("%s:%d:%d", e.File, e.Line, e.Col)
-	}
-	if e.Key != "" {
-		return fmt.Sprintf("sweep %s: %s: %s", loc, e.Key, e.Msg)
-	}
-	return fmt.Sprintf("sweep %s: %s", loc, e.Msg)
-}
+// Error is a sweep-file error located in its file: a config.Error of kind "sweep", so that run
+// configs and sweep files report problems the same way.
+type Error = config.Error
 
 // Sweep is a parsed and expanded sweep file: every cell with its validated run config.
 type Sweep struct {
@@ -108,7 +88,7 @@ func Parse(name string, src []byte) (*Sweep, error) {
 		body = d.Body
 	}
 	if body == nil {
-		return nil, &Error{File: name, Msg: "empty sweep file: want base or base_config, and axes or cells"}
+		return nil, &Error{Kind: "sweep", File: name, Msg: "empty sweep file: want base or base_config, and axes or cells"}
 	}
 	top, ok := body.(*ast.MappingNode)
 	if !ok {
@@ -155,11 +135,11 @@ func Parse(name string, src []byte) (*Sweep, error) {
 	}
 	switch {
 	case baseNode == nil && baseCfgNode == nil:
-		return nil, &Error{File: name, Msg: "no base: set base (a run config) or base_config (a path relative to the sweep file)"}
+		return nil, &Error{Kind: "sweep", File: name, Msg: "no base: set base (a run config) or base_config (a path relative to the sweep file)"}
 	case baseNode != nil && baseCfgNode != nil:
 		return nil, errAt(name, baseCfgNode.Key, "base_config", "set base or base_config, not both")
 	case !haveAxes && !haveCells:
-		return nil, &Error{File: name, Msg: "nothing to sweep: set axes (a grid) and/or cells (a list of overrides)"}
+		return nil, &Error{Kind: "sweep", File: name, Msg: "nothing to sweep: set axes (a grid) and/or cells (a list of overrides)"}
 	}
 	var base yaml.MapSlice
 	if baseNode != nil {
@@ -362,7 +342,7 @@ func pos(n ast.Node) (int, int) {
 
 func errAt(file string, n ast.Node, key, msg string) error {
 	l, c := pos(n)
-	return &Error{File: file, Line: l, Col: c, Key: key, Msg: msg}
+	return &Error{Kind: "sweep", File: file, Line: l, Col: c, Key: key, Msg: msg}
 }
 
 var yamlPos = regexp.MustCompile(`^\[(\d+):(\d+)\] (.*)$`)
@@ -374,7 +354,7 @@ func yamlError(file string, err error) error {
 	if m := yamlPos.FindStringSubmatch(msg); m != nil {
 		l, _ := strconv.Atoi(m[1])
 		c, _ := strconv.Atoi(m[2])
-		return &Error{File: file, Line: l, Col: c, Msg: m[3]}
+		return &Error{Kind: "sweep", File: file, Line: l, Col: c, Msg: m[3]}
 	}
-	return &Error{File: file, Msg: msg}
+	return &Error{Kind: "sweep", File: file, Msg: msg}
 }
