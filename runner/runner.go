@@ -12,6 +12,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/gelo-research/geloattack/checkpoints"
 	"github.com/gelo-research/geloattack/config"
@@ -41,7 +42,7 @@ type Session struct {
 // OpenCorpus opens the configured store, or generates the embedded synthetic one.
 func OpenCorpus(cfg config.Run) (data.Corpus, func() error, error) {
 	if cfg.Store.Path != "" {
-		s, err := store.Open(cfg.Store.Path)
+		s, err := store.Open(ExpandPath(cfg.Store.Path))
 		if err != nil {
 			return nil, nil, err
 		}
@@ -52,6 +53,18 @@ func OpenCorpus(cfg config.Run) (data.Corpus, func() error, error) {
 		return nil, nil, fmt.Errorf("synthetic store: %w", err)
 	}
 	return c, func() error { return nil }, nil
+}
+
+// ExpandPath expands $VARS and a leading ~/ in a path from a config, so shipped configs can name
+// stores in the user's cache (~/.cache/geloattack/stores/...).
+func ExpandPath(p string) string {
+	p = os.ExpandEnv(p)
+	if rest, ok := strings.CutPrefix(p, "~/"); ok {
+		if home, err := os.UserHomeDir(); err == nil {
+			return filepath.Join(home, rest)
+		}
+	}
+	return p
 }
 
 // Open builds the corpus, sampler and model of cfg. The model's input and candidate widths come
