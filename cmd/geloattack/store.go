@@ -91,13 +91,11 @@ func runStoreSynth(ctx context.Context, args []string) error {
 	if err := synth.WriteStore(ctx, *cfg, *out); err != nil {
 		return err
 	}
-	s, err := store.Open(*out)
+	size, err := storeSize(*out)
 	if err != nil {
 		return err
 	}
-	defer s.Close()
-	m := s.Meta()
-	fmt.Printf("wrote %s: %d texts, %d tokens, d=%d e=%d %s, in %.2fs\n", *out, m.NumTexts, m.NumTokens, m.D, m.E, m.DType, time.Since(start).Seconds())
+	fmt.Printf("wrote %s: %s, in %.2fs\n", *out, size, time.Since(start).Seconds())
 	return nil
 }
 
@@ -127,13 +125,11 @@ func runStoreImport(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	s, err := store.Open(*out)
+	size, err := storeSize(*out)
 	if err != nil {
 		return err
 	}
-	defer s.Close()
-	m := s.Meta()
-	fmt.Printf("imported %s into %s: %d texts, %d tokens, d=%d e=%d %s (%s)\n", *in, *out, m.NumTexts, m.NumTokens, m.D, m.E, m.DType, m.Norm)
+	fmt.Printf("imported %s into %s: %s\n", *in, *out, size)
 	return nil
 }
 
@@ -211,13 +207,11 @@ func runStoreValidate(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	s, err := store.Open(*dir)
+	size, err := storeSize(*dir)
 	if err != nil {
 		return err
 	}
-	defer s.Close()
-	m := s.Meta()
-	fmt.Printf("store %s: valid (%d texts, %d tokens, d=%d e=%d %s, %s)\n", *dir, m.NumTexts, m.NumTokens, m.D, m.E, m.DType, m.Norm)
+	fmt.Printf("store %s: valid (%s)\n", *dir, size)
 	return nil
 }
 
@@ -260,4 +254,16 @@ func (p *progress) finish() {
 		fmt.Fprintln(p.w)
 		p.printed = false
 	}
+}
+
+// storeSize opens the store at dir, which checks it once more after it was written or scanned, and
+// describes its size: "N texts, M tokens, d=.. e=.. dtype (norm)".
+func storeSize(dir string) (string, error) {
+	s, err := store.Open(dir)
+	if err != nil {
+		return "", err
+	}
+	defer s.Close()
+	m := s.Meta()
+	return fmt.Sprintf("%d texts, %d tokens, d=%d e=%d %s (%s)", m.NumTexts, m.NumTokens, m.D, m.E, m.DType, m.Norm), nil
 }
