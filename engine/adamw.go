@@ -94,13 +94,31 @@ func (o *AdamW) Step() {
 		BiasCorr2: float32(1 - math.Pow(float64(o.cfg.Beta2), t)),
 	}
 	be := o.p.data.st.Backend()
-	for _, pv := range o.p.views {
+	// The update is elementwise, so adjacent parameters with the same decay
+	// are updated as one range: one kernel per run instead of one per
+	// tensor (a GPU launch costs microseconds, a norm weight has h values).
+	views := o.p.views
+	for i := 0; i < len(views); {
+		j, end := i+1, views[i].Offset+views[i].Size
+		for j < len(views) && views[j].Decay == views[i].Decay && views[j].Offset == end {
+			end += views[j].Size
+			j++
+		}
 		s.Decay = 0
-		if pv.Decay {
+		if views[i].Decay {
 			s.Decay = o.cfg.WeightDecay
 		}
-		be.AdamW(pv.Tensor, pv.Tensor.grad, o.view(o.m, pv), o.view(o.v, pv), s)
+		off, n := views[i].Offset, end-views[i].Offset
+		be.AdamW(flatView(o.p.data, off, n), flatView(o.p.grad, off, n), flatView(o.m, off, n), flatView(o.v, off, n), s)
+		i = j
 	}
+}
+
+// flatView is elements [off, off+n) of buf as a 1-D tensor.
+func flatView(buf *Tensor, off, n int) *Tensor {
+	t := &Tensor{st: buf.st, off: buf.off + off, size: n, ndim: 1, name: buf.name, node: -1}
+	t.shape[0] = n
+	return t
 }
 
 // view is the part of a moment buffer that belongs to parameter pv.

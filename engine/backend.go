@@ -154,3 +154,45 @@ type AdamWStep struct {
 	Decay                 float32 // weight decay coefficient, 0 for tensors not decayed
 	BiasCorr1, BiasCorr2  float32 // 1 - b1^t and 1 - b2^t at step t (1-based)
 }
+
+// Syncer is implemented by asynchronous backends (CUDA): kernels are queued
+// and run later, so clocks must wait for them and errors surface late.
+type Syncer interface {
+	// Sync waits for all queued work and returns the first error any
+	// backend call raised since the backend was opened (sticky).
+	Sync() error
+}
+
+// Errer is implemented by backends whose kernels can fail (out of device
+// memory, a failed launch): Backend methods return nothing, so the first
+// failure is kept and reported here.
+type Errer interface {
+	// Err is the first error a backend call raised, nil if none.
+	Err() error
+}
+
+// FLOPCounter is implemented by backends that count the floating-point
+// operations of their GEMMs (2·m·n·k per product): benchmarks divide the
+// change over a step by its time to report achieved FLOP/s and MFU.
+type FLOPCounter interface {
+	// GemmFLOPs is the running total since the backend was opened.
+	GemmFLOPs() int64
+}
+
+// Sync waits for be's queued work (nothing to wait for on a synchronous
+// backend) and returns its first error, if it keeps one.
+func Sync(be Backend) error {
+	if s, ok := be.(Syncer); ok {
+		return s.Sync()
+	}
+	return BackendErr(be)
+}
+
+// BackendErr returns be's first error without waiting (nil when be keeps
+// none).
+func BackendErr(be Backend) error {
+	if e, ok := be.(Errer); ok {
+		return e.Err()
+	}
+	return nil
+}

@@ -223,6 +223,12 @@ func (tp *Tape) Backward(loss *Tensor) error {
 	}
 	// Leaves that are not parameters (Variables) keep their gradient until
 	// Reset; give the buffers back to the pool then.
+	if tp.err == nil {
+		// An asynchronous device reports failed kernels here (without waiting).
+		if err := BackendErr(tp.be); err != nil {
+			return fmt.Errorf("engine: backward: %w", err)
+		}
+	}
 	return tp.err
 }
 

@@ -15,8 +15,13 @@ const (
 	// DataBFloat16 is CUDA_R_16BF.
 	DataBFloat16 = 14
 
-	cublasCompute32F  = 68 // CUBLAS_COMPUTE_32F
-	cublasGemmDefault = -1 // CUBLAS_GEMM_DEFAULT
+	cublasCompute32F = 68 // CUBLAS_COMPUTE_32F
+	// cublasCompute32FFast16BF lets cuBLAS round fp32 inputs to bf16 for the
+	// tensor cores, accumulating in fp32.
+	cublasCompute32FFast16BF = 75 // CUBLAS_COMPUTE_32F_FAST_16BF
+	// cublasCompute32FFastTF32 is the same with tf32 inputs.
+	cublasCompute32FFastTF32 = 77 // CUBLAS_COMPUTE_32F_FAST_TF32
+	cublasGemmDefault        = -1 // CUBLAS_GEMM_DEFAULT
 )
 
 // cublasStatusNames names cublasStatus_t values.
@@ -70,19 +75,21 @@ type Cublas struct {
 	cublasSetMath    func(h uintptr, mode int32) int32
 	cublasSgemm      func(h uintptr, ta, tb int32, m, n, k int32, alpha *float32, a DevicePtr, lda int32, b DevicePtr, ldb int32, beta *float32, c DevicePtr, ldc int32) int32
 	cublasSgemmSB    func(h uintptr, ta, tb int32, m, n, k int32, alpha *float32, a DevicePtr, lda int32, sa int64, b DevicePtr, ldb int32, sb int64, beta *float32, c DevicePtr, ldc int32, sc int64, batch int32) int32
+	cublasGemmSBEx   func(h uintptr, ta, tb int32, m, n, k int32, alpha unsafe.Pointer, a DevicePtr, at int32, lda int32, sa int64, b DevicePtr, bt int32, ldb int32, sb int64, beta unsafe.Pointer, c DevicePtr, ct int32, ldc int32, sc int64, batch int32, compute int32, algo int32) int32
 	cublasGemmEx     func(h uintptr, ta, tb int32, m, n, k int32, alpha unsafe.Pointer, a DevicePtr, at int32, lda int32, b DevicePtr, bt int32, ldb int32, beta unsafe.Pointer, c DevicePtr, ct int32, ldc int32, compute int32, algo int32) int32
 }
 
 func (c *Cublas) symbols() map[string]any {
 	return map[string]any{
-		"cublasCreate_v2":           &c.cublasCreate,
-		"cublasDestroy_v2":          &c.cublasDestroy,
-		"cublasGetVersion_v2":       &c.cublasGetVersion,
-		"cublasSetStream_v2":        &c.cublasSetStream,
-		"cublasSetMathMode":         &c.cublasSetMath,
-		"cublasSgemm_v2":            &c.cublasSgemm,
-		"cublasSgemmStridedBatched": &c.cublasSgemmSB,
-		"cublasGemmEx":              &c.cublasGemmEx,
+		"cublasCreate_v2":            &c.cublasCreate,
+		"cublasDestroy_v2":           &c.cublasDestroy,
+		"cublasGetVersion_v2":        &c.cublasGetVersion,
+		"cublasSetStream_v2":         &c.cublasSetStream,
+		"cublasSetMathMode":          &c.cublasSetMath,
+		"cublasSgemm_v2":             &c.cublasSgemm,
+		"cublasSgemmStridedBatched":  &c.cublasSgemmSB,
+		"cublasGemmEx":               &c.cublasGemmEx,
+		"cublasGemmStridedBatchedEx": &c.cublasGemmSBEx,
 	}
 }
 

@@ -141,15 +141,15 @@ func TestErrors(t *testing.T) {
 }
 
 func TestPackArgs(t *testing.T) {
-	v, err := packArgs([]any{DevicePtr(0x7f0000001000), int32(-1), float32(1.5), int64(1 << 40), uint32(7)})
-	if err != nil {
+	v := make([]uint64, 6)
+	if err := packArgs(v, []any{DevicePtr(0x7f0000001000), int32(-1), float32(1.5), int64(1 << 40), uint32(7), 0.5}); err != nil {
 		t.Fatal(err)
 	}
-	want := []uint64{0x7f0000001000, 0xffffffff, 0x3fc00000, 1 << 40, 7}
+	want := []uint64{0x7f0000001000, 0xffffffff, 0x3fc00000, 1 << 40, 7, 0x3fe0000000000000}
 	if !slices.Equal(v, want) {
 		t.Errorf("packArgs = %#x, want %#x", v, want)
 	}
-	if _, err := packArgs([]any{1}); err == nil {
+	if err := packArgs(v, []any{1}); err == nil {
 		t.Error("a Go int was accepted (its C size is ambiguous)")
 	}
 }

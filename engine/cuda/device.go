@@ -3,9 +3,13 @@ package cuda
 import (
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"unsafe"
+
+	"github.com/ebitengine/purego"
 )
 
 // ErrNoDevice is matched (errors.Is) by every error Open returns.
@@ -75,6 +79,18 @@ type Device struct {
 	cc     [2]int
 	mods   []uintptr
 	funcs  map[string]uintptr
+
+	// Raw entry points of the calls made per kernel, called through
+	// purego.SyscallN: RegisterFunc's reflection costs microseconds and
+	// allocates on every call.
+	rawLaunch, rawSetCtx, rawGemm uintptr
+	// argVals and argPtrs hold one launch's kernel arguments (the driver
+	// reads them during cuLaunchKernel). A Device is used by one goroutine
+	// at a time, and these heap arrays do not move.
+	argVals [32]uint64
+	argPtrs [32]unsafe.Pointer
+	// alpha, beta are the GEMM scalars, passed by address.
+	alpha, beta float32
 }
 
 // Open loads libcuda and cuBLAS, initialises the driver and prepares device
@@ -158,7 +174,24 @@ func Open(opts Options) (_ *Device, err error) {
 	if e := cublasCheck("cublasSetStream_v2", blas.cublasSetStream(d.handle, d.stream)); e != nil {
 		return nil, fail(e)
 	}
-	if e := d.loadKernels(embeddedPTX()); e != nil {
+	for _, r := range []struct {
+		lib  *library
+		name string
+		fn   *uintptr
+	}{{drv.lib, "cuLaunchKernel", &d.rawLaunch}, {drv.lib, "cuCtxSetCurrent", &d.rawSetCtx}, {blas.lib, "cublasGemmStridedBatchedEx", &d.rawGemm}} {
+		sym, e := purego.Dlsym(r.lib.handle, r.name)
+		if e != nil {
+			return nil, fail(fmt.Errorf("%s: no symbol %s", r.lib.path, r.name))
+		}
+		*r.fn = sym
+	}
+	ptx := embeddedPTX()
+	if dir := os.Getenv("GELOATTACK_CUDA_PTX"); dir != "" {
+		if ptx, err = readPTXDir(dir); err != nil {
+			return nil, fail(err)
+		}
+	}
+	if e := d.loadKernels(ptx); e != nil {
 		return nil, fail(e)
 	}
 	return d, nil
@@ -166,6 +199,10 @@ func Open(opts Options) (_ *Device, err error) {
 
 // MakeCurrent makes the device's context current on the calling OS thread.
 func (d *Device) MakeCurrent() error {
+	if d.rawSetCtx != 0 {
+		r, _, _ := purego.SyscallN(d.rawSetCtx, d.ctx)
+		return d.Drv.Check("cuCtxSetCurrent", int32(r))
+	}
 	return d.Drv.Check("cuCtxSetCurrent", d.Drv.cuCtxSetCurrent(d.ctx))
 }
 
@@ -256,36 +293,41 @@ func (d *Device) Free(p DevicePtr) error {
 	return d.Drv.Check("cuMemFree", d.Drv.cuMemFree(p))
 }
 
-// Fill sets n float32 elements at p to v (on the device's stream order:
-// cuMemsetD32 is synchronous with respect to the host for device memory).
+// Fill sets n float32 elements at p to v, queued on the device's stream.
 func (d *Device) Fill(p DevicePtr, n int, v float32) error {
-	return d.Drv.Check("cuMemsetD32", d.Drv.cuMemsetD32(p, *(*uint32)(unsafe.Pointer(&v)), uint64(n)))
+	if n == 0 {
+		return nil
+	}
+	return d.Drv.Check("cuMemsetD32Async", d.Drv.cuMemsetD32A(p, *(*uint32)(unsafe.Pointer(&v)), uint64(n), d.stream))
 }
 
-// Upload copies src to the device at p (synchronous).
+// Upload copies src to the device at p, queued on the device's stream after
+// the work before it. src may be reused when Upload returns: from pageable
+// memory the driver stages the data before returning.
 func (d *Device) Upload(p DevicePtr, src []float32) error {
 	if len(src) == 0 {
 		return nil
 	}
-	if err := d.Sync(); err != nil { // order after kernels queued on the stream
-		return err
-	}
-	err := d.Drv.Check("cuMemcpyHtoD", d.Drv.cuMemcpyHtoD(p, unsafe.Pointer(&src[0]), uint64(len(src))*4))
+	err := d.Drv.Check("cuMemcpyHtoDAsync", d.Drv.cuMemcpyHtoDA(p, unsafe.Pointer(&src[0]), uint64(len(src))*4, d.stream))
 	runtime.KeepAlive(src)
 	return err
 }
 
-// Download copies len(dst) elements at p to dst, after the stream's work.
+// Download copies len(dst) elements at p to dst once the stream's work
+// before it is done, and waits for the copy.
 func (d *Device) Download(dst []float32, p DevicePtr) error {
 	if len(dst) == 0 {
 		return nil
 	}
-	if err := d.Sync(); err != nil {
+	return d.downloadBytes(unsafe.Pointer(&dst[0]), p, uint64(len(dst))*4)
+}
+
+// downloadBytes copies n bytes at p to dst in stream order and waits.
+func (d *Device) downloadBytes(dst unsafe.Pointer, p DevicePtr, n uint64) error {
+	if err := d.Drv.Check("cuMemcpyDtoHAsync", d.Drv.cuMemcpyDtoHA(dst, p, n, d.stream)); err != nil {
 		return err
 	}
-	err := d.Drv.Check("cuMemcpyDtoH", d.Drv.cuMemcpyDtoH(unsafe.Pointer(&dst[0]), p, uint64(len(dst))*4))
-	runtime.KeepAlive(dst)
-	return err
+	return d.Sync()
 }
 
 // Sync waits for the device's stream.
@@ -328,4 +370,22 @@ func (d *Device) GemmBF16(transA, transB bool, m, n, k int, alpha float32, a, b 
 	runtime.KeepAlive(&alpha)
 	runtime.KeepAlive(&beta)
 	return cublasCheck("cublasGemmEx", st)
+}
+
+// readPTXDir reads every .ptx file of dir (GELOATTACK_CUDA_PTX: kernels
+// rebuilt on the GPU machine, tried without rebuilding the binary).
+func readPTXDir(dir string) (map[string][]byte, error) {
+	files, err := filepath.Glob(filepath.Join(dir, "*.ptx"))
+	if err != nil || len(files) == 0 {
+		return nil, fmt.Errorf("GELOATTACK_CUDA_PTX=%s: no .ptx files (%v)", dir, err)
+	}
+	out := map[string][]byte{}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return nil, fmt.Errorf("GELOATTACK_CUDA_PTX: %w", err)
+		}
+		out[filepath.Base(f)] = b
+	}
+	return out, nil
 }

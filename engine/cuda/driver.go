@@ -80,9 +80,18 @@ type Driver struct {
 	cuMemcpyHtoD   func(dst DevicePtr, src unsafe.Pointer, bytes uint64) int32
 	cuMemcpyDtoH   func(dst unsafe.Pointer, src DevicePtr, bytes uint64) int32
 	cuMemsetD32    func(dst DevicePtr, v uint32, n uint64) int32
+	cuMemsetD32A   func(dst DevicePtr, v uint32, n uint64, s uintptr) int32
+	cuMemcpyHtoDA  func(dst DevicePtr, src unsafe.Pointer, bytes uint64, s uintptr) int32
+	cuMemcpyDtoHA  func(dst unsafe.Pointer, src DevicePtr, bytes uint64, s uintptr) int32
 	cuMemGetInfo   func(free, total *uint64) int32
 	cuStreamSync   func(s uintptr) int32
 	cuStreamCreate func(s *uintptr, flags uint32) int32
+
+	cuEventCreate      func(e *uintptr, flags uint32) int32
+	cuEventRecord      func(e uintptr, s uintptr) int32
+	cuEventSynchronize func(e uintptr) int32
+	cuEventElapsedTime func(ms *float32, start, end uintptr) int32
+	cuEventDestroy     func(e uintptr) int32
 
 	cuModuleLoadData    func(m *uintptr, image unsafe.Pointer) int32
 	cuModuleGetFunction func(f *uintptr, m uintptr, name *byte) int32
@@ -112,9 +121,17 @@ func (d *Driver) driverSymbols() map[string]any {
 		"cuMemcpyHtoD_v2":              &d.cuMemcpyHtoD,
 		"cuMemcpyDtoH_v2":              &d.cuMemcpyDtoH,
 		"cuMemsetD32_v2":               &d.cuMemsetD32,
+		"cuMemsetD32Async":             &d.cuMemsetD32A,
+		"cuMemcpyHtoDAsync_v2":         &d.cuMemcpyHtoDA,
+		"cuMemcpyDtoHAsync_v2":         &d.cuMemcpyDtoHA,
 		"cuMemGetInfo_v2":              &d.cuMemGetInfo,
 		"cuStreamCreate":               &d.cuStreamCreate,
 		"cuStreamSynchronize":          &d.cuStreamSync,
+		"cuEventCreate":                &d.cuEventCreate,
+		"cuEventRecord":                &d.cuEventRecord,
+		"cuEventSynchronize":           &d.cuEventSynchronize,
+		"cuEventElapsedTime_v2":        &d.cuEventElapsedTime,
+		"cuEventDestroy_v2":            &d.cuEventDestroy,
 		"cuModuleLoadData":             &d.cuModuleLoadData,
 		"cuModuleGetFunction":          &d.cuModuleGetFunction,
 		"cuModuleUnload":               &d.cuModuleUnload,

@@ -6,6 +6,8 @@ import (
 	"runtime"
 	"sort"
 	"unsafe"
+
+	"github.com/ebitengine/purego"
 )
 
 // entryRE finds kernel entry points in PTX text.
@@ -66,37 +68,33 @@ type Dim3 struct{ X, Y, Z uint32 }
 func one(v uint32) uint32 { return max(v, 1) }
 
 // Launch queues kernel name on the device's stream. Each argument must be a
-// DevicePtr, int32, uint32, int64 or float32, in the order and types of the
-// kernel's C parameters (a mismatch is not detected by the driver).
+// DevicePtr, int32, uint32, int64, float32 or float64, in the order and
+// types of the kernel's C parameters (a mismatch is not detected by the
+// driver).
 func (d *Device) Launch(name string, grid, block Dim3, shared uint32, args ...any) error {
 	f, ok := d.funcs[name]
 	if !ok {
-		return fmt.Errorf("cuda: kernel %s not loaded (build with -tags cudaptx after scripts/build-ptx.sh)", name)
+		return fmt.Errorf("cuda: kernel %s not loaded (rebuild the PTX with scripts/build-ptx.sh)", name)
 	}
-	vals, err := packArgs(args)
-	if err != nil {
+	if len(args) > len(d.argVals) {
+		return fmt.Errorf("cuda: kernel %s: %d arguments, at most %d", name, len(args), len(d.argVals))
+	}
+	if err := packArgs(d.argVals[:len(args)], args); err != nil {
 		return fmt.Errorf("cuda: kernel %s: %w", name, err)
 	}
-	params := make([]unsafe.Pointer, len(vals)+1)
-	var pin runtime.Pinner
-	defer pin.Unpin()
-	if len(vals) > 0 {
-		pin.Pin(&vals[0])
+	for i := range args {
+		d.argPtrs[i] = unsafe.Pointer(&d.argVals[i])
 	}
-	for i := range vals {
-		params[i] = unsafe.Pointer(&vals[i])
-	}
-	pin.Pin(&params[0])
-	res := d.Drv.cuLaunchKernel(f, one(grid.X), one(grid.Y), one(grid.Z), one(block.X), one(block.Y), one(block.Z),
-		shared, d.stream, unsafe.Pointer(&params[0]), nil)
-	return d.Drv.Check("cuLaunchKernel("+name+")", res)
+	r, _, _ := purego.SyscallN(d.rawLaunch, f, uintptr(one(grid.X)), uintptr(one(grid.Y)), uintptr(one(grid.Z)),
+		uintptr(one(block.X)), uintptr(one(block.Y)), uintptr(one(block.Z)), uintptr(shared), d.stream,
+		uintptr(unsafe.Pointer(&d.argPtrs[0])), 0)
+	return d.Drv.Check("cuLaunchKernel("+name+")", int32(r))
 }
 
-// packArgs stores each kernel argument in its own 8-byte slot, the value in
-// the low bytes (the driver copies each parameter's size from its slot;
-// all supported targets are little-endian).
-func packArgs(args []any) ([]uint64, error) {
-	vals := make([]uint64, len(args))
+// packArgs stores each kernel argument in its own 8-byte slot of vals, the
+// value in the low bytes (the driver copies each parameter's size from its
+// slot; all supported targets are little-endian).
+func packArgs(vals []uint64, args []any) error {
 	for i, a := range args {
 		switch v := a.(type) {
 		case DevicePtr:
@@ -109,9 +107,11 @@ func packArgs(args []any) ([]uint64, error) {
 			vals[i] = uint64(v)
 		case float32:
 			vals[i] = uint64(*(*uint32)(unsafe.Pointer(&v)))
+		case float64:
+			vals[i] = *(*uint64)(unsafe.Pointer(&v))
 		default:
-			return nil, fmt.Errorf("argument %d has unsupported type %T", i, a)
+			return fmt.Errorf("argument %d has unsupported type %T", i, a)
 		}
 	}
-	return vals, nil
+	return nil
 }

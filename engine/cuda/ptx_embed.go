@@ -1,4 +1,4 @@
-//go:build cudaptx
+//go:build !nocudaptx
 
 package cuda
 

@@ -122,12 +122,13 @@ extern "C" __global__ void ga_swiglu_bwd(float* dgate, float* dup, const float* 
 }
 
 // Copy2D: dst[r*dstLd + j] (+)= src[r*srcLd + j] for r < rows, j < cols
-// (srcLd may be 0: one repeated row). dstLd == 0 is ga_colsum's job.
+// (srcLd may be 0: one repeated row). dstLd == 0 is ga_colsum's job. Launch
+// grid (ceil(cols/GA_BLOCK), min(rows, 65535)): no division per element.
 extern "C" __global__ void ga_copy2d(float* dst, int dstLd, const float* src, int srcLd, int rows, int cols,
                                      int accumulate) {
-  long n = (long)rows * cols;
-  GA_FOR(i, n) {
-    long r = i / cols, j = i % cols;
+  int j = blockIdx.x * blockDim.x + threadIdx.x;
+  if (j >= cols) return;
+  for (long r = blockIdx.y; r < rows; r += gridDim.y) {
     float v = src[r * srcLd + j];
     float* p = dst + r * dstLd + j;
     *p = accumulate ? *p + v : v;

@@ -12,6 +12,7 @@ extern ga_dim3 blockIdx, blockDim, threadIdx, gridDim;
 inline void __syncthreads() {}
 inline float __shfl_xor_sync(unsigned, float v, int) { return v; }
 inline double __shfl_xor_sync(unsigned, double v, int) { return v; }
+inline bool __any_sync(unsigned, bool p) { return p; }
 inline float __expf(float x) { return std::exp(x); }
 inline float rsqrtf(float x) { return 1 / std::sqrt(x); }
 using std::isinf;
