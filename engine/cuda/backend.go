@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"runtime"
 	"sync"
 	"unsafe"
 
@@ -40,6 +41,12 @@ type BackendOptions struct {
 	Device Options
 	// Precision is fp32 (the default when empty), tf32 or bf16.
 	Precision string
+	// FusedAttention computes attention of heads up to 32 wide with the
+	// fused kernels of flash.cu instead of cuBLAS products over
+	// materialised score matrices; also set by
+	// GELOATTACK_CUDA_ATTENTION=fused. Off by default: on an H100 the fused
+	// fp32 kernels made the paper step slower (52 ms against 41 ms).
+	FusedAttention bool
 	// Profile times every device call (see ProfileReport); also turned on
 	// by the environment variable GELOATTACK_CUDA_PROFILE=1.
 	Profile bool
@@ -71,6 +78,7 @@ type Backend struct {
 	owned []DevicePtr // every allocation, freed by Close
 
 	prof    *profiler // nil unless profiling
+	flash   bool      // attention in flash.cu where the head width allows
 	scratch [scratchSlots]scratchBuf
 	oneD    DevicePtr // one double, SumSquaresHost's result
 }
@@ -149,6 +157,7 @@ func NewBackend(opts BackendOptions) (*Backend, error) {
 	if opts.Profile || os.Getenv("GELOATTACK_CUDA_PROFILE") == "1" {
 		b.prof = &profiler{total: map[string]*profStat{}}
 	}
+	b.flash = opts.FusedAttention || os.Getenv("GELOATTACK_CUDA_ATTENTION") == "fused"
 	b.oneD = b.alloc(2)
 	if err := b.Err(); err != nil {
 		b.Close()
@@ -166,7 +175,7 @@ var requiredKernels = []string{
 	"ga_l2norm_bwd", "ga_row_lse", "ga_row_norm", "ga_row_reduce_bwd", "ga_mean_pool",
 	"ga_mean_pool_bwd", "ga_infonce_rows", "ga_infonce_bwd", "ga_reduce_partial", "ga_finish_sum",
 	"ga_reduce_bwd", "ga_split_heads", "ga_merge_heads", "ga_attn_softmax", "ga_attn_recompute_p",
-	"ga_attn_softmax_bwd", "ga_adamw",
+	"ga_attn_softmax_bwd", "ga_adamw", "ga_flash_fwd", "ga_flash_bwd_dq", "ga_flash_bwd_dkv",
 }
 
 // Device is the opened GPU.
@@ -199,20 +208,32 @@ func (b *Backend) fail(err error) {
 
 // begin makes the context current on this thread; false when an earlier
 // error stopped the backend.
+//
+// The driver's current context is per OS thread, so begin also locks the
+// calling goroutine to its thread until the matching end: a goroutine
+// moved between making the context current and calling the driver would
+// find no context (CUDA_ERROR_INVALID_CONTEXT). Calls nest.
 func (b *Backend) begin() bool {
+	runtime.LockOSThread()
 	if b.Err() != nil {
+		runtime.UnlockOSThread()
 		return false
 	}
 	if err := b.dev.MakeCurrent(); err != nil {
 		b.fail(err)
+		runtime.UnlockOSThread()
 		return false
 	}
 	return true
 }
 
+// end releases the thread that begin locked.
+func (b *Backend) end() { runtime.UnlockOSThread() }
+
 // Sync waits for the queued work and returns the first error.
 func (b *Backend) Sync() error {
 	if b.begin() {
+		defer b.end()
 		b.fail(b.dev.Sync())
 	}
 	return b.Err()
@@ -236,6 +257,8 @@ func (b *Backend) Close() {
 	if b.dev == nil {
 		return
 	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	if b.dev.MakeCurrent() == nil {
 		b.dev.Sync()
 		for _, p := range b.owned {
@@ -256,6 +279,7 @@ func (b *Backend) alloc(n int) DevicePtr {
 	if !b.begin() {
 		return 0
 	}
+	defer b.end()
 	p, err := b.dev.Alloc(n)
 	if err != nil {
 		var free, total uint64
@@ -382,6 +406,7 @@ func colsOf(t *engine.Tensor) int {
 // Upload copies host data into t.
 func (b *Backend) Upload(t *engine.Tensor, src []float32) {
 	if b.begin() {
+		defer b.end()
 		if b.prof != nil {
 			b.profStart("upload")
 			defer b.profStop()
@@ -393,6 +418,7 @@ func (b *Backend) Upload(t *engine.Tensor, src []float32) {
 // Download copies t to the host after the queued work.
 func (b *Backend) Download(dst []float32, t *engine.Tensor) {
 	if b.begin() {
+		defer b.end()
 		b.fail(b.dev.Download(dst, ptr(t)))
 	}
 }
@@ -400,6 +426,7 @@ func (b *Backend) Download(dst []float32, t *engine.Tensor) {
 // DownloadRange copies len(dst) elements of t from element off.
 func (b *Backend) DownloadRange(dst []float32, t *engine.Tensor, off int) {
 	if b.begin() {
+		defer b.end()
 		b.fail(b.dev.Download(dst, at(t, off)))
 	}
 }
@@ -407,6 +434,7 @@ func (b *Backend) DownloadRange(dst []float32, t *engine.Tensor, off int) {
 // Fill sets every element of t to v.
 func (b *Backend) Fill(t *engine.Tensor, v float32) {
 	if b.begin() {
+		defer b.end()
 		b.fail(b.dev.Fill(ptr(t), t.Size(), v))
 	}
 }
@@ -417,6 +445,7 @@ func (b *Backend) Axpy(y *engine.Tensor, alpha float32, x *engine.Tensor) {
 	if n == 0 || !b.begin() {
 		return
 	}
+	defer b.end()
 	b.launch("ga_axpy", gridFor(n), blk, ptr(y), alpha, ptr(x), int64(n))
 }
 
@@ -425,6 +454,7 @@ func (b *Backend) Copy2D(dst *engine.Tensor, dstOff, dstLd int, src *engine.Tens
 	if rows == 0 || cols == 0 || !b.begin() {
 		return
 	}
+	defer b.end()
 	if dstLd == 0 {
 		b.launch("ga_colsum", Dim3{X: uint32((cols + gaBlock - 1) / gaBlock)}, blk,
 			at(dst, dstOff), at(src, srcOff), int32(srcLd), int32(rows), int32(cols))
@@ -440,6 +470,7 @@ func (b *Backend) Gemm(transA, transB bool, batch, m, n, k int, alpha float32, a
 	if !b.begin() {
 		return
 	}
+	defer b.end()
 	b.gemm(transA, transB, batch, m, n, k, alpha, ptr(a), ptr(bm), beta, ptr(c))
 }
 
@@ -494,6 +525,7 @@ func (b *Backend) RMSNorm(y, rstd, x, w *engine.Tensor, eps float32) {
 	if M == 0 || !b.begin() {
 		return
 	}
+	defer b.end()
 	b.launch("ga_rmsnorm", Dim3{X: uint32(M)}, rowBlock(h), ptr(y), ptr(rstd), ptr(x), ptr(w), int32(h), eps)
 }
 
@@ -506,6 +538,7 @@ func (b *Backend) RMSNormBackward(dx, dw, dy, x, w, rstd *engine.Tensor) {
 	if M == 0 || !b.begin() {
 		return
 	}
+	defer b.end()
 	if dx != nil {
 		b.launch("ga_rmsnorm_bwd_dx", Dim3{X: uint32(M)}, rowBlock(h), ptr(dx), ptr(dy), ptr(x), ptr(w), ptr(rstd), int32(h))
 	}
@@ -537,6 +570,25 @@ func (b *Backend) attnShape(q, k *engine.Tensor, heads int) attnDims {
 	return d
 }
 
+// flashMaxHead is the widest head flash.cu handles (FB_D), flashRows the
+// rows of one block, a thread each (FB_T).
+const (
+	flashMaxHead = 32
+	flashRows    = 64
+)
+
+var flashBlock = Dim3{X: flashRows}
+
+// fused reports whether attention of these sizes runs in flash.cu.
+func (b *Backend) fused(d attnDims) bool {
+	return b.flash && d.dh <= flashMaxHead && d.heads <= 65535 && d.B <= 65535
+}
+
+// flashGrid is flash.cu's grid over n rows.
+func flashGrid(n int, d attnDims) Dim3 {
+	return Dim3{X: uint32((n + flashRows - 1) / flashRows), Y: uint32(d.heads), Z: uint32(d.B)}
+}
+
 // split copies x (B, N, h) to (B, heads, N, dh) in slot, zeroing padded rows
 // when mask is given.
 func (b *Backend) split(slot int, x *engine.Tensor, mask DevicePtr, d attnDims, N int) DevicePtr {
@@ -559,7 +611,14 @@ func (b *Backend) Attention(o, lse, q, k, v, mask *engine.Tensor, heads int) {
 	if d.B == 0 || d.Nq == 0 || !b.begin() {
 		return
 	}
+	defer b.end()
 	mp := ptr(mask)
+	if b.fused(d) {
+		b.flops += 4 * int64(d.BH) * int64(d.Nq) * int64(d.Nk) * int64(d.dh) // as the two products of the unfused path
+		b.launch("ga_flash_fwd", flashGrid(d.Nq, d), flashBlock, ptr(o), ptr(lse), ptr(q), ptr(k), ptr(v), mp,
+			int32(d.Nq), int32(d.Nk), int32(heads), int32(d.dh), d.scale)
+		return
+	}
 	qh := b.split(slotQ, q, 0, d, d.Nq)
 	kh := b.split(slotK, k, mp, d, d.Nk)
 	vh := b.split(slotV, v, mp, d, d.Nk)
@@ -582,7 +641,21 @@ func (b *Backend) AttentionBackward(dq, dk, dv, do, q, k, v, mask, o, lse *engin
 	if d.B == 0 || d.Nq == 0 || (dq == nil && dk == nil && dv == nil) || !b.begin() {
 		return
 	}
+	defer b.end()
 	mp := ptr(mask)
+	if b.fused(d) {
+		// FLOPs as the unfused path's five products: S, dV, dP, dQ, dK.
+		b.flops += 10 * int64(d.BH) * int64(d.Nq) * int64(d.Nk) * int64(d.dh)
+		if dq != nil {
+			b.launch("ga_flash_bwd_dq", flashGrid(d.Nq, d), flashBlock, ptr(dq), ptr(q), ptr(k), ptr(v), mp, ptr(do), ptr(o), ptr(lse),
+				int32(d.Nq), int32(d.Nk), int32(heads), int32(d.dh), d.scale)
+		}
+		if dk != nil || dv != nil {
+			b.launch("ga_flash_bwd_dkv", flashGrid(d.Nk, d), flashBlock, ptr(dk), ptr(dv), ptr(q), ptr(k), ptr(v), mp, ptr(do), ptr(o), ptr(lse),
+				int32(d.Nq), int32(d.Nk), int32(heads), int32(d.dh), d.scale)
+		}
+		return
+	}
 	qh := b.split(slotQ, q, 0, d, d.Nq)
 	kh := b.split(slotK, k, mp, d, d.Nk)
 	vh := b.split(slotV, v, mp, d, d.Nk)
@@ -624,6 +697,7 @@ func (b *Backend) SwiGLU(y, gate, up *engine.Tensor) {
 	if n == 0 || !b.begin() {
 		return
 	}
+	defer b.end()
 	b.launch("ga_swiglu", gridFor(n), blk, ptr(y), ptr(gate), ptr(up), int64(n))
 }
 
@@ -633,6 +707,7 @@ func (b *Backend) SwiGLUBackward(dgate, dup, dy, gate, up *engine.Tensor, accGat
 	if n == 0 || (dgate == nil && dup == nil) || !b.begin() {
 		return
 	}
+	defer b.end()
 	b.launch("ga_swiglu_bwd", gridFor(n), blk, ptr(dgate), ptr(dup), ptr(dy), ptr(gate), ptr(up), b2i(accGate), b2i(accUp), int64(n))
 }
 
@@ -642,6 +717,7 @@ func (b *Backend) Unary(op engine.UnaryOp, y, x *engine.Tensor, c float32) {
 	if n == 0 || !b.begin() {
 		return
 	}
+	defer b.end()
 	b.launch("ga_unary", gridFor(n), blk, int32(op), ptr(y), ptr(x), c, int64(n))
 }
 
@@ -651,6 +727,7 @@ func (b *Backend) UnaryBackward(op engine.UnaryOp, dx, dy, x, y *engine.Tensor, 
 	if n == 0 || dx == nil || !b.begin() {
 		return
 	}
+	defer b.end()
 	b.launch("ga_unary_bwd", gridFor(n), blk, int32(op), ptr(dx), ptr(dy), ptr(x), ptr(y), c, int64(n))
 }
 
@@ -660,6 +737,7 @@ func (b *Backend) Binary(op engine.BinaryOp, y, a, bt *engine.Tensor) {
 	if n == 0 || !b.begin() {
 		return
 	}
+	defer b.end()
 	b.launch("ga_binary", gridFor(n), blk, int32(op), ptr(y), ptr(a), ptr(bt), b2i(bt.Size() == 1 && n != 1), int64(n))
 }
 
@@ -669,6 +747,7 @@ func (b *Backend) BinaryBackward(op engine.BinaryOp, da, db, dy, a, bt *engine.T
 	if n == 0 || (da == nil && db == nil) || !b.begin() {
 		return
 	}
+	defer b.end()
 	scalar := bt.Size() == 1 && n != 1
 	dbFull := db
 	if scalar {
@@ -690,6 +769,7 @@ func (b *Backend) ScaleRows(y, x, s *engine.Tensor, accumulate bool) {
 	if rows == 0 || h == 0 || !b.begin() {
 		return
 	}
+	defer b.end()
 	b.launch("ga_scale_rows", gridFor(rows*h), blk, ptr(y), ptr(x), ptr(s), int32(h), int64(rows), b2i(accumulate))
 }
 
@@ -699,6 +779,7 @@ func (b *Backend) MeanPool(y, x, mask *engine.Tensor) {
 	if B == 0 || h == 0 || !b.begin() {
 		return
 	}
+	defer b.end()
 	b.launch("ga_mean_pool", Dim3{X: uint32((h + gaBlock - 1) / gaBlock), Y: uint32(B)}, blk, ptr(y), ptr(x), ptr(mask), int32(N), int32(h))
 }
 
@@ -711,6 +792,7 @@ func (b *Backend) MeanPoolBackward(dx, dy, mask *engine.Tensor) {
 	if B == 0 || N == 0 || h == 0 || !b.begin() {
 		return
 	}
+	defer b.end()
 	b.launch("ga_mean_pool_bwd", Dim3{X: uint32(B)}, blk, ptr(dx), ptr(dy), ptr(mask), int32(N), int32(h))
 }
 
@@ -720,6 +802,7 @@ func (b *Backend) L2Normalize(y, norm, x *engine.Tensor, eps float32) {
 	if M == 0 || !b.begin() {
 		return
 	}
+	defer b.end()
 	b.launch("ga_l2norm", Dim3{X: uint32(M)}, rowBlock(e), ptr(y), ptr(norm), ptr(x), int32(e), eps)
 }
 
@@ -729,6 +812,7 @@ func (b *Backend) L2NormalizeBackward(dx, dy, y, norm *engine.Tensor, eps float3
 	if M == 0 || dx == nil || !b.begin() {
 		return
 	}
+	defer b.end()
 	b.launch("ga_l2norm_bwd", Dim3{X: uint32(M)}, rowBlock(e), ptr(dx), ptr(dy), ptr(y), ptr(norm), int32(e), eps)
 }
 
@@ -738,6 +822,7 @@ func (b *Backend) RowReduce(op engine.RowOp, y, x *engine.Tensor) {
 	if M == 0 || !b.begin() {
 		return
 	}
+	defer b.end()
 	name := "ga_row_lse"
 	if op == engine.RowNorm {
 		name = "ga_row_norm"
@@ -751,6 +836,7 @@ func (b *Backend) RowReduceBackward(op engine.RowOp, dx, dy, x, y *engine.Tensor
 	if M == 0 || C == 0 || dx == nil || !b.begin() {
 		return
 	}
+	defer b.end()
 	b.launch("ga_row_reduce_bwd", gridFor(M*C), blk, int32(op), ptr(dx), ptr(dy), ptr(x), ptr(y), int32(C), int64(M))
 }
 
@@ -767,6 +853,7 @@ func (b *Backend) Reduce(op engine.ReduceOp, y, x *engine.Tensor) {
 	if !b.begin() {
 		return
 	}
+	defer b.end()
 	b.reduceTo(ptr(y), 0, ptr(x), x.Size(), op == engine.ReduceSumSquares, 1, false)
 }
 
@@ -775,6 +862,7 @@ func (b *Backend) ReduceBackward(op engine.ReduceOp, dx, dy, x *engine.Tensor) {
 	if dx == nil || dx.Size() == 0 || !b.begin() {
 		return
 	}
+	defer b.end()
 	n := dx.Size()
 	b.launch("ga_reduce_bwd", gridFor(n), blk, int32(op), ptr(dx), ptr(dy), ptr(x), int64(n))
 }
@@ -785,6 +873,7 @@ func (b *Backend) InfoNCE(y, scores, pos *engine.Tensor) {
 	if B == 0 || !b.begin() {
 		return
 	}
+	defer b.end()
 	rl := b.scratchPtr(slotRows, B)
 	b.launch("ga_infonce_rows", Dim3{X: uint32(B)}, rowBlock(C), rl, ptr(scores), ptr(pos), int32(C))
 	b.reduceTo(ptr(y), 0, rl, B, false, 1/float64(B), false)
@@ -796,6 +885,7 @@ func (b *Backend) InfoNCEBackward(ds, dy, scores, pos *engine.Tensor) {
 	if B == 0 || ds == nil || !b.begin() {
 		return
 	}
+	defer b.end()
 	b.launch("ga_infonce_bwd", Dim3{X: uint32(B)}, rowBlock(C), ptr(ds), ptr(dy), ptr(scores), ptr(pos), int32(B), int32(C))
 }
 
@@ -805,6 +895,7 @@ func (b *Backend) Transpose(y, x *engine.Tensor, accumulate bool) {
 	if n == 0 || m == 0 || !b.begin() {
 		return
 	}
+	defer b.end()
 	batch := x.Size() / (n * m)
 	b.launch("ga_transpose", Dim3{X: uint32((m + 31) / 32), Y: uint32((n + 31) / 32), Z: uint32(batch)}, Dim3{X: 32, Y: 8},
 		ptr(y), ptr(x), int32(n), int32(m), b2i(accumulate))
@@ -817,6 +908,7 @@ func (b *Backend) BroadcastAdd(y, x, col, row *engine.Tensor) {
 	if rows == 0 || C == 0 || !b.begin() {
 		return
 	}
+	defer b.end()
 	b.launch("ga_broadcast_add", gridFor(rows*C), blk, ptr(y), ptr(x), ptr(col), ptr(row), int32(M), int32(C), int64(rows))
 }
 
@@ -827,6 +919,7 @@ func (b *Backend) BroadcastAddBackward(dx, dcol, drow, dy *engine.Tensor) {
 	if rows == 0 || C == 0 || !b.begin() {
 		return
 	}
+	defer b.end()
 	if dx != nil || dcol != nil {
 		b.launch("ga_broadcast_add_bwd_rows", Dim3{X: uint32(rows)}, rowBlock(C), ptr(dx), ptr(dcol), ptr(dy), int32(C))
 	}
@@ -848,6 +941,7 @@ func (b *Backend) PrependRow(y, x, row *engine.Tensor) {
 	if B == 0 || !b.begin() {
 		return
 	}
+	defer b.end()
 	b.launch("ga_prepend_row", gridFor(B*N1*h), blk, ptr(y), ptr(x), ptr(row), int32(B), int32(N1), int32(h))
 }
 
@@ -856,6 +950,7 @@ func (b *Backend) SumSquaresHost(x *engine.Tensor) float64 {
 	if !b.begin() {
 		return math.NaN()
 	}
+	defer b.end()
 	b.reduceTo(0, b.oneD, ptr(x), x.Size(), true, 1, false)
 	var v float64
 	b.fail(b.dev.downloadBytes(unsafe.Pointer(&v), b.oneD, 8))
@@ -871,6 +966,7 @@ func (b *Backend) AdamW(p, g, m, v *engine.Tensor, s engine.AdamWStep) {
 	if n == 0 || !b.begin() {
 		return
 	}
+	defer b.end()
 	b.launch("ga_adamw", gridFor(n), blk, ptr(p), ptr(g), ptr(m), ptr(v), int64(n),
 		s.LR, s.Beta1, s.Beta2, s.Eps, s.Decay, s.BiasCorr1, s.BiasCorr2)
 }

@@ -97,6 +97,10 @@ type Device struct {
 // opts.Ordinal. Every error it returns is a *NoDeviceError ("no CUDA device:
 // ...") and nothing is left loaded or allocated after a failure.
 func Open(opts Options) (_ *Device, err error) {
+	// The context made current below must stay current for the rest of
+	// Open (module loading): keep this goroutine on its thread.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	dirs := opts.Dirs
 	if dirs == nil {
 		dirs = SearchDirs()

@@ -82,6 +82,7 @@ func (b *Backend) ProfileReport() string {
 	if b.prof == nil || !b.begin() {
 		return ""
 	}
+	defer b.end()
 	b.profCollect()
 	type row struct {
 		name string

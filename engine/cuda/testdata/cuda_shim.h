@@ -8,11 +8,14 @@
 #define __forceinline__ inline
 #define __shared__ static
 struct ga_dim3 { unsigned x, y, z; };
+struct float4 { float x, y, z, w; };
+#define __launch_bounds__(n)
 extern ga_dim3 blockIdx, blockDim, threadIdx, gridDim;
 inline void __syncthreads() {}
 inline float __shfl_xor_sync(unsigned, float v, int) { return v; }
 inline double __shfl_xor_sync(unsigned, double v, int) { return v; }
 inline bool __any_sync(unsigned, bool p) { return p; }
+inline void __syncwarp(unsigned = 0xffffffffu) {}
 inline float __expf(float x) { return std::exp(x); }
 inline float rsqrtf(float x) { return 1 / std::sqrt(x); }
 using std::isinf;
