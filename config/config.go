@@ -17,6 +17,7 @@ import (
 
 	"github.com/gelo-research/geloattack/data/gelo"
 	"github.com/gelo-research/geloattack/data/synth"
+	"github.com/gelo-research/geloattack/engine/device"
 	"github.com/gelo-research/geloattack/losses/ot"
 	"github.com/gelo-research/geloattack/models/settransformer"
 	"github.com/gelo-research/geloattack/train"
@@ -32,8 +33,15 @@ type Run struct {
 	// Seed seeds the model's initialisation and per-step draws; the sampler's seed defaults to it.
 	// Default 1.
 	Seed uint64 `yaml:"seed" json:"seed"`
-	// Device is auto, cpu or cuda. Default auto (the CPU where no GPU backend is available).
+	// Device is auto, cpu, cuda or cuda:N (GPU N). Default auto: GPU 0 when the CUDA backend opens,
+	// else the CPU (logging why). cuda fails when no GPU opens. It does not change what a run
+	// trains: a run may resume on another device.
 	Device string `yaml:"device" json:"device"`
+	// Precision is the GEMM precision on a GPU: fp32, tf32 or bf16 (GEMM inputs rounded to tf32 or
+	// bf16 by cuBLAS, fp32 accumulation, fp32 master weights and optimizer state). The CPU always
+	// computes in fp32. Default fp32. A run may resume with another precision (the new one is
+	// recorded in config.yaml and the checkpoints), but sweep cells differing in it are different runs.
+	Precision string `yaml:"precision" json:"precision"`
 	// Store says where hidden states come from.
 	Store Store `yaml:"store" json:"store"`
 	// Sampler is SPEC §3: positives, tokens, shields, mixing, observation.
@@ -81,15 +89,16 @@ func Default() Run {
 	m, _ := settransformer.Preset("tiny")
 	m.InputDim, m.CandidateDim = 0, 0 // from the store
 	return Run{
-		Name:    "run",
-		Seed:    1,
-		Device:  "auto",
-		Store:   Store{Synth: synth.DefaultConfig()},
-		Sampler: gelo.DefaultConfig(),
-		Model:   m,
-		Train:   train.DefaultOptions(),
-		Loss:    Loss{Unmix: ot.DefaultConfig()},
-		Eval:    Eval{Batches: 32, PoolK: 16, Tau: 0.05},
+		Name:      "run",
+		Seed:      1,
+		Device:    device.Auto,
+		Precision: device.FP32,
+		Store:     Store{Synth: synth.DefaultConfig()},
+		Sampler:   gelo.DefaultConfig(),
+		Model:     m,
+		Train:     train.DefaultOptions(),
+		Loss:      Loss{Unmix: ot.DefaultConfig()},
+		Eval:      Eval{Batches: 32, PoolK: 16, Tau: 0.05},
 	}
 }
 
@@ -219,10 +228,11 @@ func (r Run) Validate() error {
 	if !validName.MatchString(r.Name) || r.Name == "." || r.Name == ".." {
 		return &sectionError{"", reflect.TypeOf(r), fmt.Errorf("name: %q, want letters, digits and . _ - + = , not starting with . or - (it names the run directory)", r.Name)}
 	}
-	switch r.Device {
-	case "auto", "cpu", "cuda":
-	default:
-		return &sectionError{"", reflect.TypeOf(r), fmt.Errorf("device: %q, want auto, cpu or cuda", r.Device)}
+	if _, err := device.ParseSpec(r.Device); err != nil {
+		return &sectionError{"", reflect.TypeOf(r), fmt.Errorf("device: %q, want %s", r.Device, device.SpecHelp)}
+	}
+	if r.Precision == "" || device.ValidPrecision(r.Precision) != nil {
+		return &sectionError{"", reflect.TypeOf(r), fmt.Errorf("precision: %q, want %s", r.Precision, device.PrecisionHelp)}
 	}
 	if r.Store.Path == "" {
 		if err := r.Store.Synth.Validate(); err != nil {

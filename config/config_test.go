@@ -70,7 +70,12 @@ func TestBadConfigsNameKeyLineAndRange(t *testing.T) {
 		{"bad range bound", "sampler:\n  shield_scale: [1, x]\n", "bad.yaml:2:17:", []string{"sampler.shield_scale", "not a number"}},
 		{"range unknown key", "sampler:\n  shield_frac: {min: 0.1, max: 0.5, foo: 1}\n", "bad.yaml:2:16:", []string{"sampler.shield_frac", "foo"}},
 		{"dot name", "name: ..\n", "bad.yaml:1:", []string{"name", `".."`}},
-		{"bad device", "device: tpu\n", "bad.yaml:1:", []string{"device", "tpu", "auto, cpu or cuda"}},
+		{"bad device", "device: tpu\n", "bad.yaml:1:", []string{"device", "tpu", "auto, cpu, cuda or cuda:N"}},
+		{"bad cuda ordinal", "name: x\ndevice: cuda:x\n", "bad.yaml:2:", []string{"device", "cuda:x", "auto, cpu, cuda or cuda:N"}},
+		{"empty device", "device: ''\n", "bad.yaml:1:", []string{"device", `""`, "cuda:N"}},
+		{"bad precision", "name: x\nprecision: fp16\n", "bad.yaml:2:12:", []string{"precision", "fp16", "fp32, tf32 or bf16"}},
+		{"empty precision", "precision: ''\n", "bad.yaml:1:", []string{"precision", `""`, "fp32, tf32 or bf16"}},
+		{"null precision", "precision:\n", "bad.yaml:1:", []string{"precision", "no value"}},
 		{"bad sinkhorn eps", "loss:\n  unmix:\n    eps: 0\n", "bad.yaml:3:", []string{"loss.unmix.eps", "0"}},
 		{"bad synth", "store:\n  synth:\n    d: -4\n", "bad.yaml:3:", []string{"store.synth.d", "-4"}},
 	}
@@ -139,5 +144,48 @@ func TestSecondDocumentRejected(t *testing.T) {
 	_, err := Parse("m.yaml", []byte("name: a\n---\nname: b\ntrain:\n  steps: -5\n"))
 	if err == nil || !strings.Contains(err.Error(), "more than one YAML document") {
 		t.Fatalf("got %v", err)
+	}
+}
+
+// device takes auto, cpu, cuda and cuda:N; precision fp32, tf32 and bf16, default fp32.
+func TestDeviceAndPrecision(t *testing.T) {
+	d := Default()
+	if d.Device != "auto" || d.Precision != "fp32" {
+		t.Fatalf("defaults: device %q precision %q, want auto and fp32", d.Device, d.Precision)
+	}
+	for _, dev := range []string{"auto", "cpu", "cuda", "cuda:0", "cuda:3"} {
+		for _, p := range []string{"fp32", "tf32", "bf16"} {
+			r, err := Parse("ok.yaml", []byte("device: "+dev+"\nprecision: "+p+"\n"))
+			if err != nil {
+				t.Errorf("device %s precision %s: %v", dev, p, err)
+				continue
+			}
+			if r.Device != dev || r.Precision != p {
+				t.Errorf("parsed device %q precision %q, want %q %q", r.Device, r.Precision, dev, p)
+			}
+			// The resolved config parses back with both keys.
+			out, err := r.Marshal()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r2, err := Parse("resolved.yaml", out); err != nil || r2.Device != dev || r2.Precision != p {
+				t.Errorf("round trip: %v, device %q precision %q", err, r2.Device, r2.Precision)
+			}
+		}
+	}
+}
+
+// Diff ignores the device (a run resumes on another one) but not the precision (bf16 GEMMs train
+// other numbers than fp32 ones; runner.Train lets a resumed run change it explicitly).
+func TestDiffDeviceAndPrecision(t *testing.T) {
+	a := Default()
+	b := a
+	b.Device = "cuda:1"
+	if d := Diff(a, b); d != "" {
+		t.Errorf("device change reported: %s", d)
+	}
+	b.Precision = "bf16"
+	if d := Diff(a, b); d != "precision: fp32 -> bf16" {
+		t.Errorf("precision change: Diff = %q", d)
 	}
 }

@@ -70,7 +70,9 @@ func yamlName(f reflect.StructField) string {
 // Diff names the first field (dotted path: old -> new) where a run made with config had would
 // differ from one made with want, or "" when they train the same thing. Settings that do not
 // change results (train.workers, train.prefetch, device) are ignored, and model widths left at 0
-// in want (filled from the store) match any.
+// in want (filled from the store) match any. precision is compared: bf16 and fp32 GEMMs train
+// different numbers, so sweep cells that differ only in it are different runs (resuming a run
+// with another precision is allowed by runner.Train, which sets it aside before calling Diff).
 func Diff(had, want Run) string {
 	if want.Model.InputDim == 0 {
 		want.Model.InputDim = had.Model.InputDim

@@ -12,6 +12,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 
 	"github.com/gelo-research/geloattack/checkpoints"
@@ -20,6 +21,8 @@ import (
 	"github.com/gelo-research/geloattack/data/gelo"
 	"github.com/gelo-research/geloattack/data/store"
 	"github.com/gelo-research/geloattack/data/synth"
+	"github.com/gelo-research/geloattack/engine"
+	"github.com/gelo-research/geloattack/engine/device"
 	"github.com/gelo-research/geloattack/models/settransformer"
 	"github.com/gelo-research/geloattack/train"
 )
@@ -29,6 +32,11 @@ import (
 // from a checkpoint.
 const MetaRunConfig = "run_config"
 
+// MetaDevice is the checkpoint metadata key of the backend that computed the steps up to the
+// checkpoint: its Name(), e.g. "cpu (2 workers; OpenBLAS ...)" or "cuda:0 NVIDIA H100 ...;
+// precision bf16". Informational: a run may resume on another device.
+const MetaDevice = "device"
+
 // Session is everything a resolved config builds.
 type Session struct {
 	// Cfg is the config with the model's widths filled in from the store.
@@ -36,7 +44,12 @@ type Session struct {
 	Corpus  data.Corpus
 	Sampler *gelo.Sampler
 	Task    train.Task
-	close   func() error
+	// Backend is the device the model lives on, opened from Cfg.Device and Cfg.Precision.
+	Backend engine.Backend
+	// DeviceLog holds the lines the device choice logged: the device opened (its backend's name),
+	// or a fallback to the CPU and why, and a precision the CPU ignores.
+	DeviceLog []string
+	close     func() error
 }
 
 // OpenCorpus opens the configured store, or generates the embedded synthetic one.
@@ -67,12 +80,26 @@ func ExpandPath(p string) string {
 	return p
 }
 
-// Open builds the corpus, sampler and model of cfg. The model's input and candidate widths come
-// from the store when the config leaves them at 0, and must match it otherwise.
+// Open builds the corpus, sampler and model of cfg on the device of cfg.Device and cfg.Precision
+// (see package engine/device); what the device choice logged (the device opened, or why auto fell
+// back to the CPU) is in Session.DeviceLog, for the caller to print once the session is known to
+// open. The model's input and candidate widths come from the store when the config leaves them at
+// 0, and must match it otherwise.
 func Open(cfg config.Run) (*Session, error) {
-	corpus, closeFn, err := OpenCorpus(cfg)
+	var lines []string
+	be, err := device.Open(cfg.Device, cfg.Precision, func(l string) { lines = append(lines, l) })
 	if err != nil {
 		return nil, err
+	}
+	corpus, closeCorpus, err := OpenCorpus(cfg)
+	if err != nil {
+		device.Close(be)
+		return nil, err
+	}
+	closeFn := func() error {
+		err := closeCorpus()
+		device.Close(be)
+		return err
 	}
 	fail := func(err error) (*Session, error) {
 		closeFn()
@@ -95,25 +122,25 @@ func Open(cfg config.Run) (*Session, error) {
 	if err != nil {
 		return fail(err)
 	}
-	s := &Session{Cfg: cfg, Corpus: corpus, Sampler: sampler, close: closeFn}
-	s.Task, err = newTask(cfg, sampler)
+	s := &Session{Cfg: cfg, Corpus: corpus, Sampler: sampler, Backend: be, DeviceLog: lines, close: closeFn}
+	s.Task, err = newTask(be, cfg, sampler)
 	if err != nil {
 		return fail(err)
 	}
 	return s, nil
 }
 
-// newTask builds the model and the training objective of cfg.Model.Task.
-func newTask(cfg config.Run, sampler *gelo.Sampler) (train.Task, error) {
+// newTask builds the model of cfg.Model.Task on be and its training objective.
+func newTask(be engine.Backend, cfg config.Run, sampler *gelo.Sampler) (train.Task, error) {
 	switch cfg.Model.Task {
 	case settransformer.TaskRetrieval:
-		model, err := settransformer.New(cfg.Model, cfg.Seed)
+		model, err := settransformer.NewOn(be, cfg.Model, cfg.Seed)
 		if err != nil {
 			return nil, err
 		}
 		return train.NewRetrieval(model, sampler, cfg.Loss.ExtraNegatives, cfg.Seed), nil
 	case settransformer.TaskUnmix:
-		model, err := settransformer.NewUnmix(cfg.Model, cfg.Seed, settransformer.WithLoss(cfg.Loss.Unmix))
+		model, err := settransformer.NewUnmixOn(be, cfg.Model, cfg.Seed, settransformer.WithLoss(cfg.Loss.Unmix))
 		if err != nil {
 			return nil, err
 		}
@@ -123,7 +150,7 @@ func newTask(cfg config.Run, sampler *gelo.Sampler) (train.Task, error) {
 	return nil, fmt.Errorf("model.task %q is not supported by this build", cfg.Model.Task)
 }
 
-// Close releases the store.
+// Close releases the store and the device; the model's tensors must not be used afterwards.
 func (s *Session) Close() error { return s.close() }
 
 // Metadata is what every checkpoint of the session carries.
@@ -136,7 +163,7 @@ func (s *Session) Metadata() (map[string]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	return map[string]string{checkpoints.MetaConfig: string(model), MetaRunConfig: string(run)}, nil
+	return map[string]string{checkpoints.MetaConfig: string(model), MetaRunConfig: string(run), MetaDevice: s.Backend.Name()}, nil
 }
 
 // Describe is a one-line summary of the session for logs.
@@ -154,11 +181,17 @@ func (s *Session) Describe() string {
 var ErrRunExists = errors.New("run directory already holds checkpoints")
 
 // Train runs cfg in dir. With resume it continues from dir's latest checkpoint, which must have
-// been made with the same config (train.steps, workers, prefetch and device may differ); without,
-// it refuses a directory that already holds checkpoints. It writes config.yaml once the run is
-// known to be consistent, and report.{json,md} at the end. An interrupt (ctx cancelled) returns
-// train.ErrInterrupted after a checkpoint.
+// been made with the same config (train.steps, workers, prefetch, device and precision may differ:
+// the new ones are recorded); without, it refuses a directory that already holds checkpoints. It
+// writes config.yaml once the run is known to be consistent, and report.{json,md} at the end. The
+// progress header names the run and the device (the backend's name, also recorded in every
+// checkpoint under MetaDevice). An interrupt (ctx cancelled) returns train.ErrInterrupted after a
+// checkpoint.
 func Train(ctx context.Context, cfg config.Run, dir string, resume bool, progress io.Writer) (train.Result, error) {
+	if progress == nil {
+		progress = io.Discard
+	}
+	precNote := ""
 	path, _, err := checkpoints.LatestPath(dir)
 	switch {
 	case !resume && err == nil:
@@ -179,11 +212,19 @@ func Train(ctx context.Context, cfg config.Run, dir string, resume bool, progres
 		}
 		want := cfg
 		want.Train.Steps = had.Train.Steps
+		want.Precision = had.Precision
 		if d := config.Diff(had, want); d != "" {
 			return train.Result{}, fmt.Errorf("resume %s: the run was made with another config (%s); resume with its own config (%s) or start a new run",
 				dir, d, filepath.Join(dir, "config.yaml"))
 		}
+		if had.Precision != cfg.Precision {
+			precNote = fmt.Sprintf("precision %s -> %s: the run continues in %s", had.Precision, cfg.Precision, cfg.Precision)
+		}
 	}
+	// The CUDA driver's current context is per OS thread: keep the goroutine that drives the
+	// device on one thread for the whole run (a no-op cost on the CPU).
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	sess, err := Open(cfg)
 	if err != nil {
 		return train.Result{}, err
@@ -204,6 +245,12 @@ func Train(ctx context.Context, cfg config.Run, dir string, resume bool, progres
 		return train.Result{}, err
 	}
 	fmt.Fprintf(progress, "run %s: %s\n", dir, sess.Describe())
+	for _, l := range sess.DeviceLog {
+		fmt.Fprintf(progress, "  %s\n", l)
+	}
+	if precNote != "" {
+		fmt.Fprintf(progress, "  resume: %s\n", precNote)
+	}
 	res, err := train.Train(ctx, train.Run{
 		Dir: dir, Options: sess.Cfg.Train, Task: sess.Task, Sampler: sess.Sampler,
 		Metadata: meta, Resume: resume, Progress: progress,
@@ -223,6 +270,10 @@ func ConfigOf(ck checkpoints.Checkpoint) (config.Run, error) {
 	var cfg config.Run
 	if err := json.Unmarshal([]byte(raw), &cfg); err != nil {
 		return config.Run{}, fmt.Errorf("checkpoint %s: %s metadata: %w", ck.Path, MetaRunConfig, err)
+	}
+	if cfg.Precision == "" {
+		// Written before the precision key existed: those runs computed in fp32.
+		cfg.Precision = config.Default().Precision
 	}
 	if err := cfg.Validate(); err != nil {
 		return config.Run{}, fmt.Errorf("checkpoint %s: run config: %w", ck.Path, err)

@@ -89,6 +89,7 @@ func Train(ctx context.Context, r Run) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
+	be := ps.Data().Storage().Backend()
 	sched := Schedule{Peak: o.LR, Warmup: o.WarmupSteps, Total: o.Steps, MinFrac: o.MinLRFrac}
 	opt.SetSchedule(func(step int) float32 { return float32(sched.At(step)) })
 
@@ -158,6 +159,13 @@ func Train(ctx context.Context, r Run) (Result, error) {
 		}
 		opt.Step()
 		ps.ZeroGrad()
+		// A device whose kernels can fail (CUDA: a launch, out of memory) keeps the first error
+		// instead of returning it: stop at the step that raised it, before it is logged or
+		// checkpointed. This does not wait for the queued AdamW kernels (the next step's loss
+		// does, and saveCheckpoint syncs before it writes).
+		if err := engine.BackendErr(be); err != nil {
+			return res, fmt.Errorf("step %d: device error: %w (last good checkpoint kept)", step+1, err)
+		}
 
 		done := step + 1
 		res.Steps = done
@@ -273,6 +281,11 @@ func saveCheckpoint(r Run, ps *engine.Params, opt *engine.AdamW, steps int64, wi
 		weights = append(weights, checkpoints.Tensor{Name: pv.Name, Shape: pv.Shape, Data: pv.Tensor.ToHost()})
 		m = append(m, checkpoints.Tensor{Name: pv.Name, Shape: pv.Shape, Data: st.M[pv.Name]})
 		v = append(v, checkpoints.Tensor{Name: pv.Name, Shape: pv.Shape, Data: st.V[pv.Name]})
+	}
+	// An asynchronous device reports a failed kernel (an update, a download) only when asked:
+	// never write weights that a failure may have corrupted.
+	if err := engine.Sync(ps.Data().Storage().Backend()); err != nil {
+		return fmt.Errorf("device error before writing checkpoint %d: %w", steps, err)
 	}
 	state := checkpoints.State{Step: steps, NextBatch: steps, AdamM: m, AdamV: v,
 		Last: map[string]float64{stateLossSum: win.sum, stateLossN: float64(win.n)}}

@@ -6,11 +6,14 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"runtime"
 	"strings"
 	"time"
 
 	"github.com/gelo-research/geloattack/data"
 	"github.com/gelo-research/geloattack/data/gelo"
+	"github.com/gelo-research/geloattack/engine"
+	"github.com/gelo-research/geloattack/engine/device"
 	"github.com/gelo-research/geloattack/models/settransformer"
 )
 
@@ -24,15 +27,44 @@ func runBench(ctx context.Context, args []string) error {
 	workers := flags.String("workers", "1,2", "generator goroutines for -what gen")
 	examples := flags.Int("examples", 64, "examples generated per gen measurement")
 	d := flags.Int("d", 4096, "row width for -what gen")
+	dev := flags.String("device", device.Auto, "device of -what step and unmix: auto (a GPU when the CUDA backend opens, else the CPU, logging why), cpu, cuda or cuda:N (fails when no GPU opens)")
+	precision := flags.String("precision", device.FP32, "GEMM precision on a GPU: fp32, tf32 or bf16 (the CPU computes in fp32); sets the peak that MFU is measured against")
 	flags.Usage = func() {
 		fmt.Fprintf(flags.Output(), "usage: geloattack bench [flags]\n\n"+
 			"Measures example generation (examples/s and rows/s of fresh obfuscated sets: window tokens,\n"+
 			"10%% gaussian shields, Haar mixing) and training-step throughput (forward, backward, AdamW;\n"+
-			"rows/s and peak RSS) on this machine. Timings on shared machines are noisy: repeat and quote medians.\n\n")
+			"rows/s and peak RSS) on this machine. On a GPU (-device) the step report adds the peak device\n"+
+			"memory, the GEMM GFLOP per step and the MFU (against the H100/H200 dense peak of -precision;\n"+
+			"n/a elsewhere); each preset runs on a freshly opened device. Timings on shared machines are\n"+
+			"noisy: repeat and quote medians.\n\n")
 		flags.PrintDefaults()
 	}
 	if err := flags.Parse(args); err != nil {
 		return err
+	}
+	if flags.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q (see -h)", flags.Arg(0))
+	}
+	if *steps < 1 {
+		return fmt.Errorf("-steps: %d, want >= 1 timed step", *steps)
+	}
+	if _, err := device.ParseSpec(*dev); err != nil {
+		return fmt.Errorf("-device: %w", err)
+	}
+	if err := device.ValidPrecision(*precision); err != nil {
+		return fmt.Errorf("-precision: %w", err)
+	}
+	runtime.LockOSThread() // the CUDA context is current per OS thread (see runner.Train)
+	defer runtime.UnlockOSThread()
+	logged := false
+	openDevice := func() (engine.Backend, error) {
+		// The choice is logged once; later presets open the same device again.
+		log := func(l string) { fmt.Fprintln(os.Stderr, l) }
+		if logged {
+			log = nil
+		}
+		logged = true
+		return device.Open(*dev, *precision, log)
 	}
 	for _, w := range strings.Split(*what, ",") {
 		switch strings.TrimSpace(w) {
@@ -49,12 +81,20 @@ func runBench(ctx context.Context, args []string) error {
 				return err
 			}
 		case "step", "unmix":
-			run := settransformer.RunBench
+			run := settransformer.RunBenchWith
 			if strings.TrimSpace(w) == "unmix" {
-				run = settransformer.RunUnmixBench
+				run = settransformer.RunUnmixBenchWith
 			}
 			for _, p := range strings.Split(*presets, ",") {
-				if err := run(ctx, strings.TrimSpace(p), *steps, os.Stdout); err != nil {
+				// A fresh device per preset: its memory peak and FLOP count are this benchmark's
+				// alone, and the previous preset's model is freed.
+				be, err := openDevice()
+				if err != nil {
+					return err
+				}
+				err = run(ctx, settransformer.BenchOptions{Backend: be}, strings.TrimSpace(p), *steps, os.Stdout)
+				device.Close(be)
+				if err != nil {
 					return err
 				}
 			}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 
 	"github.com/gelo-research/geloattack/checkpoints"
@@ -21,11 +22,13 @@ func runEval(ctx context.Context, args []string) error {
 	batches := flags.Int("batches", 0, "batches per split to score (0 = the config's eval.batches)")
 	batchSize := flags.Int("batch-size", 0, "examples per batch (0 = the config's train.batch_size)")
 	out := flags.String("out", "", "write eval.json and eval.md here (default: the run directory, or beside -ckpt)")
+	dev := addDeviceFlags(flags)
 	flags.Usage = func() {
 		fmt.Fprintf(flags.Output(), "usage: geloattack eval [flags] RUN_DIR\n       geloattack eval [flags] -ckpt FILE\n\n"+
 			"Scores a trained attack on fresh obfuscated batches of the train split (new mixtures of training\n"+
 			"texts) and of the val split (held-out texts), with each metric's chance level computed on the same\n"+
-			"examples (SPEC §6). The run config stored in the checkpoint rebuilds the store and sampler.\n\n")
+			"examples (SPEC §6). The run config stored in the checkpoint rebuilds the store and sampler, and\n"+
+			"names the device and precision unless -device or -precision say otherwise.\n\n")
 		flags.PrintDefaults()
 	}
 	if err := flags.Parse(args); err != nil {
@@ -55,9 +58,17 @@ func runEval(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	if err := dev.apply(&cfg); err != nil {
+		return err
+	}
+	runtime.LockOSThread() // the CUDA context is current per OS thread (see runner.Train)
+	defer runtime.UnlockOSThread()
 	sess, err := runner.Open(cfg)
 	if err != nil {
 		return err
+	}
+	for _, l := range sess.DeviceLog {
+		fmt.Fprintln(os.Stderr, l)
 	}
 	defer sess.Close()
 	if err := sess.LoadWeights(ck); err != nil {

@@ -21,14 +21,17 @@ func runSweep(ctx context.Context, args []string) error {
 	shards := flags.Int("shards", 0, "shard count when the index comes from $JOB_COMPLETION_INDEX (Kubernetes Indexed Job); default $"+sweep.EnvShards)
 	workers := flags.Int("workers", 0, "override train.workers of every cell (0 = keep; does not change results)")
 	list := flags.Bool("list", false, "list the cells, their shard and their state, and run nothing")
+	dev := addDeviceFlags(flags)
 	flags.Usage = func() {
-		fmt.Fprintf(flags.Output(), "usage: geloattack sweep -config FILE [-out DIR] [-shard i/N | -shards N] [-workers N] [-list]\n\n"+
+		fmt.Fprintf(flags.Output(), "usage: geloattack sweep -config FILE [-out DIR] [-shard i/N | -shards N] [-workers N] [-device D] [-precision P] [-list]\n\n"+
 			"Runs every cell of a sweep (a grid over config fields) as a training run in DIR/<cell>, one after\n"+
 			"another. Finished cells are skipped, interrupted ones resume from their checkpoint, and a failed\n"+
 			"cell does not stop the others. SIGINT/SIGTERM checkpoints the running cell and stops; run the same\n"+
 			"command again to continue. As a Slurm job array (SLURM_ARRAY_TASK_ID/COUNT) or a Kubernetes\n"+
 			"Indexed Job (JOB_COMPLETION_INDEX with -shards N) each task runs its own shard. Then:\n"+
-			"geloattack report DIR. See docs/sweeps.md.\n\n")
+			"geloattack report DIR. -device and -precision apply to every cell; a cell's device may change\n"+
+			"between runs of the sweep, its precision may not (cells of another precision are other runs).\n"+
+			"See docs/sweeps.md.\n\n")
 		flags.PrintDefaults()
 	}
 	if err := flags.Parse(args); err != nil {
@@ -44,9 +47,13 @@ func runSweep(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	if *workers > 0 {
-		for i := range sw.Cells {
-			sw.Cells[i].Config.Train.Workers = *workers
+	for i := range sw.Cells {
+		c := &sw.Cells[i].Config
+		if *workers > 0 {
+			c.Train.Workers = *workers
+		}
+		if err := dev.apply(c); err != nil {
+			return err
 		}
 	}
 	shard, source := sweep.All, ""

@@ -21,11 +21,13 @@ func runTrain(ctx context.Context, args []string) error {
 	resume := flags.Bool("resume", false, "continue a run from its latest checkpoint, with the config it was made with (default directory: the last unfinished runs/<name>[-N])")
 	steps := flags.Int("steps", 0, "override train.steps (0 = keep the config's)")
 	workers := flags.Int("workers", 0, "override train.workers, the example-generating goroutines (0 = keep)")
+	dev := addDeviceFlags(flags)
 	flags.Usage = func() {
-		fmt.Fprintf(flags.Output(), "usage: geloattack train [-config FILE] [-out DIR] [-resume] [-steps N] [-workers N]\n\n"+
+		fmt.Fprintf(flags.Output(), "usage: geloattack train [-config FILE] [-out DIR] [-resume] [-steps N] [-workers N] [-device auto|cpu|cuda|cuda:N] [-precision fp32|tf32|bf16]\n\n"+
 			"Trains a learned attack on obfuscated batches sampled on the fly, evaluates it on train and val\n"+
 			"with chance levels, and writes config.yaml, metrics.jsonl, checkpoints and report.{json,md}\n"+
-			"to the run directory. SIGINT/SIGTERM writes a checkpoint and exits; -resume continues.\n\n")
+			"to the run directory. SIGINT/SIGTERM writes a checkpoint and exits; -resume continues (on any\n"+
+			"device, and with another -precision if asked). The run header names the device.\n\n")
 		flags.PrintDefaults()
 	}
 	if err := flags.Parse(args); err != nil {
@@ -43,6 +45,9 @@ func runTrain(ctx context.Context, args []string) error {
 	}
 	if *workers > 0 {
 		cfg.Train.Workers = *workers
+	}
+	if err := dev.apply(&cfg); err != nil {
+		return err
 	}
 	dir := runDir(cfg.OutDir, cfg.Name, *out)
 	defaultDir := *out == "" && cfg.OutDir == ""
@@ -76,6 +81,9 @@ func runTrain(ctx context.Context, args []string) error {
 		}
 		if *workers > 0 {
 			cfg.Train.Workers = *workers
+		}
+		if err := dev.apply(&cfg); err != nil {
+			return err
 		}
 	}
 	res, err := runner.Train(ctx, cfg, dir, *resume, os.Stderr)

@@ -7,6 +7,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"runtime"
+	"strings"
 	"time"
 
 	"github.com/gelo-research/geloattack/engine"
@@ -58,6 +59,51 @@ type BenchResult struct {
 	ArenaPeak     int64  // activation arena bytes used by one step
 	GradPool      int64  // activation-gradient pool bytes
 	Backend       string // the engine's description of the device
+	// OnCPU is true on the CPU backend, where CPURowsPerSec is meaningful; elsewhere CPUSeconds
+	// is the host's share of a step (launching kernels, copying batches).
+	OnCPU bool
+	// Precision is the GEMM precision: the backend's (fp32, tf32 or bf16) when it says, else fp32.
+	Precision string
+	// DevicePeak is the most device memory the backend held since it was opened, in bytes; -1
+	// when the backend does not report it (the CPU: see PeakRSS).
+	DevicePeak int64
+	// GemmFLOPs is the floating-point operations of the GEMMs (and attention products) of one
+	// timed step, from the backend's engine.FLOPCounter; -1 when it does not count them.
+	GemmFLOPs float64
+	// FLOPSPerSec is GemmFLOPs / StepSeconds (0 when not counted).
+	FLOPSPerSec float64
+	// PeakFLOPS is the device's dense peak at Precision (see PeakFLOPS); 0 when unknown.
+	PeakFLOPS float64
+	// MFU is FLOPSPerSec / PeakFLOPS, the model FLOP utilisation; NaN when either is unknown.
+	MFU float64
+}
+
+// BenchOptions say where a training-step benchmark runs.
+type BenchOptions struct {
+	// Backend is the device the model is built on (engine/device.Open picks one from a spec); nil
+	// means a new CPU backend. The benchmark does not close it; a fresh backend per benchmark gives
+	// a device-memory peak and a FLOP count of that benchmark alone.
+	Backend engine.Backend
+}
+
+// PeakFLOPS is the dense peak FLOP/s of the device a backend name describes at a GEMM precision,
+// and false when it is not known. Known: the H100 SXM and the H200 (same GH100 compute: bf16
+// 989e12, tf32 494e12, fp32 67e12), named "... H100 ..." or "... H200 ..." without "PCIe" or
+// "NVL" (those variants are clocked lower).
+func PeakFLOPS(backendName, precision string) (float64, bool) {
+	if !(strings.Contains(backendName, "H100") || strings.Contains(backendName, "H200")) ||
+		strings.Contains(backendName, "PCIe") || strings.Contains(backendName, "NVL") {
+		return 0, false
+	}
+	switch precision {
+	case "bf16":
+		return 989e12, true
+	case "tf32":
+		return 494e12, true
+	case "fp32", "":
+		return 67e12, true
+	}
+	return 0, false
 }
 
 // gaussian fills n values from rng.
@@ -104,15 +150,15 @@ type benchModel struct {
 	inferFwd func() error // inference forward of the same batch
 }
 
-// newBenchModel builds the task's model for the preset and its synthetic batch.
-func newBenchModel(task Task, preset string, shape benchShape) (benchModel, error) {
+// newBenchModel builds the task's model for the preset on be and its synthetic batch.
+func newBenchModel(be engine.Backend, task Task, preset string, shape benchShape) (benchModel, error) {
 	cfg, err := Preset(preset)
 	if err != nil {
 		return benchModel{}, err
 	}
 	switch task {
 	case TaskRetrieval:
-		m, err := New(cfg, 1)
+		m, err := NewOn(be, cfg, 1)
 		if err != nil {
 			return benchModel{}, err
 		}
@@ -125,7 +171,7 @@ func newBenchModel(task Task, preset string, shape benchShape) (benchModel, erro
 	case TaskUnmix:
 		cfg.Task, cfg.DecLayers, cfg.Slots = TaskUnmix, benchDecLayers, benchSlotsPerN*shape.N
 		loss := ot.DefaultConfig()
-		m, err := NewUnmix(cfg, 1, WithLoss(loss))
+		m, err := NewUnmixOn(be, cfg, 1, WithLoss(loss))
 		if err != nil {
 			return benchModel{}, err
 		}
@@ -140,9 +186,15 @@ func newBenchModel(task Task, preset string, shape benchShape) (benchModel, erro
 	}
 }
 
-// benchmarkSteps builds the preset's model for task and times steps full training steps after one
-// warm-up step (which sizes the arena).
+// benchmarkSteps is benchmarkStepsOn a new CPU backend.
 func benchmarkSteps(ctx context.Context, task Task, preset string, steps int) (BenchResult, error) {
+	return benchmarkStepsOn(ctx, nil, task, preset, steps)
+}
+
+// benchmarkStepsOn builds the preset's model for task on be (nil: a new CPU backend) and times
+// steps full training steps after one warm-up step (which sizes the arena). The clock is read
+// after engine.Sync, so queued device work is counted.
+func benchmarkStepsOn(ctx context.Context, be engine.Backend, task Task, preset string, steps int) (BenchResult, error) {
 	shape, ok := benchShapes[preset]
 	if !ok {
 		return BenchResult{}, fmt.Errorf("settransformer: no benchmark shape for preset %q (want one of %v)", preset, PresetNames())
@@ -150,8 +202,20 @@ func benchmarkSteps(ctx context.Context, task Task, preset string, steps int) (B
 	if steps < 1 {
 		return BenchResult{}, fmt.Errorf("settransformer: benchmark steps = %d, want >= 1", steps)
 	}
+	if be == nil {
+		var err error
+		if be, err = defaultBackend(); err != nil {
+			return BenchResult{}, err
+		}
+	}
+	syncDev := func(what string) error {
+		if err := engine.Sync(be); err != nil {
+			return fmt.Errorf("settransformer: benchmark %s: %w", what, err)
+		}
+		return nil
+	}
 	_ = resetPeakRSS() // best effort: without it the peak includes whatever ran before
-	m, err := newBenchModel(task, preset, shape)
+	m, err := newBenchModel(be, task, preset, shape)
 	if err != nil {
 		return BenchResult{}, err
 	}
@@ -164,15 +228,26 @@ func benchmarkSteps(ctx context.Context, task Task, preset string, steps int) (B
 		if err := m.fwdBwd(); err != nil {
 			return 0, err
 		}
+		if err := syncDev("step"); err != nil {
+			return 0, err
+		}
 		t0 := time.Now()
 		engine.ClipGradNorm(m.params, 1)
 		opt.Step()
+		if err := syncDev("optimizer step"); err != nil {
+			return 0, err
+		}
 		return time.Since(t0), nil
 	}
 	if _, err := step(); err != nil { // warm-up: the arena and gradient pool grow here
 		return BenchResult{}, err
 	}
 	res := BenchResult{Task: task, Preset: preset, Params: m.params.Len(), B: shape.B, N: shape.N, Slots: m.slots, Steps: steps}
+	counter, counts := be.(engine.FLOPCounter)
+	var flops0 int64
+	if counts {
+		flops0 = counter.GemmFLOPs()
+	}
 	var optTotal time.Duration
 	start, cpuStart := time.Now(), processCPUTime()
 	for i := 0; i < steps; i++ {
@@ -185,9 +260,19 @@ func benchmarkSteps(ctx context.Context, task Task, preset string, steps int) (B
 		}
 		optTotal += d
 	}
+	if err := syncDev("timed steps"); err != nil {
+		return BenchResult{}, err
+	}
 	elapsed, cpu := time.Since(start), processCPUTime()-cpuStart
+	var flops int64
+	if counts {
+		flops = counter.GemmFLOPs() - flops0
+	}
 	t0 := time.Now()
 	if err := m.inferFwd(); err != nil {
+		return BenchResult{}, err
+	}
+	if err := syncDev("forward"); err != nil {
 		return BenchResult{}, err
 	}
 	res.FwdSeconds = time.Since(t0).Seconds()
@@ -204,43 +289,96 @@ func benchmarkSteps(ctx context.Context, task Task, preset string, steps int) (B
 	}
 	_, res.ArenaPeak = m.tape.ArenaBytes()
 	res.GradPool = m.tape.GradPoolBytes()
-	res.Backend = m.tape.Backend().Name()
+	res.Backend = be.Name()
+	_, res.OnCPU = be.(*engine.CPU)
+	res.Precision = "fp32"
+	if p, ok := be.(interface{ Precision() string }); ok && p.Precision() != "" {
+		res.Precision = p.Precision()
+	}
+	res.DevicePeak = -1
+	if p, ok := be.(interface{ PeakBytes() int64 }); ok {
+		res.DevicePeak = p.PeakBytes()
+	}
+	res.GemmFLOPs, res.MFU = -1, math.NaN()
+	if counts {
+		res.GemmFLOPs = float64(flops) / float64(steps)
+		res.FLOPSPerSec = res.GemmFLOPs / res.StepSeconds
+		if peak, ok := PeakFLOPS(res.Backend, res.Precision); ok {
+			res.PeakFLOPS = peak
+			res.MFU = res.FLOPSPerSec / peak
+		}
+	}
 	return res, nil
 }
 
 // RunBench times steps training steps (forward, backward, gradient clipping, AdamW) of the named
 // preset's retrieval model on a synthetic batch (tiny: B4 n64, small: B8 n128, paper: B16 n256;
-// d = e = 4096) and writes rows/s, the split of a step and the peak RSS to out.
+// d = e = 4096) on a new CPU backend and writes rows/s, the split of a step and the peak RSS to
+// out. RunBenchWith runs it on another device.
 func RunBench(ctx context.Context, preset string, steps int, out io.Writer) error {
-	return runBench(ctx, TaskRetrieval, preset, steps, out)
+	return runBench(ctx, BenchOptions{}, TaskRetrieval, preset, steps, out)
+}
+
+// RunBenchWith is RunBench on opts.Backend. Besides the CPU report it writes, where the backend
+// offers them, the peak device memory and the GEMM GFLOP per step with the achieved TFLOP/s and
+// the MFU (see PeakFLOPS; "n/a" for devices whose peak is not known).
+func RunBenchWith(ctx context.Context, opts BenchOptions, preset string, steps int, out io.Writer) error {
+	return runBench(ctx, opts, TaskRetrieval, preset, steps, out)
 }
 
 // RunUnmixBench is RunBench for the unmixing model: the preset's encoder plus a decoder of 2
 // blocks over S = n slots, trained with the default unmix loss (balanced Sinkhorn, eps 0.05, 50
 // iterations, cycle and both regularisers) against 3n/4 clean rows per set; d = 4096.
 func RunUnmixBench(ctx context.Context, preset string, steps int, out io.Writer) error {
-	return runBench(ctx, TaskUnmix, preset, steps, out)
+	return runBench(ctx, BenchOptions{}, TaskUnmix, preset, steps, out)
 }
 
-func runBench(ctx context.Context, task Task, preset string, steps int, out io.Writer) error {
-	res, err := benchmarkSteps(ctx, task, preset, steps)
+// RunUnmixBenchWith is RunUnmixBench on opts.Backend, reporting as RunBenchWith.
+func RunUnmixBenchWith(ctx context.Context, opts BenchOptions, preset string, steps int, out io.Writer) error {
+	return runBench(ctx, opts, TaskUnmix, preset, steps, out)
+}
+
+func runBench(ctx context.Context, opts BenchOptions, task Task, preset string, steps int, out io.Writer) error {
+	res, err := benchmarkStepsOn(ctx, opts.Backend, task, preset, steps)
 	if err != nil {
 		return err
 	}
+	_, err = io.WriteString(out, res.Report())
+	return err
+}
+
+// Report is the benchmark's report as RunBench writes it: the model and device, the step time and
+// throughput, memory, and on devices that count them the GEMM FLOPs and MFU.
+func (res BenchResult) Report() string {
 	const mib = 1 << 20
 	name, shape := res.Preset, fmt.Sprintf("B=%d n=%d d=e=4096", res.B, res.N)
-	if task == TaskUnmix {
+	if res.Task == TaskUnmix {
 		name = "unmix " + name
 		shape = fmt.Sprintf("B=%d n=%d S=%d n_clean=%d dec_layers=%d d=4096", res.B, res.N, res.Slots, 3*res.N/4, benchDecLayers)
 	}
-	_, err = fmt.Fprintf(out,
-		"settransformer %s: %d params, %s, %d steps on %s\n"+
-			"  step %.3f s (forward alone %.3f s, clip+AdamW %.3f s) -> %.1f rows/s\n"+
-			"  step CPU time %.3f s over all threads -> %.1f rows/s on %d dedicated cores\n"+
-			"  peak RSS %.0f MiB, activation arena %.0f MiB, activation-gradient pool %.0f MiB\n",
+	var b strings.Builder
+	fmt.Fprintf(&b, "settransformer %s: %d params, %s, %d steps on %s\n"+
+		"  step %.3f s (forward alone %.3f s, clip+AdamW %.3f s) -> %.1f rows/s\n",
 		name, res.Params, shape, res.Steps, res.Backend,
-		res.StepSeconds, res.FwdSeconds, res.OptSeconds, res.RowsPerSec,
-		res.CPUSeconds, res.CPURowsPerSec, res.Workers,
+		res.StepSeconds, res.FwdSeconds, res.OptSeconds, res.RowsPerSec)
+	if res.OnCPU {
+		fmt.Fprintf(&b, "  step CPU time %.3f s over all threads -> %.1f rows/s on %d dedicated cores\n",
+			res.CPUSeconds, res.CPURowsPerSec, res.Workers)
+	} else {
+		fmt.Fprintf(&b, "  host CPU time %.3f s per step over all threads\n", res.CPUSeconds)
+	}
+	fmt.Fprintf(&b, "  peak RSS %.0f MiB, activation arena %.0f MiB, activation-gradient pool %.0f MiB\n",
 		float64(res.PeakRSS)/mib, float64(res.ArenaPeak)/mib, float64(res.GradPool)/mib)
-	return err
+	if res.DevicePeak >= 0 {
+		fmt.Fprintf(&b, "  peak device memory %.0f MiB\n", float64(res.DevicePeak)/mib)
+	}
+	if res.GemmFLOPs >= 0 {
+		mfu := "n/a (peak of this device not known)"
+		if !math.IsNaN(res.MFU) {
+			mfu = fmt.Sprintf("%.2f%% of %.0f TFLOP/s %s peak", 100*res.MFU, res.PeakFLOPS/1e12, res.Precision)
+		}
+		fmt.Fprintf(&b, "  GEMM %.1f GFLOP/step -> %.2f TFLOP/s (%s), MFU %s\n",
+			res.GemmFLOPs/1e9, res.FLOPSPerSec/1e12, res.Precision, mfu)
+	}
+	return b.String()
 }

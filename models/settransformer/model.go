@@ -54,8 +54,8 @@ type Model struct {
 	clean []float32
 }
 
-// New builds a retrieval model on the engine's default device with parameters initialised from
-// seed (see ParamSpec.Init).
+// New builds a retrieval model on the CPU with parameters initialised from seed (see
+// ParamSpec.Init). Commands choose the device with package engine/device and call NewOn.
 func New(cfg Config, seed uint64) (*Model, error) {
 	be, err := defaultBackend()
 	if err != nil {
@@ -64,8 +64,9 @@ func New(cfg Config, seed uint64) (*Model, error) {
 	return NewOn(be, cfg, seed)
 }
 
-// defaultBackend is the one place that picks a device, until the engine offers its own choice
-// (ENGINE_REQUESTS.md, request 2).
+// defaultBackend is the device of New and NewUnmix: the CPU, which every machine has. Model code
+// does not choose devices; engine/device does (auto, cpu, cuda[:N]) for the commands, which build
+// models with NewOn and NewUnmixOn.
 func defaultBackend() (engine.Backend, error) {
 	be, err := engine.NewCPU(engine.CPUConfig{})
 	if err != nil {
@@ -74,7 +75,7 @@ func defaultBackend() (engine.Backend, error) {
 	return be, nil
 }
 
-// NewOn is New on a given backend.
+// NewOn is New on a given backend (engine/device.Open picks one from a device spec).
 func NewOn(be engine.Backend, cfg Config, seed uint64) (*Model, error) {
 	if cfg.Task != TaskRetrieval {
 		return nil, fmt.Errorf("settransformer: New builds task %q, got task %q (use NewUnmix)", TaskRetrieval, cfg.Task)

@@ -1,0 +1,196 @@
+// Package device chooses the compute device of a run: it turns a device spec ("auto", "cpu",
+// "cuda", "cuda:N") and a GEMM precision ("fp32", "tf32", "bf16") into an engine.Backend. Commands
+// resolve the device once at start-up here; model code only ever sees the engine.Backend.
+//
+//   - "cpu": engine.NewCPU. The CPU computes in fp32 whatever the precision; any other precision
+//     logs a one-line note saying so.
+//   - "cuda" or "cuda:N": the CUDA backend on GPU 0 or N (after CUDA_VISIBLE_DEVICES). A failure is
+//     returned, wrapped as "device cuda: no CUDA device: <why>", so a user who asked for a GPU learns
+//     why there is none; it matches cuda.ErrNoDevice (errors.Is).
+//   - "auto": the CUDA backend on GPU 0 when one opens, else the CPU after logging one line
+//     "device: cpu (no CUDA device: <why>)".
+//
+// On success Open logs "device: <backend name>" (the name says the device, its libraries and, for
+// CUDA, the precision).
+package device
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"strconv"
+	"strings"
+
+	"github.com/gelo-research/geloattack/engine"
+	"github.com/gelo-research/geloattack/engine/cuda"
+)
+
+// Kinds of device a spec names.
+const (
+	Auto = "auto"
+	CPU  = "cpu"
+	CUDA = "cuda"
+)
+
+// Precisions of the CUDA backend's GEMMs (cuda.BackendOptions.Precision); the CPU computes in fp32.
+const (
+	FP32 = "fp32"
+	TF32 = "tf32"
+	BF16 = "bf16"
+)
+
+// SpecHelp lists the accepted device specs, as error messages and flag help say it.
+const SpecHelp = "auto, cpu, cuda or cuda:N"
+
+// PrecisionHelp lists the accepted precisions.
+const PrecisionHelp = "fp32, tf32 or bf16"
+
+// Spec is a parsed device spec.
+type Spec struct {
+	// Kind is Auto, CPU or CUDA.
+	Kind string
+	// Ordinal is the GPU index for CUDA ("cuda" is 0) and Auto (0); 0 for CPU.
+	Ordinal int
+}
+
+// String writes the spec back: "auto", "cpu", "cuda" for GPU 0, "cuda:N" otherwise.
+func (s Spec) String() string {
+	if s.Kind == CUDA && s.Ordinal != 0 {
+		return fmt.Sprintf("cuda:%d", s.Ordinal)
+	}
+	return s.Kind
+}
+
+// ParseSpec parses "auto", "cpu", "cuda" or "cuda:N" (N a non-negative decimal integer). Anything
+// else, the empty string included, is an error such as `device "gpu": want auto, cpu, cuda or
+// cuda:N`.
+func ParseSpec(spec string) (Spec, error) {
+	switch spec {
+	case Auto, CPU, CUDA:
+		return Spec{Kind: spec}, nil
+	}
+	if rest, ok := strings.CutPrefix(spec, CUDA+":"); ok && rest != "" && strings.Trim(rest, "0123456789") == "" {
+		n, err := strconv.Atoi(rest)
+		if err == nil {
+			return Spec{Kind: CUDA, Ordinal: n}, nil
+		}
+	}
+	return Spec{}, fmt.Errorf("device %q: want %s", spec, SpecHelp)
+}
+
+// ValidPrecision is nil for "" (fp32), "fp32", "tf32" and "bf16" (cuda.ValidPrecision), and an
+// error naming the choices otherwise.
+func ValidPrecision(p string) error {
+	if err := cuda.ValidPrecision(p); err != nil {
+		return fmt.Errorf("precision %q: want %s", p, PrecisionHelp)
+	}
+	return nil
+}
+
+// Options configure OpenWith.
+type Options struct {
+	// Spec is the device: auto, cpu, cuda or cuda:N.
+	Spec string
+	// Precision is the CUDA backend's GEMM precision: "" or fp32, tf32, bf16 (GEMM inputs
+	// rounded by cuBLAS, fp32 accumulation and master weights). The CPU computes in fp32.
+	Precision string
+	// Log receives the one-line messages about the choice (the device opened, a fallback to the
+	// CPU and why, a precision the CPU ignores); nil discards them.
+	Log func(string)
+	// CUDA overrides the library search of the CUDA backend (tests point it at missing files);
+	// its Ordinal is ignored: the spec's is used.
+	CUDA cuda.Options
+	// CPU configures the CPU backend.
+	CPU engine.CPUConfig
+}
+
+// Open is OpenWith(Options{Spec: spec, Precision: precision, Log: log}).
+func Open(spec, precision string, log func(string)) (engine.Backend, error) {
+	return OpenWith(Options{Spec: spec, Precision: precision, Log: log})
+}
+
+// OpenWith opens the backend that o names (see the package documentation). The caller releases it
+// with Close.
+func OpenWith(o Options) (engine.Backend, error) {
+	logf := func(format string, args ...any) {
+		if o.Log != nil {
+			o.Log(fmt.Sprintf(format, args...))
+		}
+	}
+	s, err := ParseSpec(o.Spec)
+	if err != nil {
+		return nil, err
+	}
+	if err := ValidPrecision(o.Precision); err != nil {
+		return nil, err
+	}
+	openCPU := func() (engine.Backend, error) {
+		be, err := engine.NewCPU(o.CPU)
+		if err != nil {
+			return nil, fmt.Errorf("device cpu: %w", err)
+		}
+		if o.Precision != "" && o.Precision != FP32 {
+			logf("device: precision %s applies to CUDA GEMMs; the CPU computes in fp32", o.Precision)
+		}
+		return be, nil
+	}
+	if s.Kind == CPU {
+		be, err := openCPU()
+		if err == nil {
+			logf("device: %s", be.Name())
+		}
+		return be, err
+	}
+	opts := o.CUDA
+	opts.Ordinal = s.Ordinal
+	gpu, err := newCUDA(cuda.BackendOptions{Device: opts, Precision: o.Precision})
+	if err == nil {
+		logf("device: %s", gpu.Name())
+		return gpu, nil
+	}
+	if s.Kind == CUDA {
+		return nil, fmt.Errorf("device %s: %w", s, noDevice(err))
+	}
+	logf("device: cpu (%s)", noDevice(err).Error())
+	return openCPU()
+}
+
+// newCUDA is cuda.NewBackend on one OS thread: the driver's current context is per thread, and
+// opening makes the context current and then loads the kernels into it, so a goroutine moved to
+// another thread in between would fail (CUDA_ERROR_INVALID_CONTEXT) and auto would fall back to
+// the CPU on a machine with a working GPU.
+func newCUDA(o cuda.BackendOptions) (*cuda.Backend, error) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	return cuda.NewBackend(o)
+}
+
+// noDevice is err when it matches cuda.ErrNoDevice and says "no CUDA device" (every
+// cuda.NewBackend error should), else err prefixed so that both hold: the log line and the
+// returned error always say why there is no GPU in the same words.
+func noDevice(err error) error {
+	if errors.Is(err, cuda.ErrNoDevice) && strings.Contains(err.Error(), cuda.ErrNoDevice.Error()) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", cuda.ErrNoDevice, err)
+}
+
+// Close releases be's device resources when it holds any (the CUDA backend's Close); the CPU
+// backend needs none. Tensors of be must not be used afterwards.
+func Close(be engine.Backend) {
+	switch c := be.(type) {
+	case interface{ Close() }:
+		c.Close()
+	case interface{ Close() error }:
+		_ = c.Close()
+	}
+}
+
+// PeakBytes is the peak device memory be has held (the CUDA backend's PeakBytes), and false when
+// be does not report it (the CPU: see the process's peak RSS instead).
+func PeakBytes(be engine.Backend) (int64, bool) {
+	if p, ok := be.(interface{ PeakBytes() int64 }); ok {
+		return p.PeakBytes(), true
+	}
+	return 0, false
+}

@@ -1,0 +1,114 @@
+package settransformer
+
+import (
+	"context"
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/gelo-research/geloattack/engine"
+)
+
+// fakeGPU is the CPU backend dressed as a device that counts GEMM FLOPs, reports its peak memory
+// and precision and has a name the MFU table knows.
+type fakeGPU struct {
+	*engine.CPU
+	flops, syncs int64
+}
+
+func (f *fakeGPU) Name() string      { return "cuda:0 NVIDIA H100 80GB HBM3 (fake); precision bf16" }
+func (f *fakeGPU) Precision() string { return "bf16" }
+func (f *fakeGPU) PeakBytes() int64  { return 123 << 20 }
+func (f *fakeGPU) GemmFLOPs() int64  { return f.flops }
+func (f *fakeGPU) Sync() error       { f.syncs++; return nil }
+func (f *fakeGPU) Gemm(transA, transB bool, batch, m, n, k int, alpha float32, a, b *engine.Tensor, beta float32, c *engine.Tensor) {
+	f.flops += 2 * int64(batch) * int64(m) * int64(n) * int64(k)
+	f.CPU.Gemm(transA, transB, batch, m, n, k, alpha, a, b, beta, c)
+}
+
+func TestBenchOnDeviceReportsMemoryFLOPsAndMFU(t *testing.T) {
+	cpu, err := engine.NewCPU(engine.CPUConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	be := &fakeGPU{CPU: cpu}
+	res, err := benchmarkStepsOn(context.Background(), be, TaskRetrieval, "tiny", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if be.syncs == 0 {
+		t.Error("the benchmark never synced the device before reading the clock")
+	}
+	if res.OnCPU || res.Precision != "bf16" || res.DevicePeak != 123<<20 {
+		t.Errorf("OnCPU %v precision %q device peak %d", res.OnCPU, res.Precision, res.DevicePeak)
+	}
+	// Two timed steps of the same batch: the count per step is half the timed total, and at least
+	// the input projection's 2·(B·N)·d·h.
+	if min := 2.0 * 4 * 64 * 4096 * 128; !(res.GemmFLOPs >= min) || res.GemmFLOPs > float64(be.flops) {
+		t.Errorf("GEMM FLOPs per step %g, want >= %g and <= the total %d", res.GemmFLOPs, min, be.flops)
+	}
+	if res.PeakFLOPS != 989e12 || math.Abs(res.MFU-res.FLOPSPerSec/989e12) > 1e-12 || !(res.MFU > 0) {
+		t.Errorf("peak %g MFU %g FLOP/s %g", res.PeakFLOPS, res.MFU, res.FLOPSPerSec)
+	}
+	rep := res.Report()
+	t.Log(rep)
+	for _, want := range []string{"on cuda:0 NVIDIA H100", "rows/s", "host CPU time", "peak device memory 123 MiB", "GFLOP/step", "TFLOP/s (bf16)", "of 989 TFLOP/s bf16 peak"} {
+		if !strings.Contains(rep, want) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
+	if strings.Contains(rep, "dedicated cores") {
+		t.Error("a device report speaks of dedicated CPU cores")
+	}
+
+	// Through the public entry point, unmix, on a device whose peak is not known: MFU n/a.
+	var sb strings.Builder
+	other := &unknownGPU{fakeGPU{CPU: cpu}}
+	if err := RunUnmixBenchWith(context.Background(), BenchOptions{Backend: other}, "tiny", 1, &sb); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(sb.String(), "unmix tiny") || !strings.Contains(sb.String(), "MFU n/a") {
+		t.Errorf("report %q lacks the task or MFU n/a", sb.String())
+	}
+}
+
+type unknownGPU struct{ fakeGPU }
+
+func (u *unknownGPU) Name() string { return "cuda:0 NVIDIA A100-SXM4-80GB (fake); precision bf16" }
+
+// The CPU report has no device lines: no memory or FLOP figures it does not have.
+func TestBenchOnCPUReportsNoDeviceLines(t *testing.T) {
+	var sb strings.Builder
+	if err := RunBenchWith(context.Background(), BenchOptions{}, "tiny", 1, &sb); err != nil {
+		t.Fatal(err)
+	}
+	for _, not := range []string{"device memory", "GFLOP", "MFU"} {
+		if strings.Contains(sb.String(), not) {
+			t.Errorf("CPU report mentions %q: %s", not, sb.String())
+		}
+	}
+	if !strings.Contains(sb.String(), "dedicated cores") {
+		t.Errorf("CPU report lacks the dedicated-cores throughput: %s", sb.String())
+	}
+}
+
+func TestPeakFLOPS(t *testing.T) {
+	for _, c := range []struct {
+		name, prec string
+		want       float64
+	}{
+		{"cuda:0 NVIDIA H100 80GB HBM3; precision bf16", "bf16", 989e12},
+		{"cuda:0 NVIDIA H100 80GB HBM3; precision tf32", "tf32", 494e12},
+		{"cuda:0 NVIDIA H100 80GB HBM3; precision fp32", "fp32", 67e12},
+		{"cuda:0 NVIDIA H200; precision bf16", "bf16", 989e12},
+		{"cuda:0 NVIDIA H100 PCIe; precision bf16", "bf16", 0},
+		{"cuda:0 NVIDIA H100 NVL; precision bf16", "bf16", 0},
+		{"cuda:0 NVIDIA A100-SXM4-80GB; precision bf16", "bf16", 0},
+		{"cpu (2 workers; OpenBLAS)", "fp32", 0},
+	} {
+		got, ok := PeakFLOPS(c.name, c.prec)
+		if got != c.want || ok != (c.want > 0) {
+			t.Errorf("PeakFLOPS(%q, %s) = %g, %v; want %g", c.name, c.prec, got, ok, c.want)
+		}
+	}
+}
