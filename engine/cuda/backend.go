@@ -77,10 +77,15 @@ type Backend struct {
 	peak  int64
 	owned []DevicePtr // every allocation, freed by Close
 
-	prof    *profiler // nil unless profiling
-	flash   bool      // attention in flash.cu where the head width allows
-	scratch [scratchSlots]scratchBuf
-	oneD    DevicePtr // one double, SumSquaresHost's result
+	prof *profiler // nil unless profiling
+	// curThread is the OS thread begin last made the context current on.
+	curThread int
+	stage     *stager // page-locked upload buffers, made on first use
+	// stageFailed records that page-locked memory could not be had.
+	stageFailed bool
+	flash       bool // attention in flash.cu where the head width allows
+	scratch     [scratchSlots]scratchBuf
+	oneD        DevicePtr // one double, SumSquaresHost's result
 }
 
 // Scratch slots: attention's head-split copies and score matrices, the
@@ -98,6 +103,8 @@ const (
 	slotDV
 	slotPartial
 	slotRows
+	slotA16 // bf16 copies of GEMM operands
+	slotB16
 	scratchSlots
 )
 
@@ -147,12 +154,9 @@ func NewBackend(opts BackendOptions) (*Backend, error) {
 			return nil, &NoDeviceError{Why: fmt.Sprintf("kernel %s not loaded (%d kernels embedded; rebuild the PTX with scripts/build-ptx.sh)", k, len(d.funcs))}
 		}
 	}
-	b := &Backend{dev: d, prec: prec, compute: cublasCompute32F}
-	switch prec {
-	case PrecisionTF32:
+	b := &Backend{dev: d, prec: prec, compute: cublasCompute32F, curThread: -1}
+	if prec == PrecisionTF32 {
 		b.compute = cublasCompute32FFastTF32
-	case PrecisionBF16:
-		b.compute = cublasCompute32FFast16BF
 	}
 	if opts.Profile || os.Getenv("GELOATTACK_CUDA_PROFILE") == "1" {
 		b.prof = &profiler{total: map[string]*profStat{}}
@@ -175,7 +179,7 @@ var requiredKernels = []string{
 	"ga_l2norm_bwd", "ga_row_lse", "ga_row_norm", "ga_row_reduce_bwd", "ga_mean_pool",
 	"ga_mean_pool_bwd", "ga_infonce_rows", "ga_infonce_bwd", "ga_reduce_partial", "ga_finish_sum",
 	"ga_reduce_bwd", "ga_split_heads", "ga_merge_heads", "ga_attn_softmax", "ga_attn_recompute_p",
-	"ga_attn_softmax_bwd", "ga_adamw", "ga_flash_fwd", "ga_flash_bwd_dq", "ga_flash_bwd_dkv",
+	"ga_attn_softmax_bwd", "ga_adamw", "ga_to_bf16", "ga_to_bf16x4", "ga_flash_fwd", "ga_flash_bwd_dq", "ga_flash_bwd_dkv",
 }
 
 // Device is the opened GPU.
@@ -219,10 +223,15 @@ func (b *Backend) begin() bool {
 		runtime.UnlockOSThread()
 		return false
 	}
-	if err := b.dev.MakeCurrent(); err != nil {
-		b.fail(err)
-		runtime.UnlockOSThread()
-		return false
+	// Every backend of the process shares the device's primary context, so
+	// a thread that was made current once stays current.
+	if t := osThread(); t < 0 || t != b.curThread {
+		if err := b.dev.MakeCurrent(); err != nil {
+			b.fail(err)
+			runtime.UnlockOSThread()
+			return false
+		}
+		b.curThread = t
 	}
 	return true
 }
@@ -261,6 +270,10 @@ func (b *Backend) Close() {
 	defer runtime.UnlockOSThread()
 	if b.dev.MakeCurrent() == nil {
 		b.dev.Sync()
+		if b.stage != nil {
+			b.freeStage(b.stage)
+			b.stage = nil
+		}
 		for _, p := range b.owned {
 			b.dev.Free(p)
 		}
@@ -411,6 +424,9 @@ func (b *Backend) Upload(t *engine.Tensor, src []float32) {
 			b.profStart("upload")
 			defer b.profStop()
 		}
+		if len(src)*4 >= stageMinBytes && !b.stageFailed && b.uploadStaged(ptr(t), src) {
+			return
+		}
 		b.fail(b.dev.Upload(ptr(t), src))
 	}
 }
@@ -492,9 +508,16 @@ func (b *Backend) gemm(transA, transB bool, batch, m, n, k int, alpha float32, a
 	}
 	d := b.dev
 	d.alpha, d.beta = alpha, beta
+	var in uintptr = DataFloat32
+	if b.prec == PrecisionBF16 {
+		// Real bf16 inputs: cuBLAS's FAST_16BF compute type on fp32
+		// operands ran tf32 kernels (bit-identical results) on an H100.
+		a, bm = b.toBF16(slotA16, a, batch*m*k), b.toBF16(slotB16, bm, batch*k*n)
+		in = DataBFloat16
+	}
 	r, _, _ := purego.SyscallN(d.rawGemm, d.handle, uintptr(o1), uintptr(o2), uintptr(n), uintptr(m), uintptr(k),
-		uintptr(unsafe.Pointer(&d.alpha)), uintptr(bm), DataFloat32, uintptr(ldb), uintptr(k*n),
-		uintptr(a), DataFloat32, uintptr(lda), uintptr(m*k),
+		uintptr(unsafe.Pointer(&d.alpha)), uintptr(bm), in, uintptr(ldb), uintptr(k*n),
+		uintptr(a), in, uintptr(lda), uintptr(m*k),
 		uintptr(unsafe.Pointer(&d.beta)), uintptr(c), DataFloat32, uintptr(ldc), uintptr(m*n),
 		uintptr(batch), uintptr(b.compute), uintptr(uint32(cublasGemmDefault&0xffffffff)))
 	b.fail(cublasCheck("cublasGemmStridedBatchedEx", int32(r)))
@@ -505,6 +528,17 @@ func tn(t bool) string {
 		return "T"
 	}
 	return "N"
+}
+
+// toBF16 rounds n elements at x to bf16 into slot and returns the copy.
+func (b *Backend) toBF16(slot int, x DevicePtr, n int) DevicePtr {
+	y := b.scratchPtr(slot, (n+1)/2)
+	if x%16 == 0 && n%4 == 0 {
+		b.launch("ga_to_bf16x4", gridFor(n/4), blk, y, x, int64(n/4))
+	} else {
+		b.launch("ga_to_bf16", gridFor(n), blk, y, x, int64(n))
+	}
+	return y
 }
 
 // scaleInPlace is c *= beta over n elements (zero when beta is 0, so that

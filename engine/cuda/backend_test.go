@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math"
 	"math/rand/v2"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -143,4 +144,75 @@ func TestBackendPrecisionEffect(t *testing.T) {
 	if slices.Equal(got[PrecisionBF16], got[PrecisionTF32]) {
 		t.Logf("note: bf16 GEMM is bit-identical to tf32 (cuBLAS chose tf32 kernels for CUBLAS_COMPUTE_32F_FAST_16BF)")
 	}
+}
+
+// TestBackendStagedUpload: an upload larger than the staging buffers (three
+// chunks through the two page-locked halves, the last one partial) arrives
+// bit-exact, and a second upload into the same tensor replaces it.
+func TestBackendStagedUpload(t *testing.T) {
+	be := newTestBackend(t, PrecisionFP32)
+	n := 2*stageChunk + 12345
+	src := make([]float32, n)
+	rng := rand.New(rand.NewPCG(5, 6))
+	for i := range src {
+		src[i] = float32(rng.NormFloat64())
+	}
+	tp := engine.NewTape(be)
+	x := tp.Input(src, n)
+	if err := tp.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if got := x.ToHost(); !slices.Equal(got, src) {
+		t.Fatal("staged upload changed the data")
+	}
+	for i := range src {
+		src[i] = -src[i]
+	}
+	be.Upload(x, src)
+	want0 := src[0]
+	src[0] = 42 // Upload has returned: the caller may reuse its slice
+	got := x.ToHost()
+	if got[0] != want0 || !slices.Equal(got[1:], src[1:]) {
+		t.Fatal("second staged upload did not replace the data")
+	}
+	if be.stage == nil {
+		t.Error("the upload did not take the staged path")
+	}
+	if err := be.Err(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestOpenFromPythonWheels: cuBLAS from pip's CUDA wheels (site-packages/
+// nvidia/*/lib of the Python environments SearchDirs knows, the python3 on
+// PATH included) opens and serves a GEMM. Skips where no wheel is installed.
+func TestOpenFromPythonWheels(t *testing.T) {
+	var wheels []string
+	for _, p := range Candidates(CublasNames, pythonNvidiaDirs()) {
+		if _, err := os.Stat(p); err == nil {
+			wheels = append(wheels, p)
+		}
+	}
+	if len(wheels) == 0 {
+		t.Skip("no cuBLAS from pip wheels found")
+	}
+	be, err := NewBackend(BackendOptions{Device: Options{CublasPaths: wheels}})
+	if errors.Is(err, ErrNoDevice) && strings.Contains(err.Error(), "driver") {
+		t.Skipf("no CUDA driver: %v", err)
+	}
+	if err != nil {
+		t.Fatalf("cuBLAS wheels %v: %v", wheels, err)
+	}
+	defer be.Close()
+	if !strings.Contains(be.Device().Blas.Path, "site-packages") {
+		t.Errorf("loaded %s, want a wheel's copy", be.Device().Blas.Path)
+	}
+	tp := engine.NewTape(be)
+	a := tp.Input([]float32{1, 2, 3, 4}, 2, 2)
+	c := tp.Input(make([]float32, 4), 2, 2)
+	be.Gemm(false, false, 1, 2, 2, 2, 1, a, a, 0, c)
+	if got, want := c.ToHost(), []float32{7, 10, 15, 22}; !slices.Equal(got, want) {
+		t.Errorf("A*A = %v, want %v", got, want)
+	}
+	t.Logf("opened %s", be.Name())
 }

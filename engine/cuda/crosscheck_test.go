@@ -56,7 +56,10 @@ type tolerances struct {
 var (
 	fp32Tol = tolerances{Elem: 1e-4, Gemm: 1e-4}
 	tf32Tol = tolerances{Elem: 1e-4, Gemm: 1e-2}
-	bf16Tol = tolerances{Elem: 1e-4, Gemm: 2e-2}
+	// bf16 keeps 8 significant bits per GEMM input (2^-9 relative rounding);
+	// the attention backward chains four rounded products (S, dP, dQ, dK),
+	// so a few entries of several thousand reach 2-3e-2.
+	bf16Tol = tolerances{Elem: 1e-4, Gemm: 4e-2}
 )
 
 // reporter is the part of *testing.T the checks use; the harness self-test
@@ -800,10 +803,17 @@ func caseAttention(h *harness) {
 				if Nk == 1 && g.name != "dv" {
 					// One key: P = 1, so dS = P (dO.v - dO.o) = 0 and dq, dk
 					// are zero but for rounding noise, on both backends:
-					// no relative error to speak of. Bound the noise.
+					// no relative error to speak of. Bound the noise: 1e-5
+					// in fp32; with tf32/bf16 GEMMs dO.v is rounded while
+					// dO.o is not, and the noise is the GEMM tolerance
+					// times the size of the terms (about 1 here).
+					bound := 1e-5
+					if h.tol.Gemm > 1e-4 {
+						bound = h.tol.Gemm / 10
+					}
 					got := g.p.dut.ToHost()
 					for i, v := range got {
-						if d := math.Abs(float64(v - g.p.host[i])); d > 1e-5 {
+						if d := math.Abs(float64(v - g.p.host[i])); d > bound {
 							h.errorf("%s[%d] changed by %g with one key: want 0 (up to rounding)", g.name, i, d)
 							break
 						}

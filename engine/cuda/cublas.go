@@ -73,6 +73,7 @@ type Cublas struct {
 	cublasGetVersion func(h uintptr, v *int32) int32
 	cublasSetStream  func(h uintptr, stream uintptr) int32
 	cublasSetMath    func(h uintptr, mode int32) int32
+	cublasSetWS      func(h uintptr, ws DevicePtr, bytes uint64) int32
 	cublasSgemm      func(h uintptr, ta, tb int32, m, n, k int32, alpha *float32, a DevicePtr, lda int32, b DevicePtr, ldb int32, beta *float32, c DevicePtr, ldc int32) int32
 	cublasSgemmSB    func(h uintptr, ta, tb int32, m, n, k int32, alpha *float32, a DevicePtr, lda int32, sa int64, b DevicePtr, ldb int32, sb int64, beta *float32, c DevicePtr, ldc int32, sc int64, batch int32) int32
 	cublasGemmSBEx   func(h uintptr, ta, tb int32, m, n, k int32, alpha unsafe.Pointer, a DevicePtr, at int32, lda int32, sa int64, b DevicePtr, bt int32, ldb int32, sb int64, beta unsafe.Pointer, c DevicePtr, ct int32, ldc int32, sc int64, batch int32, compute int32, algo int32) int32

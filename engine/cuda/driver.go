@@ -84,6 +84,8 @@ type Driver struct {
 	cuMemcpyHtoDA  func(dst DevicePtr, src unsafe.Pointer, bytes uint64, s uintptr) int32
 	cuMemcpyDtoHA  func(dst unsafe.Pointer, src DevicePtr, bytes uint64, s uintptr) int32
 	cuMemGetInfo   func(free, total *uint64) int32
+	cuMemAllocHost func(p *unsafe.Pointer, bytes uint64) int32
+	cuMemFreeHost  func(p unsafe.Pointer) int32
 	cuStreamSync   func(s uintptr) int32
 	cuStreamCreate func(s *uintptr, flags uint32) int32
 
@@ -125,6 +127,8 @@ func (d *Driver) driverSymbols() map[string]any {
 		"cuMemcpyHtoDAsync_v2":         &d.cuMemcpyHtoDA,
 		"cuMemcpyDtoHAsync_v2":         &d.cuMemcpyDtoHA,
 		"cuMemGetInfo_v2":              &d.cuMemGetInfo,
+		"cuMemAllocHost_v2":            &d.cuMemAllocHost,
+		"cuMemFreeHost":                &d.cuMemFreeHost,
 		"cuStreamCreate":               &d.cuStreamCreate,
 		"cuStreamSynchronize":          &d.cuStreamSync,
 		"cuEventCreate":                &d.cuEventCreate,

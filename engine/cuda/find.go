@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -77,6 +78,14 @@ func pythonNvidiaDirs() []string {
 		if p := os.Getenv(v); p != "" {
 			prefixes = append(prefixes, p)
 		}
+	}
+	// The environment of the python3 on PATH (e.g. a PyTorch venv that is
+	// active only through PATH): its prefix is the folder above bin.
+	if py, err := exec.LookPath("python3"); err == nil {
+		if real, err := filepath.EvalSymlinks(filepath.Dir(py)); err == nil {
+			prefixes = append(prefixes, filepath.Dir(real))
+		}
+		prefixes = append(prefixes, filepath.Dir(filepath.Dir(py)))
 	}
 	prefixes = append(prefixes, "/usr", "/usr/local", "/opt/conda")
 	if home, err := os.UserHomeDir(); err == nil {

@@ -227,3 +227,25 @@ extern "C" __global__ void ga_prepend_row(float* y, const float* x, const float*
     y[i] = (r == 0) ? row[j] : x[(b * (N1 - 1) + (r - 1)) * h + j];
   }
 }
+
+// ga_bf16_bits is x rounded to bfloat16 (nearest, ties to even; NaN stays
+// NaN), in the low 16 bits.
+__device__ __forceinline__ unsigned ga_bf16_bits(float x) {
+  unsigned u = __float_as_uint(x);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (u >> 16) | 0x40u;  // quiet NaN
+  return (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+}
+
+// y = x rounded to bfloat16, the GEMM inputs of precision bf16. y holds
+// 2-byte values.
+extern "C" __global__ void ga_to_bf16(unsigned short* y, const float* x, long n) {
+  GA_FOR(i, n) y[i] = (unsigned short)ga_bf16_bits(x[i]);
+}
+
+// ga_to_bf16 four at a time: x 16-byte aligned, n4 = n/4.
+extern "C" __global__ void ga_to_bf16x4(uint2* y, const float4* x, long n4) {
+  GA_FOR(i, n4) {
+    float4 v = x[i];
+    y[i] = make_uint2(ga_bf16_bits(v.x) | (ga_bf16_bits(v.y) << 16), ga_bf16_bits(v.z) | (ga_bf16_bits(v.w) << 16));
+  }
+}
