@@ -104,10 +104,13 @@ func TestCUDATrainingStepMatchesCPU(t *testing.T) {
 		gpu := openCUDA(t, prec)
 		lossTol, gradTol, paramTol := 1e-4, 1e-4, 1e-4
 		if prec == cuda.PrecisionBF16 {
-			// AdamW moves every parameter by about the learning rate whatever
-			// the gradient's size, so bf16 noise in near-zero gradient
-			// components shows in the parameters as a few 1e-4.
-			lossTol, gradTol, paramTol = 3e-2, 3e-2, 3e-3
+			// bf16 GEMM inputs keep 8 significant bits: the first step's
+			// loss and gradients differ from fp32 by about 1e-2, and after
+			// two AdamW updates from those gradients the runs differ by a
+			// few percent. AdamW moves every parameter by about the learning
+			// rate whatever the gradient's size, so noise in near-zero
+			// gradient components shows in the parameters as a few 1e-4.
+			lossTol, gradTol, paramTol = 6e-2, 6e-2, 3e-3
 		}
 		for _, task := range []Task{TaskRetrieval, TaskUnmix} {
 			t.Run(prec+"/"+string(task), func(t *testing.T) {
