@@ -17,7 +17,7 @@ type deviceFlags struct {
 func addDeviceFlags(flags *flag.FlagSet) deviceFlags {
 	return deviceFlags{
 		device:    flags.String("device", "", "compute device: auto (a GPU when the CUDA backend opens, else the CPU, logging why), cpu, cuda or cuda:N (GPU N; fails when none opens); empty = the config's device key (default auto)"),
-		precision: flags.String("precision", "", "GEMM precision on a GPU: fp32, tf32 or bf16 (inputs rounded by cuBLAS, fp32 accumulation and master weights; the CPU always computes in fp32); empty = the config's precision key (default fp32)"),
+		precision: flags.String("precision", "", "GEMM precision on a GPU: fp32, tf32 or bf16 (inputs rounded to tf32 or bf16, fp32 accumulation and master weights; the CPU always computes in fp32); empty = the config's precision key (default fp32)"),
 	}
 }
 

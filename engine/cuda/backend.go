@@ -19,10 +19,12 @@ import (
 const (
 	// PrecisionFP32 multiplies in full fp32 (no tensor-core rounding).
 	PrecisionFP32 = "fp32"
-	// PrecisionTF32 lets cuBLAS round GEMM inputs to tf32 (10-bit mantissa).
+	// PrecisionTF32 lets cuBLAS round GEMM inputs to tf32 (10-bit mantissa)
+	// on the tensor cores (CUBLAS_COMPUTE_32F_FAST_TF32).
 	PrecisionTF32 = "tf32"
-	// PrecisionBF16 lets cuBLAS round GEMM inputs to bf16 (7-bit mantissa),
-	// accumulating in fp32: the usual mixed-precision training recipe.
+	// PrecisionBF16 rounds GEMM inputs to bf16 (7-bit mantissa) with a
+	// kernel and multiplies bf16 x bf16 on the tensor cores, accumulating
+	// in fp32: the usual mixed-precision training recipe.
 	PrecisionBF16 = "bf16"
 )
 

@@ -92,7 +92,7 @@ type Options struct {
 	// Spec is the device: auto, cpu, cuda or cuda:N.
 	Spec string
 	// Precision is the CUDA backend's GEMM precision: "" or fp32, tf32, bf16 (GEMM inputs
-	// rounded by cuBLAS, fp32 accumulation and master weights). The CPU computes in fp32.
+	// rounded to tf32 or bf16, fp32 accumulation and master weights). The CPU computes in fp32.
 	Precision string
 	// Log receives the one-line messages about the choice (the device opened, a fallback to the
 	// CPU and why, a precision the CPU ignores); nil discards them.
