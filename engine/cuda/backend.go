@@ -640,6 +640,19 @@ func (b *Backend) merge(y *engine.Tensor, src DevicePtr, d attnDims, N int, accu
 	b.launch("ga_merge_heads", gridFor(n), blk, ptr(y), src, int32(d.B), int32(N), int32(d.heads), int32(d.dh), b2i(accumulate))
 }
 
+// scores splits q, k, v into heads (padded key rows zeroed) and computes the
+// scaled scores S = scale Qh Kh^T: (B*heads, Nq, Nk), in slotS.
+func (b *Backend) scores(q, k, v *engine.Tensor, mask DevicePtr, d attnDims) (qh, kh, vh, s DevicePtr) {
+	qh = b.split(slotQ, q, 0, d, d.Nq)
+	kh = b.split(slotK, k, mask, d, d.Nk)
+	vh = b.split(slotV, v, mask, d, d.Nk)
+	s = b.scratchPtr(slotS, d.BH*d.Nq*d.Nk)
+	if b.Err() == nil {
+		b.gemm(false, true, d.BH, d.Nq, d.Nk, d.dh, d.scale, qh, kh, 0, s)
+	}
+	return qh, kh, vh, s
+}
+
 // Attention is masked multi-head attention: the products are strided-batched
 // GEMMs over batch*heads, the softmax a kernel (attention.cu).
 func (b *Backend) Attention(o, lse, q, k, v, mask *engine.Tensor, heads int) {
@@ -655,15 +668,11 @@ func (b *Backend) Attention(o, lse, q, k, v, mask *engine.Tensor, heads int) {
 			int32(d.Nq), int32(d.Nk), int32(heads), int32(d.dh), d.scale)
 		return
 	}
-	qh := b.split(slotQ, q, 0, d, d.Nq)
-	kh := b.split(slotK, k, mp, d, d.Nk)
-	vh := b.split(slotV, v, mp, d, d.Nk)
-	s := b.scratchPtr(slotS, d.BH*d.Nq*d.Nk)
+	_, _, vh, s := b.scores(q, k, v, mp, d)
 	oh := b.scratchPtr(slotO, d.BH*d.Nq*d.dh)
 	if b.Err() != nil {
 		return
 	}
-	b.gemm(false, true, d.BH, d.Nq, d.Nk, d.dh, d.scale, qh, kh, 0, s)
 	rows := d.BH * d.Nq
 	b.launch("ga_attn_softmax", warpRows(rows), blk, s, ptr(lse), mp, int32(heads), int32(d.Nq), int32(d.Nk), int32(rows))
 	b.gemm(false, false, d.BH, d.Nq, d.dh, d.Nk, 1, s, vh, 0, oh)
@@ -692,15 +701,11 @@ func (b *Backend) AttentionBackward(dq, dk, dv, do, q, k, v, mask, o, lse *engin
 		}
 		return
 	}
-	qh := b.split(slotQ, q, 0, d, d.Nq)
-	kh := b.split(slotK, k, mp, d, d.Nk)
-	vh := b.split(slotV, v, mp, d, d.Nk)
+	qh, kh, vh, p := b.scores(q, k, v, mp, d)
 	doh := b.split(slotO, do, 0, d, d.Nq)
-	p := b.scratchPtr(slotS, d.BH*d.Nq*d.Nk)
 	if b.Err() != nil {
 		return
 	}
-	b.gemm(false, true, d.BH, d.Nq, d.Nk, d.dh, d.scale, qh, kh, 0, p)
 	rows := d.BH * d.Nq
 	b.launch("ga_attn_recompute_p", warpRows(rows), blk, p, ptr(lse), mp, int32(heads), int32(d.Nq), int32(d.Nk), int32(rows))
 	if dv != nil { // dVh = P^T dOh: (Nk, dh) per head
