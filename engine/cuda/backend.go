@@ -517,7 +517,7 @@ func (b *Backend) gemm(transA, transB bool, batch, m, n, k int, alpha float32, a
 		a, bm = b.toBF16(slotA16, a, batch*m*k), b.toBF16(slotB16, bm, batch*k*n)
 		in = DataBFloat16
 	}
-	r, _, _ := purego.SyscallN(d.rawGemm, d.handle, uintptr(o1), uintptr(o2), uintptr(n), uintptr(m), uintptr(k),
+	r, _, _ := purego.SyscallN(d.Blas.gemmSBEx, d.handle, uintptr(o1), uintptr(o2), uintptr(n), uintptr(m), uintptr(k),
 		uintptr(unsafe.Pointer(&d.alpha)), uintptr(bm), in, uintptr(ldb), uintptr(k*n),
 		uintptr(a), in, uintptr(lda), uintptr(m*k),
 		uintptr(unsafe.Pointer(&d.beta)), uintptr(c), DataFloat32, uintptr(ldc), uintptr(m*n),

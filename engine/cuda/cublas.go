@@ -1,9 +1,6 @@
 package cuda
 
-import (
-	"fmt"
-	"unsafe"
-)
+import "fmt"
 
 // cuBLAS and CUDA library enum values (cublas_api.h, library_types.h).
 const (
@@ -61,7 +58,7 @@ func cublasCheck(call string, st int32) error {
 }
 
 // Cublas holds the bound entry points of cuBLAS (column-major, as the C
-// API). Device.Gemm wraps them for the engine's row-major layout.
+// API). Backend.gemm maps the engine's row-major layout onto them.
 type Cublas struct {
 	// Path is the cuBLAS file loaded; LtPath is cuBLASLt's ("" when it was
 	// left to the dynamic loader).
@@ -72,25 +69,18 @@ type Cublas struct {
 	cublasDestroy    func(h uintptr) int32
 	cublasGetVersion func(h uintptr, v *int32) int32
 	cublasSetStream  func(h uintptr, stream uintptr) int32
-	cublasSetMath    func(h uintptr, mode int32) int32
-	cublasSetWS      func(h uintptr, ws DevicePtr, bytes uint64) int32
-	cublasSgemm      func(h uintptr, ta, tb int32, m, n, k int32, alpha *float32, a DevicePtr, lda int32, b DevicePtr, ldb int32, beta *float32, c DevicePtr, ldc int32) int32
-	cublasSgemmSB    func(h uintptr, ta, tb int32, m, n, k int32, alpha *float32, a DevicePtr, lda int32, sa int64, b DevicePtr, ldb int32, sb int64, beta *float32, c DevicePtr, ldc int32, sc int64, batch int32) int32
-	cublasGemmSBEx   func(h uintptr, ta, tb int32, m, n, k int32, alpha unsafe.Pointer, a DevicePtr, at int32, lda int32, sa int64, b DevicePtr, bt int32, ldb int32, sb int64, beta unsafe.Pointer, c DevicePtr, ct int32, ldc int32, sc int64, batch int32, compute int32, algo int32) int32
-	cublasGemmEx     func(h uintptr, ta, tb int32, m, n, k int32, alpha unsafe.Pointer, a DevicePtr, at int32, lda int32, b DevicePtr, bt int32, ldb int32, beta unsafe.Pointer, c DevicePtr, ct int32, ldc int32, compute int32, algo int32) int32
+
+	// gemmSBEx is cublasGemmStridedBatchedEx, called per GEMM through
+	// purego.SyscallN (RegisterFunc's reflection costs microseconds).
+	gemmSBEx uintptr
 }
 
 func (c *Cublas) symbols() map[string]any {
 	return map[string]any{
-		"cublasCreate_v2":            &c.cublasCreate,
-		"cublasDestroy_v2":           &c.cublasDestroy,
-		"cublasGetVersion_v2":        &c.cublasGetVersion,
-		"cublasSetStream_v2":         &c.cublasSetStream,
-		"cublasSetMathMode":          &c.cublasSetMath,
-		"cublasSgemm_v2":             &c.cublasSgemm,
-		"cublasSgemmStridedBatched":  &c.cublasSgemmSB,
-		"cublasGemmEx":               &c.cublasGemmEx,
-		"cublasGemmStridedBatchedEx": &c.cublasGemmSBEx,
+		"cublasCreate_v2":     &c.cublasCreate,
+		"cublasDestroy_v2":    &c.cublasDestroy,
+		"cublasGetVersion_v2": &c.cublasGetVersion,
+		"cublasSetStream_v2":  &c.cublasSetStream,
 	}
 }
 
@@ -109,6 +99,10 @@ func loadCublas(ltPaths, paths []string) (*Cublas, error) {
 	}
 	c.lib, c.Path = lib, lib.path
 	if err := lib.bindAll(c.symbols()); err != nil {
+		c.close()
+		return nil, err
+	}
+	if c.gemmSBEx, err = lib.sym("cublasGemmStridedBatchedEx"); err != nil {
 		c.close()
 		return nil, err
 	}

@@ -80,10 +80,6 @@ type Device struct {
 	mods   []uintptr
 	funcs  map[string]uintptr
 
-	// Raw entry points of the calls made per kernel, called through
-	// purego.SyscallN: RegisterFunc's reflection costs microseconds and
-	// allocates on every call.
-	rawLaunch, rawSetCtx, rawGemm uintptr
 	// argVals and argPtrs hold one launch's kernel arguments (the driver
 	// reads them during cuLaunchKernel). A Device is used by one goroutine
 	// at a time, and these heap arrays do not move.
@@ -178,17 +174,6 @@ func Open(opts Options) (_ *Device, err error) {
 	if e := cublasCheck("cublasSetStream_v2", blas.cublasSetStream(d.handle, d.stream)); e != nil {
 		return nil, fail(e)
 	}
-	for _, r := range []struct {
-		lib  *library
-		name string
-		fn   *uintptr
-	}{{drv.lib, "cuLaunchKernel", &d.rawLaunch}, {drv.lib, "cuCtxSetCurrent", &d.rawSetCtx}, {blas.lib, "cublasGemmStridedBatchedEx", &d.rawGemm}} {
-		sym, e := purego.Dlsym(r.lib.handle, r.name)
-		if e != nil {
-			return nil, fail(fmt.Errorf("%s: no symbol %s", r.lib.path, r.name))
-		}
-		*r.fn = sym
-	}
 	ptx := embeddedPTX()
 	if dir := os.Getenv("GELOATTACK_CUDA_PTX"); dir != "" {
 		if ptx, err = readPTXDir(dir); err != nil {
@@ -203,11 +188,8 @@ func Open(opts Options) (_ *Device, err error) {
 
 // MakeCurrent makes the device's context current on the calling OS thread.
 func (d *Device) MakeCurrent() error {
-	if d.rawSetCtx != 0 {
-		r, _, _ := purego.SyscallN(d.rawSetCtx, d.ctx)
-		return d.Drv.Check("cuCtxSetCurrent", int32(r))
-	}
-	return d.Drv.Check("cuCtxSetCurrent", d.Drv.cuCtxSetCurrent(d.ctx))
+	r, _, _ := purego.SyscallN(d.Drv.ctxSetCurrent, d.ctx)
+	return d.Drv.Check("cuCtxSetCurrent", int32(r))
 }
 
 // Name describes the device and the files loaded, e.g.
@@ -337,43 +319,6 @@ func (d *Device) downloadBytes(dst unsafe.Pointer, p DevicePtr, n uint64) error 
 // Sync waits for the device's stream.
 func (d *Device) Sync() error {
 	return d.Drv.Check("cuStreamSynchronize", d.Drv.cuStreamSync(d.stream))
-}
-
-// SyncAll waits for all work in the context (cuCtxSynchronize).
-func (d *Device) SyncAll() error {
-	return d.Drv.Check("cuCtxSynchronize", d.Drv.cuCtxSynchronize())
-}
-
-// Gemm is C_i = alpha op(A_i) op(B_i) + beta C_i for i < batch in row-major
-// float32 (the engine's Backend.Gemm convention), matrices stored one after
-// another: cublasSgemm for one, cublasSgemmStridedBatched for more.
-func (d *Device) Gemm(transA, transB bool, batch, m, n, k int, alpha float32, a, b DevicePtr, beta float32, c DevicePtr) error {
-	if batch == 0 || m == 0 || n == 0 {
-		return nil
-	}
-	o1, o2, lda, ldb, ldc := rowMajorGemmArgs(transA, transB, m, n, k)
-	if batch == 1 {
-		return cublasCheck("cublasSgemm_v2", d.Blas.cublasSgemm(d.handle, o1, o2, int32(n), int32(m), int32(k),
-			&alpha, b, ldb, a, lda, &beta, c, ldc))
-	}
-	return cublasCheck("cublasSgemmStridedBatched", d.Blas.cublasSgemmSB(d.handle, o1, o2, int32(n), int32(m), int32(k),
-		&alpha, b, ldb, int64(k*n), a, lda, int64(m*k), &beta, c, ldc, int64(m*n), int32(batch)))
-}
-
-// GemmBF16 is Gemm (batch 1) on bf16 A and B with a float32 C and float32
-// accumulation (cublasGemmEx, CUBLAS_COMPUTE_32F): the mixed-precision
-// path. a and b hold bfloat16 values (2 bytes each).
-func (d *Device) GemmBF16(transA, transB bool, m, n, k int, alpha float32, a, b DevicePtr, beta float32, c DevicePtr) error {
-	if m == 0 || n == 0 {
-		return nil
-	}
-	o1, o2, lda, ldb, ldc := rowMajorGemmArgs(transA, transB, m, n, k)
-	st := d.Blas.cublasGemmEx(d.handle, o1, o2, int32(n), int32(m), int32(k),
-		unsafe.Pointer(&alpha), b, DataBFloat16, ldb, a, DataBFloat16, lda,
-		unsafe.Pointer(&beta), c, DataFloat32, ldc, cublasCompute32F, cublasGemmDefault)
-	runtime.KeepAlive(&alpha)
-	runtime.KeepAlive(&beta)
-	return cublasCheck("cublasGemmEx", st)
 }
 
 // readPTXDir reads every .ptx file of dir (GELOATTACK_CUDA_PTX: kernels

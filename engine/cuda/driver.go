@@ -72,14 +72,10 @@ type Driver struct {
 
 	cuDevicePrimaryCtxRetain  func(ctx *uintptr, dev int32) int32
 	cuDevicePrimaryCtxRelease func(dev int32) int32
-	cuCtxSetCurrent           func(ctx uintptr) int32
 	cuCtxSynchronize          func() int32
 
 	cuMemAlloc     func(p *DevicePtr, bytes uint64) int32
 	cuMemFree      func(p DevicePtr) int32
-	cuMemcpyHtoD   func(dst DevicePtr, src unsafe.Pointer, bytes uint64) int32
-	cuMemcpyDtoH   func(dst unsafe.Pointer, src DevicePtr, bytes uint64) int32
-	cuMemsetD32    func(dst DevicePtr, v uint32, n uint64) int32
 	cuMemsetD32A   func(dst DevicePtr, v uint32, n uint64, s uintptr) int32
 	cuMemcpyHtoDA  func(dst DevicePtr, src unsafe.Pointer, bytes uint64, s uintptr) int32
 	cuMemcpyDtoHA  func(dst unsafe.Pointer, src DevicePtr, bytes uint64, s uintptr) int32
@@ -98,7 +94,10 @@ type Driver struct {
 	cuModuleLoadData    func(m *uintptr, image unsafe.Pointer) int32
 	cuModuleGetFunction func(f *uintptr, m uintptr, name *byte) int32
 	cuModuleUnload      func(m uintptr) int32
-	cuLaunchKernel      func(f uintptr, gx, gy, gz, bx, by, bz, shared uint32, stream uintptr, params unsafe.Pointer, extra unsafe.Pointer) int32
+
+	// The calls made per kernel, called through purego.SyscallN:
+	// RegisterFunc's reflection costs microseconds and allocates per call.
+	launchKernel, ctxSetCurrent uintptr
 }
 
 // driverSymbols maps the C symbols (the _v2 names that cuda.h's macros
@@ -116,13 +115,9 @@ func (d *Driver) driverSymbols() map[string]any {
 		"cuDeviceGetAttribute":         &d.cuDeviceGetAttribute,
 		"cuDevicePrimaryCtxRetain":     &d.cuDevicePrimaryCtxRetain,
 		"cuDevicePrimaryCtxRelease_v2": &d.cuDevicePrimaryCtxRelease,
-		"cuCtxSetCurrent":              &d.cuCtxSetCurrent,
 		"cuCtxSynchronize":             &d.cuCtxSynchronize,
 		"cuMemAlloc_v2":                &d.cuMemAlloc,
 		"cuMemFree_v2":                 &d.cuMemFree,
-		"cuMemcpyHtoD_v2":              &d.cuMemcpyHtoD,
-		"cuMemcpyDtoH_v2":              &d.cuMemcpyDtoH,
-		"cuMemsetD32_v2":               &d.cuMemsetD32,
 		"cuMemsetD32Async":             &d.cuMemsetD32A,
 		"cuMemcpyHtoDAsync_v2":         &d.cuMemcpyHtoDA,
 		"cuMemcpyDtoHAsync_v2":         &d.cuMemcpyDtoHA,
@@ -139,7 +134,6 @@ func (d *Driver) driverSymbols() map[string]any {
 		"cuModuleLoadData":             &d.cuModuleLoadData,
 		"cuModuleGetFunction":          &d.cuModuleGetFunction,
 		"cuModuleUnload":               &d.cuModuleUnload,
-		"cuLaunchKernel":               &d.cuLaunchKernel,
 	}
 }
 
@@ -152,6 +146,13 @@ func loadDriver(paths []string) (*Driver, error) {
 	}
 	d := &Driver{Path: lib.path, lib: lib}
 	if err := lib.bindAll(d.driverSymbols()); err != nil {
+		lib.close()
+		return nil, err
+	}
+	if d.launchKernel, err = lib.sym("cuLaunchKernel"); err == nil {
+		d.ctxSetCurrent, err = lib.sym("cuCtxSetCurrent")
+	}
+	if err != nil {
 		lib.close()
 		return nil, err
 	}

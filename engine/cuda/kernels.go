@@ -85,7 +85,7 @@ func (d *Device) Launch(name string, grid, block Dim3, shared uint32, args ...an
 	for i := range args {
 		d.argPtrs[i] = unsafe.Pointer(&d.argVals[i])
 	}
-	r, _, _ := purego.SyscallN(d.rawLaunch, f, uintptr(one(grid.X)), uintptr(one(grid.Y)), uintptr(one(grid.Z)),
+	r, _, _ := purego.SyscallN(d.Drv.launchKernel, f, uintptr(one(grid.X)), uintptr(one(grid.Y)), uintptr(one(grid.Z)),
 		uintptr(one(block.X)), uintptr(one(block.Y)), uintptr(one(block.Z)), uintptr(shared), d.stream,
 		uintptr(unsafe.Pointer(&d.argPtrs[0])), 0)
 	return d.Drv.Check("cuLaunchKernel("+name+")", int32(r))

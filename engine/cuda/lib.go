@@ -50,13 +50,22 @@ func shortDlerror(err error) string {
 	return s
 }
 
+// sym returns the address of the C function name.
+func (l *library) sym(name string) (uintptr, error) {
+	p, err := purego.Dlsym(l.handle, name)
+	if err != nil {
+		return 0, fmt.Errorf("%s: no symbol %s", l.path, name)
+	}
+	return p, nil
+}
+
 // bind sets *fptr (a pointer to a func variable) to the C function name.
 func (l *library) bind(name string, fptr any) error {
-	sym, err := purego.Dlsym(l.handle, name)
+	p, err := l.sym(name)
 	if err != nil {
-		return fmt.Errorf("%s: no symbol %s", l.path, name)
+		return err
 	}
-	purego.RegisterFunc(fptr, sym)
+	purego.RegisterFunc(fptr, p)
 	return nil
 }
 
