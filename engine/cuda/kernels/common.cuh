@@ -14,70 +14,49 @@
 #define GA_FOR(i, n) \
   for (long i = (long)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (long)gridDim.x * blockDim.x)
 
-__device__ __forceinline__ float ga_warp_sum(float v) {
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+// The reduction operators of the warp and block reductions below.
+struct GaAdd {
+  template <typename T>
+  __device__ __forceinline__ T operator()(T a, T b) const { return a + b; }
+};
+struct GaMax {
+  __device__ __forceinline__ float operator()(float a, float b) const { return fmaxf(a, b); }
+};
+
+// Warp-wide reduction (butterfly: every lane gets the result).
+template <typename T, typename Op>
+__device__ __forceinline__ T ga_warp_reduce(T v, Op op) {
+  for (int o = 16; o > 0; o >>= 1) v = op(v, __shfl_xor_sync(0xffffffffu, v, o));
   return v;
 }
 
-__device__ __forceinline__ double ga_warp_sum_d(double v) {
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
+__device__ __forceinline__ float ga_warp_sum(float v) { return ga_warp_reduce(v, GaAdd()); }
+__device__ __forceinline__ double ga_warp_sum_d(double v) { return ga_warp_reduce(v, GaAdd()); }
+__device__ __forceinline__ float ga_warp_max(float v) { return ga_warp_reduce(v, GaMax()); }
 
-__device__ __forceinline__ float ga_warp_max(float v) {
-  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-  return v;
-}
-
-// Block-wide sum, result broadcast to every thread. blockDim.x must be a
-// multiple of 32 and at most 1024. Uses 33 floats of shared memory.
-__device__ __forceinline__ float ga_block_sum(float v) {
-  __shared__ float part[33];
+// Block-wide reduction, result broadcast to every thread; id is the
+// operator's identity. blockDim.x must be a multiple of 32 and at most 1024.
+// Each instantiation has its own 33 elements of shared memory.
+template <typename T, typename Op>
+__device__ __forceinline__ T ga_block_reduce(T v, Op op, T id) {
+  __shared__ T part[33];
   int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
-  v = ga_warp_sum(v);
+  v = ga_warp_reduce(v, op);
   __syncthreads();  // part may still be read by a previous call
   if (lane == 0) part[warp] = v;
   __syncthreads();
   if (warp == 0) {
-    float t = lane < nw ? part[lane] : 0.f;
-    t = ga_warp_sum(t);
+    T t = lane < nw ? part[lane] : id;
+    t = ga_warp_reduce(t, op);
     if (lane == 0) part[32] = t;
   }
   __syncthreads();
   return part[32];
 }
 
-__device__ __forceinline__ double ga_block_sum_d(double v) {
-  __shared__ double partd[33];
-  int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
-  v = ga_warp_sum_d(v);
-  __syncthreads();
-  if (lane == 0) partd[warp] = v;
-  __syncthreads();
-  if (warp == 0) {
-    double t = lane < nw ? partd[lane] : 0.0;
-    t = ga_warp_sum_d(t);
-    if (lane == 0) partd[32] = t;
-  }
-  __syncthreads();
-  return partd[32];
-}
-
-__device__ __forceinline__ float ga_block_max(float v) {
-  __shared__ float partm[33];
-  int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
-  v = ga_warp_max(v);
-  __syncthreads();
-  if (lane == 0) partm[warp] = v;
-  __syncthreads();
-  if (warp == 0) {
-    float t = lane < nw ? partm[lane] : -INFINITY;
-    t = ga_warp_max(t);
-    if (lane == 0) partm[32] = t;
-  }
-  __syncthreads();
-  return partm[32];
-}
+__device__ __forceinline__ float ga_block_sum(float v) { return ga_block_reduce(v, GaAdd(), 0.f); }
+__device__ __forceinline__ double ga_block_sum_d(double v) { return ga_block_reduce(v, GaAdd(), 0.0); }
+__device__ __forceinline__ float ga_block_max(float v) { return ga_block_reduce(v, GaMax(), -INFINITY); }
 
 // Log-sum-exp of row x[0..n) over entries with mask > 0.5 (all when mask is
 // null), computed by one block: max + log sum exp(x - max); -Inf for an empty
