@@ -23,6 +23,7 @@ import (
 	"github.com/gelo-research/geloattack/data/synth"
 	"github.com/gelo-research/geloattack/engine"
 	"github.com/gelo-research/geloattack/engine/device"
+	"github.com/gelo-research/geloattack/internal/runlock"
 	"github.com/gelo-research/geloattack/models/settransformer"
 	"github.com/gelo-research/geloattack/train"
 )
@@ -187,7 +188,28 @@ var ErrRunExists = errors.New("run directory already holds checkpoints")
 // progress header names the run and the device (the backend's name, also recorded in every
 // checkpoint under MetaDevice). An interrupt (ctx cancelled) returns train.ErrInterrupted after a
 // checkpoint.
+//
+// Train holds dir's lock (package internal/runlock) for the whole run: a second writer of the same
+// directory is refused with an error naming the holder, and a lock left by a killed run is taken
+// over with a line saying so.
 func Train(ctx context.Context, cfg config.Run, dir string, resume bool, progress io.Writer) (train.Result, error) {
+	if progress == nil {
+		progress = io.Discard
+	}
+	lock, err := runlock.Acquire(dir)
+	if err != nil {
+		return train.Result{}, fmt.Errorf("run directory %w", err)
+	}
+	defer lock.Release()
+	if lock.Stale != "" {
+		fmt.Fprintf(progress, "run %s: %s\n", dir, lock.Stale)
+	}
+	return TrainLocked(ctx, cfg, dir, resume, progress)
+}
+
+// TrainLocked is Train for a caller that already holds dir's lock (a sweep locks a cell before it
+// inspects it, so the state it reads is not changing under it).
+func TrainLocked(ctx context.Context, cfg config.Run, dir string, resume bool, progress io.Writer) (train.Result, error) {
 	if progress == nil {
 		progress = io.Discard
 	}

@@ -12,11 +12,13 @@ import (
 
 	"github.com/gelo-research/geloattack/checkpoints"
 	"github.com/gelo-research/geloattack/config"
+	"github.com/gelo-research/geloattack/internal/runlock"
 	"github.com/gelo-research/geloattack/runner"
 	"github.com/gelo-research/geloattack/train"
 )
 
-// TrainFunc trains one run in a directory; runner.Train is the real one.
+// TrainFunc trains one run in a directory whose lock the caller holds; runner.TrainLocked is the
+// real one.
 type TrainFunc func(ctx context.Context, cfg config.Run, dir string, resume bool, progress io.Writer) (train.Result, error)
 
 // Options says where and which part of a sweep to run.
@@ -27,7 +29,8 @@ type Options struct {
 	Shard Shard
 	// Progress receives one line per cell and the cells' training progress; nil discards it.
 	Progress io.Writer
-	// Train trains one cell; nil means runner.Train.
+	// Train trains one cell in a directory whose lock Run already holds; nil means
+	// runner.TrainLocked.
 	Train TrainFunc
 }
 
@@ -45,6 +48,9 @@ const (
 	Failed Outcome = "failed"
 	// Interrupted: the context was cancelled while the cell trained; it checkpointed.
 	Interrupted Outcome = "interrupted"
+	// Busy: another process holds the cell's lock (an overlapping shard, a second sweep on the
+	// same output); the cell was left to it, untouched.
+	Busy Outcome = "busy"
 )
 
 // CellResult is the outcome of one cell of the shard.
@@ -94,7 +100,7 @@ func Run(ctx context.Context, sw *Sweep, o Options) (Summary, error) {
 		o.Progress = io.Discard
 	}
 	if o.Train == nil {
-		o.Train = runner.Train
+		o.Train = runner.TrainLocked
 	}
 	if o.Out == "" {
 		return sum, errors.New("sweep: no output directory")
@@ -135,16 +141,20 @@ func Run(ctx context.Context, sw *Sweep, o Options) (Summary, error) {
 			return sum, fmt.Errorf("%s interrupted in cell %s: %w; run the same command again to resume it", head, c.Name, train.ErrInterrupted)
 		}
 	}
-	fmt.Fprintf(o.Progress, "%s: done: %d skipped, %d resumed, %d started, %d failed\n", head,
-		sum.Count(Skipped), sum.Count(Resumed), sum.Count(Started), sum.Count(Failed))
-	if f := sum.Count(Failed); f > 0 {
+	busy := ""
+	if b := sum.Count(Busy); b > 0 {
+		busy = fmt.Sprintf(", %d busy in another process", b)
+	}
+	fmt.Fprintf(o.Progress, "%s: done: %d skipped, %d resumed, %d started, %d failed%s\n", head,
+		sum.Count(Skipped), sum.Count(Resumed), sum.Count(Started), sum.Count(Failed), busy)
+	if f := sum.Count(Failed) + sum.Count(Busy); f > 0 {
 		var names []string
 		for _, c := range sum.Cells {
-			if c.Outcome == Failed {
+			if c.Outcome == Failed || c.Outcome == Busy {
 				names = append(names, fmt.Sprintf("%s (%v)", c.Name, c.Err))
 			}
 		}
-		return sum, fmt.Errorf("%s: %d of %d cells failed: %s", head, f, len(mine), strings.Join(names, "; "))
+		return sum, fmt.Errorf("%s: %d of %d cells failed or are held by another process: %s", head, f, len(mine), strings.Join(names, "; "))
 	}
 	return sum, nil
 }
@@ -160,6 +170,21 @@ func runCell(ctx context.Context, c Cell, dir, tag string, o Options) CellResult
 			_ = checkpoints.WriteFileAtomic(filepath.Join(dir, ErrorFile), []byte(err.Error()+"\n"))
 		}
 		return res
+	}
+	// The lock is taken before the cell's state is read, so that a cell another process is
+	// training is neither inspected mid-write nor trained twice; Busy leaves its files alone.
+	lock, err := runlock.Acquire(dir)
+	if errors.Is(err, runlock.ErrHeld) {
+		res.Outcome, res.Err = Busy, err
+		fmt.Fprintf(o.Progress, "%s: not run: %v\n", tag, err)
+		return res
+	}
+	if err != nil {
+		return fail(err)
+	}
+	defer lock.Release()
+	if lock.Stale != "" {
+		fmt.Fprintf(o.Progress, "%s: %s\n", tag, lock.Stale)
 	}
 	st, err := Inspect(dir)
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/gelo-research/geloattack/checkpoints"
 	"github.com/gelo-research/geloattack/config"
+	"github.com/gelo-research/geloattack/internal/runlock"
 	"github.com/gelo-research/geloattack/runner"
 	"github.com/gelo-research/geloattack/train"
 )
@@ -319,5 +320,36 @@ func TestInterruptDuringEvaluationIsNotAFailure(t *testing.T) {
 	sum, err := Run(ctx, sw, Options{Out: t.TempDir(), Train: evalCancelled})
 	if !errors.Is(err, train.ErrInterrupted) || len(sum.Cells) != 1 || sum.Cells[0].Outcome != Interrupted {
 		t.Fatalf("error %v, cells %+v", err, sum.Cells)
+	}
+}
+
+// A cell whose directory another process holds (an overlapping shard) is left alone and reported,
+// and the sweep goes on with the other cells; running again once it is free trains it.
+func TestCellHeldByAnotherProcessIsLeftToIt(t *testing.T) {
+	sw := mustParse(t, fourCells)
+	out := t.TempDir()
+	held := sw.Cells[2].Name
+	lock, err := runlock.Acquire(filepath.Join(out, held))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fakeTrainer{}
+	sum, err := Run(context.Background(), sw, Options{Out: out, Train: f.train})
+	if err == nil || !strings.Contains(err.Error(), held) || !strings.Contains(err.Error(), "in use by pid") {
+		t.Fatalf("error %v, want the held cell named with its holder", err)
+	}
+	if len(f.calls) != 3 || sum.Count(Busy) != 1 || sum.Count(Started) != 3 {
+		t.Fatalf("calls %v, outcomes %v", f.calls, outcomes(sum))
+	}
+	if _, err := os.Stat(filepath.Join(out, held, ErrorFile)); err == nil {
+		t.Errorf("the busy cell got an %s written into the other process's directory", ErrorFile)
+	}
+	lock.Release()
+	f2 := &fakeTrainer{}
+	if _, err := Run(context.Background(), sw, Options{Out: out, Train: f2.train}); err != nil {
+		t.Fatal(err)
+	}
+	if len(f2.calls) != 1 || f2.calls[0].cell != held {
+		t.Fatalf("re-run calls %v, want only %s", f2.calls, held)
 	}
 }
