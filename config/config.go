@@ -10,7 +10,9 @@ import (
 	"os"
 	"reflect"
 	"regexp"
+	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/goccy/go-yaml"
 	"github.com/goccy/go-yaml/parser"
@@ -113,8 +115,12 @@ type Error struct {
 	Msg string
 }
 
-// Error renders "kind file:line:col: key: message".
-func (e *Error) Error() string {
+// Error renders "kind file:line:col: key: message", with control bytes and invalid UTF-8 of the
+// file (which the YAML parser quotes in its messages) escaped so a binary file cannot write to the
+// terminal.
+func (e *Error) Error() string { return printable(e.render()) }
+
+func (e *Error) render() string {
 	kind := e.Kind
 	if kind == "" {
 		kind = "config"
@@ -129,18 +135,38 @@ func (e *Error) Error() string {
 	return fmt.Sprintf("%s %s: %s", kind, loc, e.Msg)
 }
 
-// Load reads a config file over the defaults; see Parse.
+// Load reads a config file over the defaults; see Parse. A file that sets nothing (empty, or
+// comments only) is refused: it is far more often a wrong path or a truncated copy than a wish
+// for every default, which running with no -config gives anyway.
 func Load(path string) (Run, error) {
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
+		return Run{}, &Error{File: path, Msg: "is a directory, want a YAML file"}
+	}
 	src, err := os.ReadFile(path)
 	if err != nil {
 		return Run{}, fmt.Errorf("config: %w", err)
 	}
+	if err := CheckNotEmpty(path, src); err != nil {
+		return Run{}, err
+	}
 	return Parse(path, src)
 }
 
+// CheckNotEmpty refuses a config file that sets no key (empty, blank or comments only).
+func CheckNotEmpty(name string, src []byte) error {
+	if len(bytes.TrimSpace(src)) == 0 || emptyDocument(src) {
+		return &Error{File: name, Msg: "sets nothing (empty or comments only); name a config that sets at least one key, or omit -config for the embedded quickstart"}
+	}
+	return nil
+}
+
 // Parse decodes src (named name in errors) over the defaults, strictly, and validates it. The
-// sampler's seed defaults to the run's seed when the file does not set it.
+// sampler's seed defaults to the run's seed when the file does not set it. Binary input (a NUL
+// byte, other control bytes, invalid UTF-8) is refused before it reaches the YAML parser.
 func Parse(name string, src []byte) (Run, error) {
+	if err := checkText(name, src); err != nil {
+		return Run{}, err
+	}
 	r := Default()
 	if !emptyDocument(src) {
 		if err := checkNodes(name, src); err != nil {
@@ -163,6 +189,60 @@ func Parse(name string, src []byte) (Run, error) {
 		return Run{}, locate(name, src, err)
 	}
 	return r, nil
+}
+
+// checkText refuses bytes that no YAML config holds: invalid UTF-8 and control bytes other than
+// tab, newline and carriage return. Their offset and line are named so the user can find them.
+func checkText(name string, src []byte) error {
+	line := 1
+	for i := 0; i < len(src); {
+		r, size := utf8.DecodeRune(src[i:])
+		bad := ""
+		switch {
+		case r == utf8.RuneError && size <= 1:
+			bad = fmt.Sprintf("invalid UTF-8 byte 0x%02x", src[i])
+		case r < 0x20 && r != '\t' && r != '\n' && r != '\r', r == 0x7f:
+			bad = fmt.Sprintf("control byte 0x%02x", r)
+		}
+		if bad != "" {
+			return &Error{File: name, Line: line, Msg: fmt.Sprintf("%s at byte offset %d: not a YAML text file", bad, i)}
+		}
+		if r == '\n' {
+			line++
+		}
+		i += size
+	}
+	return nil
+}
+
+// printable escapes control characters and invalid UTF-8 in s (Go's %q escapes), keeping newlines
+// and tabs.
+func printable(s string) string {
+	clean := true
+	for _, r := range s {
+		if r == utf8.RuneError || (r < 0x20 && r != '\n' && r != '\t') || r == 0x7f || (r >= 0x80 && r < 0xa0) {
+			clean = false
+			break
+		}
+	}
+	if clean {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size <= 1:
+			fmt.Fprintf(&b, "\\x%02x", s[i])
+		case (r < 0x20 && r != '\n' && r != '\t') || r == 0x7f || (r >= 0x80 && r < 0xa0):
+			q := strconv.QuoteRune(r)
+			b.WriteString(q[1 : len(q)-1])
+		default:
+			b.WriteRune(r)
+		}
+		i += size
+	}
+	return b.String()
 }
 
 // emptyDocument reports whether src holds no YAML value (nothing, or comments only): all defaults.
@@ -234,6 +314,9 @@ func (r Run) Validate() error {
 	if r.Precision == "" || device.ValidPrecision(r.Precision) != nil {
 		return &sectionError{"", reflect.TypeOf(r), fmt.Errorf("precision: %q, want %s", r.Precision, device.PrecisionHelp)}
 	}
+	if err := r.checkLimits(); err != nil {
+		return err
+	}
 	if r.Store.Path == "" {
 		if err := r.Store.Synth.Validate(); err != nil {
 			return &sectionError{"store.synth", reflect.TypeOf(r.Store.Synth), err}
@@ -282,6 +365,12 @@ func (r Run) validateModel() error {
 // locate turns a section's validation error into an Error with the line of the offending key:
 // the key is the first of the section's YAML field names that the message mentions.
 func locate(name string, src []byte, err error) error {
+	var le *limitError
+	if errors.As(err, &le) {
+		e := &Error{File: name, Key: le.path, Msg: le.msg}
+		e.Line, e.Col = position(src, "$."+le.path)
+		return e
+	}
 	var se *sectionError
 	if !errors.As(err, &se) {
 		return &Error{File: name, Msg: err.Error()}

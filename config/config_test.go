@@ -2,7 +2,9 @@ package config
 
 import (
 	"errors"
+	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -40,6 +42,58 @@ func TestEmbeddedQuickstartParses(t *testing.T) {
 	}
 }
 
+// Load refuses a file that sets nothing (Parse, for sweeps and code, still reads it as defaults).
+func TestLoadRefusesAnEmptyFile(t *testing.T) {
+	dir := t.TempDir()
+	for name, src := range map[string]string{"empty.yaml": "", "blank.yaml": "\n  \n", "comments.yaml": "# nothing\n"} {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, err := Load(p)
+		if err == nil || !strings.Contains(err.Error(), p) || !strings.Contains(err.Error(), "sets nothing") {
+			t.Errorf("%s: %v, want a refusal naming the file", name, err)
+		}
+	}
+	if _, err := Load(dir); err == nil || !strings.Contains(err.Error(), "is a directory") {
+		t.Errorf("a directory as config: %v", err)
+	}
+}
+
+// Every size limit names a real numeric field, and the defaults are within every limit.
+func TestSizeLimitsNameRealFields(t *testing.T) {
+	v := reflect.ValueOf(Default())
+	for _, l := range sizeLimits {
+		f, ok := fieldAt(v, l.path)
+		if !ok {
+			t.Errorf("limit on unknown field %s", l.path)
+			continue
+		}
+		if x := numeric(f); x > l.max {
+			t.Errorf("default %s = %v is over its limit %v", l.path, x, l.max)
+		}
+	}
+	for _, p := range explicitZero {
+		if f, ok := fieldAt(v, p); !ok || numeric(f) == 0 {
+			t.Errorf("explicit-zero field %s: unknown or its default is 0", p)
+		}
+	}
+}
+
+// Binary garbage never reaches the terminal: control bytes in a message are escaped.
+func TestErrorEscapesControlBytes(t *testing.T) {
+	e := &Error{File: "x.yaml", Msg: "bad \x1b[31mred\x00 \xff"}
+	got := e.Error()
+	for _, r := range got {
+		if r < 0x20 && r != '\n' && r != '\t' {
+			t.Fatalf("control byte %#x in %q", r, got)
+		}
+	}
+	if !strings.Contains(got, `\x1b`) || !strings.Contains(got, `\xff`) {
+		t.Errorf("escaped message %q lost the bytes' names", got)
+	}
+}
+
 func TestEmptyFileIsDefaults(t *testing.T) {
 	r, err := Parse("empty.yaml", nil)
 	if err != nil {
@@ -73,6 +127,14 @@ func TestBadConfigsNameKeyLineAndRange(t *testing.T) {
 		{"bad device", "device: tpu\n", "bad.yaml:1:", []string{"device", "tpu", "auto, cpu, cuda or cuda:N"}},
 		{"bad cuda ordinal", "name: x\ndevice: cuda:x\n", "bad.yaml:2:", []string{"device", "cuda:x", "auto, cpu, cuda or cuda:N"}},
 		{"empty device", "device: ''\n", "bad.yaml:1:", []string{"device", `""`, "cuda:N"}},
+		{"hidden far too large", "model:\n  hidden: 10000000\n  heads: 2\n", "bad.yaml:2:", []string{"model.hidden", "10000000", "over the limit 32768"}},
+		{"batch far too large", "train:\n  batch_size: 1000000000\n", "bad.yaml:2:", []string{"train.batch_size", "1000000000", "limit 65536"}},
+		{"synthetic texts far too many", "store:\n  synth:\n    texts: 1000000000\n", "bad.yaml:3:", []string{"store.synth.texts", "1000000000", "limit"}},
+		{"positives range too large", "sampler:\n  positives: [2, 100000]\n", "bad.yaml:2:", []string{"sampler.positives", "100000", "limit 65536"}},
+		{"zero synthetic texts", "store:\n  synth:\n    texts: 0\n", "bad.yaml:3:", []string{"store.synth.texts", "0 is not allowed", "default 2000"}},
+		{"zero synthetic d", "store:\n  synth: {d: 0}\n", "bad.yaml:2:", []string{"store.synth.d", "0 is not allowed", "default 256"}},
+		{"control byte", "name: x\n\x1b[2Jtrain: {}\n", "bad.yaml:2:", []string{"control byte 0x1b", "offset 8"}},
+		{"invalid utf-8", "name: \xff\xfe\n", "bad.yaml:1:", []string{"invalid UTF-8 byte 0xff"}},
 		{"bad precision", "name: x\nprecision: fp16\n", "bad.yaml:2:12:", []string{"precision", "fp16", "fp32, tf32 or bf16"}},
 		{"empty precision", "precision: ''\n", "bad.yaml:1:", []string{"precision", `""`, "fp32, tf32 or bf16"}},
 		{"null precision", "precision:\n", "bad.yaml:1:", []string{"precision", "no value"}},

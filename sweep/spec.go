@@ -255,6 +255,9 @@ func fileBase(file string, kv *ast.MappingValueNode) (yaml.MapSlice, error) {
 	if err != nil {
 		return nil, errAt(file, kv.Value, "base_config", err.Error())
 	}
+	if err := config.CheckNotEmpty(p, src); err != nil {
+		return nil, fmt.Errorf("sweep %s: base_config: %w", file, err)
+	}
 	if _, err := config.Parse(p, src); err != nil {
 		return nil, fmt.Errorf("sweep %s: base_config: %w", file, err)
 	}
