@@ -28,7 +28,7 @@ type call struct {
 	resume bool
 }
 
-// fakeTrainer stands in for runner.Train: it records its calls and writes what a run leaves behind
+// fakeTrainer stands in for runner.TrainLocked: it records its calls and writes what a run leaves behind
 // (config.yaml and report.json), or fails, or is interrupted, as told.
 type fakeTrainer struct {
 	mu        sync.Mutex
@@ -274,7 +274,7 @@ func TestRealCellsInterruptedAndResumedMatchUninterrupted(t *testing.T) {
 		if cfg.Name == second {
 			w = &cancelAt{w: w, marker: "step 12/20", cancel: cancel}
 		}
-		return runner.Train(ctx, cfg, dir, resume, w)
+		return runner.TrainLocked(ctx, cfg, dir, resume, w)
 	}
 	sum, err := Run(ctx, sw, Options{Out: out, Progress: &log, Train: interrupting})
 	if !errors.Is(err, train.ErrInterrupted) {
