@@ -48,9 +48,11 @@ type Session struct {
 	// Backend is the device the model lives on, opened from Cfg.Device and Cfg.Precision.
 	Backend engine.Backend
 	// DeviceLog holds the lines the device choice logged: the device opened (its backend's name),
-	// or a fallback to the CPU and why, and a precision the CPU ignores.
+	// or a fallback to the CPU and why, and a precision the CPU ignores; and a pre-flight warning.
 	DeviceLog []string
-	close     func() error
+	// Estimate is the resource pre-flight's estimate of what the run needs.
+	Estimate Estimate
+	close    func() error
 }
 
 // OpenCorpus opens the configured store, or generates the embedded synthetic one.
@@ -67,6 +69,21 @@ func OpenCorpus(cfg config.Run) (data.Corpus, func() error, error) {
 		return nil, nil, fmt.Errorf("synthetic store: %w", err)
 	}
 	return c, func() error { return nil }, nil
+}
+
+// storeBytes is the size of the files of a store directory (0 when unreadable: informational).
+func storeBytes(dir string) int64 {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return 0
+	}
+	var n int64
+	for _, e := range ents {
+		if info, err := e.Info(); err == nil && info.Mode().IsRegular() {
+			n += info.Size()
+		}
+	}
+	return n
 }
 
 // ExpandPath expands $VARS and a leading ~/ in a path from a config, so shipped configs can name
@@ -86,16 +103,64 @@ func ExpandPath(p string) string {
 // back to the CPU) is in Session.DeviceLog, for the caller to print once the session is known to
 // open. The model's input and candidate widths come from the store when the config leaves them at
 // 0, and must match it otherwise.
+//
+// Before the synthetic store is generated or the model built, the resource pre-flight
+// (EstimateRun) compares what the config needs with the host memory available and, on a GPU, the
+// device's free memory, and refuses with the estimate when it does not fit; its lines (a warning
+// when GELOATTACK_SKIP_PREFLIGHT is set) join DeviceLog.
 func Open(cfg config.Run) (*Session, error) {
 	var lines []string
+	// A store on disk is mapped, not read: opening it first is cheap and gives d and e.
+	var disk *store.Store
+	if cfg.Store.Path != "" {
+		var err error
+		if disk, err = store.Open(ExpandPath(cfg.Store.Path)); err != nil {
+			return nil, err
+		}
+	}
+	closeDisk := func() {
+		if disk != nil {
+			disk.Close()
+		}
+	}
+	d, e, mapped := cfg.Store.Synth.WithDefaults().D, cfg.Store.Synth.WithDefaults().E, int64(0)
+	what := "the synthetic-store config"
+	if disk != nil {
+		d, e, mapped = disk.D(), disk.E(), storeBytes(disk.Dir())
+		what = "this config on store " + cfg.Store.Path
+	}
 	be, err := device.Open(cfg.Device, cfg.Precision, func(l string) { lines = append(lines, l) })
 	if err != nil {
+		closeDisk()
 		return nil, err
 	}
-	corpus, closeCorpus, err := OpenCorpus(cfg)
+	memInfo, onDevice := be.(interface{ MemInfo() (int64, int64, error) })
+	est, err := EstimateRun(cfg, d, e, mapped, onDevice)
+	if err == nil {
+		var warn string
+		if warn, err = est.CheckHost(what); warn != "" {
+			lines = append(lines, warn)
+		}
+		if err == nil && onDevice {
+			if free, _, merr := memInfo.MemInfo(); merr == nil {
+				if warn, err = est.CheckDevice(what, be.Name(), free); warn != "" {
+					lines = append(lines, warn)
+				}
+			}
+		}
+	}
 	if err != nil {
+		closeDisk()
 		device.Close(be)
 		return nil, err
+	}
+	var corpus data.Corpus = disk
+	closeCorpus := func() error { return nil }
+	if disk != nil {
+		closeCorpus = disk.Close
+	} else if corpus, err = synth.Generate(cfg.Store.Synth); err != nil {
+		device.Close(be)
+		return nil, fmt.Errorf("synthetic store: %w", err)
 	}
 	closeFn := func() error {
 		err := closeCorpus()
@@ -123,7 +188,7 @@ func Open(cfg config.Run) (*Session, error) {
 	if err != nil {
 		return fail(err)
 	}
-	s := &Session{Cfg: cfg, Corpus: corpus, Sampler: sampler, Backend: be, DeviceLog: lines, close: closeFn}
+	s := &Session{Cfg: cfg, Corpus: corpus, Sampler: sampler, Backend: be, DeviceLog: lines, Estimate: est, close: closeFn}
 	s.Task, err = newTask(be, cfg, sampler)
 	if err != nil {
 		return fail(err)
@@ -270,6 +335,7 @@ func TrainLocked(ctx context.Context, cfg config.Run, dir string, resume bool, p
 	for _, l := range sess.DeviceLog {
 		fmt.Fprintf(progress, "  %s\n", l)
 	}
+	fmt.Fprintf(progress, "  memory: about %s on the host%s (%s)\n", bytesText(sess.Estimate.Host()), deviceNeed(sess.Estimate), sess.Estimate)
 	if precNote != "" {
 		fmt.Fprintf(progress, "  resume: %s\n", precNote)
 	}
@@ -281,6 +347,14 @@ func TrainLocked(ctx context.Context, cfg config.Run, dir string, resume bool, p
 		return res, err
 	}
 	return res, train.WriteReport(dir, "geloattack run "+sess.Cfg.Name, res)
+}
+
+// deviceNeed is ", X on the device" for a GPU estimate.
+func deviceNeed(e Estimate) string {
+	if !e.OnDevice {
+		return ""
+	}
+	return ", " + bytesText(e.Device()) + " on the device"
 }
 
 // ConfigOf returns the run config stored in a checkpoint.
