@@ -92,7 +92,7 @@ func TestOpenWithoutGPU(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if len(s.DeviceLog) != 1 || !strings.HasPrefix(s.DeviceLog[0], "device: cpu (no CUDA device: ") {
+	if len(s.DeviceLog) != 1 || !strings.HasPrefix(s.DeviceLog[0], "device: cpu (auto: no usable GPU here") {
 		t.Fatalf("auto without a GPU logged %q", s.DeviceLog)
 	}
 }

@@ -42,11 +42,11 @@ func runBench(ctx context.Context, args []string) error {
 	if err := flags.Parse(args); err != nil {
 		return err
 	}
-	if flags.NArg() > 0 {
-		return fmt.Errorf("unexpected argument %q (see -h)", flags.Arg(0))
+	if err := noArgs(flags); err != nil {
+		return err
 	}
-	if *steps < 1 {
-		return fmt.Errorf("-steps: %d, want >= 1 timed step", *steps)
+	if err := checkFlags(flags, map[string]span{"steps": atLeast(1), "examples": atLeast(1), "d": {2, 1 << 16}}); err != nil {
+		return err
 	}
 	if _, err := device.ParseSpec(*dev); err != nil {
 		return fmt.Errorf("-device: %w", err)

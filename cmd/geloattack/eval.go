@@ -19,7 +19,7 @@ import (
 func runEval(ctx context.Context, args []string) error {
 	flags := flag.NewFlagSet("eval", flag.ContinueOnError)
 	ckpt := flags.String("ckpt", "", "checkpoint file (.safetensors); default: the latest checkpoint of the run directory")
-	batches := flags.Int("batches", 0, "batches per split to score (0 = the config's eval.batches)")
+	batches := flags.Int("batches", 0, "batches per split to score (0 = the config's eval.batches, 32 by default: a steadier estimate than\nthe run's own evaluations, which use train.eval_batches; pass that number to reproduce the run's final table)")
 	batchSize := flags.Int("batch-size", 0, "examples per batch (0 = the config's train.batch_size)")
 	out := flags.String("out", "", "write eval.json and eval.md here (default: the run directory, or beside -ckpt)")
 	dev := addDeviceFlags(flags)
@@ -32,6 +32,9 @@ func runEval(ctx context.Context, args []string) error {
 		flags.PrintDefaults()
 	}
 	if err := flags.Parse(args); err != nil {
+		return err
+	}
+	if err := checkFlags(flags, map[string]span{"batches": {1, 1 << 20}, "batch-size": {1, 1 << 16}}); err != nil {
 		return err
 	}
 	path := *ckpt
@@ -82,6 +85,13 @@ func runEval(ctx context.Context, args []string) error {
 		spec.BatchSize = *batchSize
 	}
 	fmt.Fprintf(os.Stderr, "evaluating %s (step %d) on %d batches of %d examples per split\n", path, ck.State.Step, spec.Batches, spec.BatchSize)
+	if spec.Batches != cfg.Train.EvalBatches || spec.BatchSize != cfg.Train.BatchSize {
+		// Different batches give different (noisier or steadier) figures: say so, so nobody
+		// takes the gap to the run's report for a bug.
+		fmt.Fprintf(os.Stderr, "note: the run's own evaluations (its final table in report.md) scored train.eval_batches = %d batches of %d; "+
+			"these figures are a different sample: -batches %d -batch-size %d reproduces that table exactly\n",
+			cfg.Train.EvalBatches, cfg.Train.BatchSize, cfg.Train.EvalBatches, cfg.Train.BatchSize)
+	}
 	m, err := train.Evaluate(ctx, sess.Sampler, sess.Task, spec)
 	if err != nil {
 		return err

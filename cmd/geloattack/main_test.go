@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"os"
 	"os/exec"
@@ -130,6 +131,47 @@ func TestEvalOnRunDirectory(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(run, "eval.json")); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// eval with the run's own batch count reproduces its final table exactly; the default (more
+// batches) says that it differs and how to reproduce it.
+func TestEvalReproducesTheRunsFinalTable(t *testing.T) {
+	dir := t.TempDir()
+	cfg := writeConfig(t, dir, "10")
+	run := filepath.Join(dir, "run")
+	if out, err := cli(t, "train", "-config", cfg, "-out", run).CombinedOutput(); err != nil {
+		t.Fatalf("train: %v\n%s", err, out)
+	}
+	var report struct {
+		Final map[string]map[string]float64 `json:"final"`
+	}
+	if err := json.Unmarshal(mustRead(t, filepath.Join(run, "report.json")), &report); err != nil {
+		t.Fatal(err)
+	}
+	out, err := cli(t, "eval", "-batches", "2", "-out", filepath.Join(dir, "e"), run).CombinedOutput()
+	if err != nil {
+		t.Fatalf("eval: %v\n%s", err, out)
+	}
+	if bytes.Contains(out, []byte("note:")) {
+		t.Errorf("eval with the run's own batches printed a note:\n%s", out)
+	}
+	var ev struct {
+		Metrics map[string]map[string]float64 `json:"metrics"`
+	}
+	if err := json.Unmarshal(mustRead(t, filepath.Join(dir, "e", "eval.json")), &ev); err != nil {
+		t.Fatal(err)
+	}
+	for _, split := range []string{"train", "val"} {
+		for k, v := range report.Final[split] {
+			if ev.Metrics[split][k] != v {
+				t.Errorf("%s %s: eval %v, run's final table %v", split, k, ev.Metrics[split][k], v)
+			}
+		}
+	}
+	out, err = cli(t, "eval", "-out", filepath.Join(dir, "e32"), run).CombinedOutput()
+	if err != nil || !bytes.Contains(out, []byte("train.eval_batches = 2")) || !bytes.Contains(out, []byte("-batches 2 -batch-size 4 reproduces")) {
+		t.Fatalf("default eval: %v, want a note naming the run's 2 batches:\n%s", err, out)
 	}
 }
 
@@ -277,5 +319,42 @@ func TestBadStoreGivesOneLineError(t *testing.T) {
 				t.Fatalf("want one line naming %q, got:\n%s", c.want, out)
 			}
 		})
+	}
+}
+
+// Bare `geloattack` shows the commands and starts nothing; typed zeros and negatives on flags are
+// refused naming the flag, never read as "keep the default".
+func TestBareCommandAndBadFlagValues(t *testing.T) {
+	dir := t.TempDir()
+	cmd := cli(t)
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 2 || !bytes.Contains(out, []byte("usage: geloattack <command>")) {
+		t.Fatalf("bare geloattack: %v\n%s", err, out)
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+		t.Fatalf("bare geloattack wrote %v", ents)
+	}
+	cfg := writeConfig(t, dir, "10")
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"train", "-config", cfg, "-steps", "-3"}, "flag -steps -3"},
+		{[]string{"train", "-config", cfg, "-workers", "0"}, "flag -workers 0"},
+		{[]string{"eval", "-batches", "-1", dir}, "flag -batches -1"},
+		{[]string{"store", "synth", "-texts", "0", "-out", filepath.Join(dir, "s")}, "flag -texts 0"},
+		{[]string{"store", "synth", "-d", "0", "-out", filepath.Join(dir, "s")}, "flag -d 0"},
+		{[]string{"sweep", "-config", cfg, "-shards", "0"}, "flag -shards 0"},
+		{[]string{"train", "-config", cfg, "extra"}, `unexpected argument "extra": this command takes only flags`},
+	} {
+		out, err := cli(t, c.args...).CombinedOutput()
+		if err == nil || !bytes.Contains(out, []byte(c.want)) {
+			t.Errorf("%v: %v, want a refusal containing %q:\n%s", c.args, err, c.want, out)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "s")); err == nil {
+		t.Error("a refused store synth created its output")
 	}
 }

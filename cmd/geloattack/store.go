@@ -17,9 +17,9 @@ import (
 
 // runStore dispatches the store subcommands.
 func runStore(ctx context.Context, args []string) error {
-	const usage = "usage: geloattack store synth|import|info|validate|extract [flags]"
 	if len(args) == 0 {
-		return errors.New(usage)
+		storeUsage()
+		return errors.New("store: name a subcommand: synth, import, info, validate or extract")
 	}
 	switch args[0] {
 	case "synth":
@@ -33,10 +33,29 @@ func runStore(ctx context.Context, args []string) error {
 	case "extract":
 		return runStoreExtract(ctx, args[1:])
 	case "-h", "-help", "--help", "help":
-		fmt.Fprintln(os.Stderr, usage)
+		storeUsage()
 		return flag.ErrHelp
 	}
-	return fmt.Errorf("store %q: unknown subcommand; %s", args[0], usage)
+	storeUsage()
+	return fmt.Errorf("store %q: unknown subcommand; want synth, import, info, validate or extract", args[0])
+}
+
+// storeUsage explains the store subcommands.
+func storeUsage() {
+	fmt.Fprint(os.Stderr, `usage: geloattack store <subcommand> [flags]
+
+A store is a directory of hidden states (SPEC §2): tokens.arrow (one row per token), texts.arrow
+(one embedding per text) and meta.json (model, layer, widths, dtype, checksums).
+
+subcommands:
+  synth     write the synthetic store (LLM-like statistics; the embedded default's generator)
+  import    import one .npz of hidden states per text (Llama-class models)
+  extract   run a BERT-family model (all-MiniLM-L6-v2) over real text and store a layer's hidden states
+  info      print a store's metadata and row statistics
+  validate  check every offset, width, checksum and value (NaN/Inf) of a store
+
+Run 'geloattack store <subcommand> -h' for its flags.
+`)
 }
 
 // newFlagSet returns a flag set whose -h prints a summary line before the flags.
@@ -54,10 +73,7 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("%s: unexpected argument %q (flags go before nothing else)", fs.Name(), fs.Arg(0))
-	}
-	return nil
+	return noArgs(fs)
 }
 
 // synthFlags registers the flags that describe a synthetic corpus.
@@ -82,6 +98,11 @@ func runStoreSynth(ctx context.Context, args []string) error {
 	out := fs.String("out", "", "directory of the new store (required; must not hold a store)")
 	cfg := synthFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if err := checkFlags(fs, map[string]span{
+		"texts": {1, 1 << 22}, "min-tokens": {1, 1 << 16}, "max-tokens": {1, 1 << 16}, "d": {2, 1 << 16}, "e": {1, 1 << 16},
+	}); err != nil {
 		return err
 	}
 	if *out == "" {
@@ -145,6 +166,12 @@ func runStoreInfo(ctx context.Context, args []string) error {
 	format := fs.String("format", "text", "output: text, markdown or json")
 	cfg := synthFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if err := checkFlags(fs, map[string]span{
+		"texts": {1, 1 << 22}, "min-tokens": {1, 1 << 16}, "max-tokens": {1, 1 << 16}, "d": {2, 1 << 16}, "e": {1, 1 << 16},
+		"sample": {2, 1 << 20},
+	}); err != nil {
 		return err
 	}
 	if (*dir == "") == !*useSynth {

@@ -37,8 +37,11 @@ func runSweep(ctx context.Context, args []string) error {
 	if err := flags.Parse(args); err != nil {
 		return err
 	}
-	if flags.NArg() > 0 {
-		return fmt.Errorf("unexpected argument %q (see -h)", flags.Arg(0))
+	if err := noArgs(flags); err != nil {
+		return err
+	}
+	if err := checkFlags(flags, map[string]span{"shards": {1, 1 << 20}, "workers": {1, 1 << 10}}); err != nil {
+		return err
 	}
 	if *cfgPath == "" {
 		return errors.New("-config is required: a sweep file such as configs/sweeps/cpu-retrieval.yaml")

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 
 	"github.com/gelo-research/geloattack/checkpoints"
+	"github.com/gelo-research/geloattack/config"
 	"github.com/gelo-research/geloattack/runner"
 	"github.com/gelo-research/geloattack/train"
 )
@@ -33,18 +34,18 @@ func runTrain(ctx context.Context, args []string) error {
 	if err := flags.Parse(args); err != nil {
 		return err
 	}
-	if flags.NArg() > 0 {
-		return fmt.Errorf("unexpected argument %q (flags go before nothing else; see -h)", flags.Arg(0))
+	if err := noArgs(flags); err != nil {
+		return err
+	}
+	if err := checkFlags(flags, map[string]span{"steps": {1, 1e9}, "workers": {1, 1 << 10}}); err != nil {
+		return err
 	}
 	cfg, err := loadConfig(*cfgPath)
 	if err != nil {
 		return err
 	}
-	if *steps > 0 {
-		cfg.Train.Steps = *steps
-	}
-	if *workers > 0 {
-		cfg.Train.Workers = *workers
+	if err := overrideTrain(&cfg, *steps, *workers); err != nil {
+		return err
 	}
 	if err := dev.apply(&cfg); err != nil {
 		return err
@@ -76,11 +77,8 @@ func runTrain(ctx context.Context, args []string) error {
 		if cfg, err = runner.ConfigOf(ck); err != nil {
 			return fmt.Errorf("-resume: %w", err)
 		}
-		if *steps > 0 {
-			cfg.Train.Steps = *steps
-		}
-		if *workers > 0 {
-			cfg.Train.Workers = *workers
+		if err := overrideTrain(&cfg, *steps, *workers); err != nil {
+			return err
 		}
 		if err := dev.apply(&cfg); err != nil {
 			return err
@@ -95,6 +93,21 @@ func runTrain(ctx context.Context, args []string) error {
 	}
 	fmt.Printf("final evaluation after %d steps (%s):\n%s\nreport: %s\n", res.Steps, dir,
 		train.MetricsMarkdown(res.Final), filepath.Join(dir, "report.md"))
+	return nil
+}
+
+// overrideTrain applies -steps and -workers (0 = keep) and validates the result, so an override
+// the config would refuse (a warmup longer than the run, ...) is refused too.
+func overrideTrain(cfg *config.Run, steps, workers int) error {
+	if steps > 0 {
+		cfg.Train.Steps = steps
+	}
+	if workers > 0 {
+		cfg.Train.Workers = workers
+	}
+	if err := cfg.Validate(); err != nil {
+		return fmt.Errorf("train: with -steps %d -workers %d: %w", steps, workers, err)
+	}
 	return nil
 }
 

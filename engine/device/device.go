@@ -8,7 +8,7 @@
 //     returned, wrapped as "device cuda: no CUDA device: <why>", so a user who asked for a GPU learns
 //     why there is none; it matches cuda.ErrNoDevice (errors.Is).
 //   - "auto": the CUDA backend on GPU 0 when one opens, else the CPU after logging one line
-//     "device: cpu (no CUDA device: <why>)".
+//     "device: cpu (auto: no usable GPU here, so the CPU computes; why: no CUDA device: <why>)".
 //
 // On success Open logs "device: <backend name>" (the name says the device, its libraries and, for
 // CUDA, the precision).
@@ -151,7 +151,9 @@ func OpenWith(o Options) (engine.Backend, error) {
 	if s.Kind == CUDA {
 		return nil, fmt.Errorf("device %s: %w", s, noDevice(err))
 	}
-	logf("device: cpu (%s)", noDevice(err).Error())
+	// Most machines have no GPU: say so as the normal choice it is, with the reason after it
+	// for the user who expected one.
+	logf("device: cpu (auto: no usable GPU here, so the CPU computes; why: %s)", noDevice(err).Error())
 	return openCPU()
 }
 

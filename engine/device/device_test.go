@@ -129,8 +129,8 @@ func TestAutoFallsBack(t *testing.T) {
 	if _, ok := be.(*engine.CPU); !ok {
 		t.Fatalf("auto without a driver gave %T", be)
 	}
-	if len(*lines) < 1 || !strings.HasPrefix((*lines)[0], "device: cpu (no CUDA device: ") || !strings.HasSuffix((*lines)[0], ")") {
-		t.Fatalf("fallback log %q, want \"device: cpu (no CUDA device: <why>)\" first", *lines)
+	if len(*lines) < 1 || !strings.HasPrefix((*lines)[0], "device: cpu (auto: no usable GPU here, so the CPU computes; why: no CUDA device: ") || !strings.HasSuffix((*lines)[0], ")") {
+		t.Fatalf("fallback log %q, want \"device: cpu (auto: no usable GPU here, ...; why: no CUDA device: <why>)\" first", *lines)
 	}
 	if !strings.Contains((*lines)[0], "/nonexistent/libcuda.so.1") {
 		t.Errorf("fallback line %q does not say what was tried", (*lines)[0])
