@@ -6,7 +6,10 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/gelo-research/geloattack/data"
 	"github.com/gelo-research/geloattack/data/gelo"
@@ -258,6 +261,15 @@ type BSSRow struct {
 	// is the same figure for as many random rows of the split (texts other than the example's).
 	P95AbsCos  eval.Metric `json:"p95_abs_cos"`
 	MeanAbsCos eval.Metric `json:"mean_abs_cos"`
+	// GramErr is the Gram error of SPEC §6, ||G_est - G_true||_F / ||G_true||_F over the matched
+	// rows as estimated, and GramErrAligned the same after scaling each estimate by its
+	// least-squares factor onto its match (the scale and sign BSS cannot identify; a best case,
+	// since it uses the truth). Lower is better; Chance is the random rows' figure.
+	GramErr        eval.Metric `json:"gram_err"`
+	GramErrAligned eval.Metric `json:"gram_err_aligned"`
+	// RandomRows is the mean number of random rows drawn per example for the Chance figures: as
+	// many as the method estimated.
+	RandomRows float64 `json:"random_rows"`
 	// Converged counts the examples on which the method converged; Seconds is its mean run time.
 	Converged int     `json:"converged"`
 	Seconds   float64 `json:"seconds"`
@@ -277,7 +289,7 @@ func BSSEval(ctx context.Context, s *gelo.Sampler, method BSSMethod, opts BSSOpt
 	if !(cfg.ShieldRows == 0 && cfg.ShieldFrac.Max == 0) {
 		row.ShieldScale = cfg.ShieldScale.Max
 	}
-	var p95, mean eval.Accumulator
+	var acc classicalAcc
 	var elapsed time.Duration
 	for i := 0; i < opts.Examples; i++ {
 		ex, err := s.Example(opts.Split, int64(i))
@@ -301,21 +313,30 @@ func BSSEval(ctx context.Context, s *gelo.Sampler, method BSSMethod, opts BSSOpt
 		if sep.Converged {
 			row.Converged++
 		}
-		if err := scoreVsRandom(s, opts.Split, ex, sep.Sources, h, opts.Seed+uint64(i), &p95, &mean); err != nil {
+		if err := acc.scoreVsRandom(s, opts.Split, ex, sep.Sources, h, opts.Seed+uint64(i)); err != nil {
 			return BSSRow{}, err
 		}
 		row.N += float64(ex.N) / float64(opts.Examples)
 		row.NClean += float64(ex.NClean) / float64(opts.Examples)
 	}
-	row.P95AbsCos, row.MeanAbsCos = p95.Metric(), mean.Metric()
+	row.P95AbsCos, row.MeanAbsCos = acc.p95.Metric(), acc.mean.Metric()
+	row.GramErr, row.GramErrAligned = acc.gram.Metric(), acc.gramAligned.Metric()
+	row.RandomRows = acc.meanDraws()
 	row.Seconds = elapsed.Seconds() / float64(max(1, opts.Examples))
 	return row, nil
 }
 
-// scoreVsRandom adds est's p95 and mean |cos| to truth (after Hungarian matching) to the
+// classicalAcc accumulates the classical figures (SPEC §6) of an estimate over examples, each
+// beside the same figure for random rows.
+type classicalAcc struct {
+	p95, mean, gram, gramAligned eval.Accumulator
+	draws                        int // random rows drawn, over all examples
+}
+
+// scoreVsRandom adds est's classical figures against truth (after Hungarian matching) to the
 // accumulators, each beside its chance level: the same figure for as many random rows of the split,
 // drawn from texts other than the example's.
-func scoreVsRandom(s *gelo.Sampler, split data.Split, ex *gelo.Example, est, truth *mat.Dense, seed uint64, p95, mean *eval.Accumulator) error {
+func (a *classicalAcc) scoreVsRandom(s *gelo.Sampler, split data.Split, ex *gelo.Example, est, truth *mat.Dense, seed uint64) error {
 	got, err := eval.ClassicalScore(est, truth)
 	if err != nil {
 		return err
@@ -327,11 +348,90 @@ func scoreVsRandom(s *gelo.Sampler, split data.Split, ex *gelo.Example, est, tru
 	}
 	chance, err := eval.ClassicalScore(random, truth)
 	if err != nil {
-		return err
+		return fmt.Errorf("baselines: random rows: %w", err)
 	}
-	p95.Add(got.AbsCosP95, chance.AbsCosP95)
-	mean.Add(got.AbsCosMean, chance.AbsCosMean)
+	a.p95.Add(got.AbsCosP95, chance.AbsCosP95)
+	a.mean.Add(got.AbsCosMean, chance.AbsCosMean)
+	a.gram.Add(got.GramErr, chance.GramErr)
+	a.gramAligned.Add(got.GramErrAligned, chance.GramErrAligned)
+	a.draws += m
 	return nil
+}
+
+// meanDraws is the mean number of random rows drawn per example (0 before any).
+func (a *classicalAcc) meanDraws() float64 {
+	n := a.p95.Metric().N
+	if n == 0 {
+		return 0
+	}
+	return float64(a.draws) / float64(n)
+}
+
+// randomRowsNote explains the random-rows column of the classical tables.
+const randomRowsNote = "random rows: the figure a random guess of rows reaches; above it = recovery " +
+	"(for the Gram errors, lower is better: below it = recovery). They are rows of texts of the split " +
+	"other than the example's, as many as the estimates, matched to the clean rows the same way."
+
+// gramNote says what the Gram error rows are.
+const gramNote = "Gram error: ||G_est - G_true||_F / ||G_true||_F over the matched rows (SPEC §6); " +
+	"rescaled: after scaling each estimate by its least-squares factor onto its match (BSS cannot " +
+	"identify scale or sign; it uses the true rows, so it is a best case, not an attack)."
+
+// classicalTable formats the classical figures as a Markdown table: the method's mean ± standard
+// error over examples beside the random rows' mean, then the notes that explain the columns.
+func classicalTable(method string, draws float64, p95, mean, gram, gramAligned eval.Metric) string {
+	examples := "examples"
+	if p95.N == 1 {
+		examples = "example"
+	}
+	header := []string{fmt.Sprintf("figure (mean over %d %s)", p95.N, examples), method,
+		fmt.Sprintf("random rows (%s draws per example)", strconv.FormatFloat(draws, 'g', 4, 64))}
+	rows := [][]string{header}
+	for _, f := range []struct {
+		name string
+		m    eval.Metric
+	}{
+		{"p95 |cos| after matching", p95}, {"mean |cos| after matching", mean},
+		{"Gram error", gram}, {"Gram error, rows rescaled onto matches", gramAligned},
+	} {
+		rows = append(rows, []string{f.name, fmt.Sprintf("%.4f ± %.4f", f.m.Mean, f.m.StdErr), fmt.Sprintf("%.4f", f.m.Chance)})
+	}
+	return markdownTable(rows) + randomRowsNote + "\n" + gramNote + "\n"
+}
+
+// markdownTable lays out rows (the first is the header) as a Markdown table with padded columns.
+func markdownTable(rows [][]string) string {
+	width := make([]int, len(rows[0]))
+	for _, r := range rows {
+		for i, c := range r {
+			width[i] = max(width[i], utf8.RuneCountInString(c))
+		}
+	}
+	var sb strings.Builder
+	line := func(cells []string) {
+		for i, c := range cells {
+			fmt.Fprintf(&sb, "| %s%s ", c, strings.Repeat(" ", width[i]-utf8.RuneCountInString(c)))
+		}
+		sb.WriteString("|\n")
+	}
+	line(rows[0])
+	rule := make([]string, len(width))
+	for i, w := range width {
+		rule[i] = strings.Repeat("-", w)
+	}
+	line(rule)
+	for _, r := range rows[1:] {
+		line(r)
+	}
+	return sb.String()
+}
+
+// Table formats the row's classical figures beside random rows' (classicalTable) under a line
+// naming the method, split and sizes.
+func (r BSSRow) Table() string {
+	return fmt.Sprintf("%s on %s: n %.0f (%.0f clean), %d/%d converged, %.1f s per example\n",
+		r.Method, r.Split, r.N, r.NClean, r.Converged, r.P95AbsCos.N, r.Seconds) +
+		classicalTable(r.Method, r.RandomRows, r.P95AbsCos, r.MeanAbsCos, r.GramErr, r.GramErrAligned)
 }
 
 // randomSplitRows draws k rows of the split uniformly over (text, position), texts other than the
@@ -460,10 +560,14 @@ type AnchorRow struct {
 	// MixingErr is the mean over examples of ||Â_K - A_K||_F / ||A_K||_F over the observed rows of
 	// A: how well the anchored part was recovered.
 	MixingErr float64 `json:"mixing_err"`
-	// P95AbsCos and MeanAbsCos score the recovered non-anchor sources against the clean rows that
-	// were not anchors, with random rows of the split as chance.
-	P95AbsCos  eval.Metric `json:"p95_abs_cos"`
-	MeanAbsCos eval.Metric `json:"mean_abs_cos"`
+	// P95AbsCos, MeanAbsCos, GramErr and GramErrAligned (see BSSRow) score the recovered
+	// non-anchor sources against the clean rows that were not anchors, with random rows of the
+	// split as chance; RandomRows is the mean number of them drawn per example.
+	P95AbsCos      eval.Metric `json:"p95_abs_cos"`
+	MeanAbsCos     eval.Metric `json:"mean_abs_cos"`
+	GramErr        eval.Metric `json:"gram_err"`
+	GramErrAligned eval.Metric `json:"gram_err_aligned"`
+	RandomRows     float64     `json:"random_rows"`
 	// Seconds is the mean run time of the recovery.
 	Seconds float64 `json:"seconds"`
 }
@@ -481,7 +585,7 @@ func AnchorEval(ctx context.Context, s *gelo.Sampler, opts AnchorEvalOptions) (A
 		return AnchorRow{}, fmt.Errorf("baselines: anchor eval: %d examples, %d anchors", opts.Examples, opts.Anchors)
 	}
 	row := AnchorRow{Method: opts.Anchor.Method.String(), Anchors: opts.Anchors, Split: opts.Split.String()}
-	var p95, mean eval.Accumulator
+	var acc classicalAcc
 	var elapsed time.Duration
 	for i := 0; i < opts.Examples; i++ {
 		if err := ctx.Err(); err != nil {
@@ -520,15 +624,26 @@ func AnchorEval(ctx context.Context, s *gelo.Sampler, opts AnchorEvalOptions) (A
 		}
 		elapsed += time.Since(start)
 		row.MixingErr += mixingError(ex, known, res.MixingK) / float64(opts.Examples)
-		if err := scoreVsRandom(s, opts.Split, ex, res.Rest.Sources, others, opts.Seed+uint64(i), &p95, &mean); err != nil {
+		if err := acc.scoreVsRandom(s, opts.Split, ex, res.Rest.Sources, others, opts.Seed+uint64(i)); err != nil {
 			return AnchorRow{}, err
 		}
 		row.N += float64(ex.N) / float64(opts.Examples)
 		row.NClean += float64(ex.NClean) / float64(opts.Examples)
 	}
-	row.P95AbsCos, row.MeanAbsCos = p95.Metric(), mean.Metric()
+	row.P95AbsCos, row.MeanAbsCos = acc.p95.Metric(), acc.mean.Metric()
+	row.GramErr, row.GramErrAligned = acc.gram.Metric(), acc.gramAligned.Metric()
+	row.RandomRows = acc.meanDraws()
 	row.Seconds = elapsed.Seconds() / float64(max(1, opts.Examples))
 	return row, nil
+}
+
+// Table formats the anchor recovery: the mixing error, then the classical figures of the
+// non-anchor sources beside random rows' (classicalTable).
+func (r AnchorRow) Table() string {
+	return fmt.Sprintf("anchors (%s, k %d) on %s: n %.0f (%.0f clean), %.1f s per example\n"+
+		"mixing error ||Â_K - A_K||_F / ||A_K||_F: %.4f\nnon-anchor clean rows:\n",
+		r.Method, r.Anchors, r.Split, r.N, r.NClean, r.Seconds, r.MixingErr) +
+		classicalTable(r.Method, r.RandomRows, r.P95AbsCos, r.MeanAbsCos, r.GramErr, r.GramErrAligned)
 }
 
 // mixingError compares Â_K (n_obs, k) with the secret columns of A that multiply the anchor rows

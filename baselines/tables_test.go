@@ -2,12 +2,15 @@ package baselines
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/gelo-research/geloattack/data"
 	"github.com/gelo-research/geloattack/data/gelo"
+	"gonum.org/v1/gonum/mat"
 )
 
 // laplaceCorpus returns texts of rows with i.i.d. Laplace entries plus a shared direction of
@@ -130,6 +133,77 @@ func TestAnchorEval(t *testing.T) {
 		// 2048 samples puts the floor of the mixing error near sqrt(14/2048) = 0.08.
 		if r.MixingErr > 0.2 || r.P95AbsCos.Mean < 0.95 || r.P95AbsCos.Chance > 0.3 {
 			t.Errorf("%s: %+v", r.Method, r)
+		}
+	}
+}
+
+// oracleMethod returns a BSS method that "recovers" each example's clean rows H exactly, times
+// scale: it reads them from the sampler (examples 0, 1, ... of split, in BSSEval's order).
+func oracleMethod(s *gelo.Sampler, split data.Split, scale float64) BSSMethod {
+	next := int64(0)
+	return BSSMethod{Name: "oracle", Run: func(_ context.Context, _ *mat.Dense) (Separation, error) {
+		ex, err := s.Example(split, next)
+		if err != nil {
+			return Separation{}, err
+		}
+		next++
+		h := mat.NewDense(ex.NClean, ex.D, nil)
+		for i := range ex.NClean {
+			for j := range ex.D {
+				h.Set(i, j, scale*float64(ex.H[i*ex.D+j]))
+			}
+		}
+		return Separation{Sources: h, Converged: true}, nil
+	}}
+}
+
+// TestBSSEvalReportsGramError: the Gram error of SPEC §6 reaches the BSS results and their table.
+// Exact recovery scores |cos| 1 and Gram error 0; rows recovered at twice their scale score Gram
+// error exactly 3 (||4G - G|| / ||G||) and 0 after the per-row rescaling; random rows of the
+// split sit beside both, and the table names and explains that column.
+func TestBSSEvalReportsGramError(t *testing.T) {
+	c := laplaceCorpus(t, 40, 16, 64, 0)
+	cfg := gelo.DefaultConfig()
+	cfg.Positives, cfg.TokensPerText = gelo.Fixed(2), gelo.Fixed(8)
+	s, err := gelo.NewSampler(c, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		scale, gram float64
+		cell        string
+	}{{1, 0, "| 0.0000 ± 0.0000 "}, {2, 3, "| 3.0000 ± 0.0000 "}} {
+		row, err := BSSEval(context.Background(), s, oracleMethod(s, data.Train, tc.scale), BSSOptions{Split: data.Train, Examples: 2, Seed: 3})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if math.Abs(row.P95AbsCos.Mean-1) > 1e-12 || math.Abs(row.GramErr.Mean-tc.gram) > 1e-9 ||
+			row.GramErr.N != 2 || row.GramErrAligned.Mean > 1e-9 {
+			t.Errorf("scale %v: p95 %v, Gram error %v, aligned %v; want |cos| 1, Gram error %v, aligned 0",
+				tc.scale, row.P95AbsCos, row.GramErr, row.GramErrAligned, tc.gram)
+		}
+		if ch := row.GramErr.Chance; !(ch > 0.1) || row.GramErrAligned.Chance < 0.1 {
+			t.Errorf("scale %v: random rows' Gram errors %v and %v, want those of unrelated rows", tc.scale, ch, row.GramErrAligned.Chance)
+		}
+		if row.RandomRows != row.NClean {
+			t.Errorf("scale %v: %v random rows drawn per example, want as many as the estimates, %v", tc.scale, row.RandomRows, row.NClean)
+		}
+		tab := row.Table()
+		t.Logf("scale %v:\n%s", tc.scale, tab)
+		for _, want := range []string{"| random rows (" + fmt.Sprint(row.RandomRows) + " draws per example",
+			"random rows: the figure a random guess of rows reaches", "above it = recovery"} {
+			if !strings.Contains(tab, want) {
+				t.Errorf("scale %v: table lacks %q:\n%s", tc.scale, want, tab)
+			}
+		}
+		gramLine := ""
+		for _, l := range strings.Split(tab, "\n") {
+			if strings.HasPrefix(l, "| Gram error ") && !strings.Contains(l, "rescaled") {
+				gramLine = l
+			}
+		}
+		if !strings.Contains(gramLine, tc.cell) || !strings.Contains(gramLine, fmt.Sprintf("| %.4f ", row.GramErr.Chance)) {
+			t.Errorf("scale %v: Gram error line %q, want the figure %q beside the random rows' %.4f", tc.scale, gramLine, tc.cell, row.GramErr.Chance)
 		}
 	}
 }

@@ -9,11 +9,14 @@ import (
 // AdamWConfig holds AdamW's hyper-parameters. Weight decay is decoupled
 // (Loshchilov & Hutter): p -= lr*WeightDecay*p, applied only to parameters
 // registered with decay = true (see DefaultDecay for the project's rule).
+// No field has a hidden default: NewAdamW uses exactly what it is given, so
+// Beta1 = 0 (no momentum) and Beta2 = 0 (no second-moment history) mean
+// what they say. PyTorch's defaults are Beta1 0.9, Beta2 0.999, Eps 1e-8.
 type AdamWConfig struct {
 	LR          float32 // base learning rate, used when Schedule is nil
-	Beta1       float32 // 0 means 0.9
-	Beta2       float32 // 0 means 0.999
-	Eps         float32 // 0 means 1e-8
+	Beta1       float32 // first-moment decay rate, in [0, 1)
+	Beta2       float32 // second-moment decay rate, in [0, 1)
+	Eps         float32 // added to sqrt(v); > 0, or a zero gradient divides 0 by 0
 	WeightDecay float32 // decoupled decay of parameters registered with decay = true
 	// Schedule, when set, gives the learning rate of step t (1-based: the
 	// first Step call uses Schedule(1)).
@@ -30,27 +33,26 @@ type AdamW struct {
 	lr   float32
 }
 
-// NewAdamW allocates zero moments for p (which must be allocated).
+// NewAdamW allocates zero moments for p (which must be allocated). It uses
+// cfg as given: betas in [0, 1), eps > 0, learning rate and weight decay
+// >= 0, all finite; anything else is an error.
 func NewAdamW(p *Params, cfg AdamWConfig) (*AdamW, error) {
 	if p.data == nil {
 		return nil, errors.New("engine: NewAdamW: parameters not allocated")
 	}
-	if cfg.Beta1 == 0 {
-		cfg.Beta1 = 0.9
-	}
-	if cfg.Beta2 == 0 {
-		cfg.Beta2 = 0.999
-	}
-	if cfg.Eps == 0 {
-		cfg.Eps = 1e-8
-	}
-	for name, v := range map[string]float32{"beta1": cfg.Beta1, "beta2": cfg.Beta2} {
-		if !(v > 0 && v < 1) {
-			return nil, fmt.Errorf("engine: AdamW %s = %g: want 0 < %s < 1", name, v, name)
+	for _, b := range []struct {
+		name string
+		v    float32
+	}{{"beta1", cfg.Beta1}, {"beta2", cfg.Beta2}} {
+		if !(b.v >= 0 && b.v < 1) {
+			return nil, fmt.Errorf("engine: AdamW %s = %g: want 0 <= %s < 1", b.name, b.v, b.name)
 		}
 	}
-	if cfg.Eps < 0 || cfg.WeightDecay < 0 || cfg.LR < 0 {
-		return nil, fmt.Errorf("engine: AdamW: negative eps %g, weight decay %g or learning rate %g", cfg.Eps, cfg.WeightDecay, cfg.LR)
+	if !(cfg.Eps > 0) || math.IsInf(float64(cfg.Eps), 0) {
+		return nil, fmt.Errorf("engine: AdamW eps = %g: want a finite value > 0 (PyTorch's default is 1e-8)", cfg.Eps)
+	}
+	if !(cfg.WeightDecay >= 0 && cfg.LR >= 0) || math.IsInf(float64(cfg.WeightDecay), 0) || math.IsInf(float64(cfg.LR), 0) {
+		return nil, fmt.Errorf("engine: AdamW: weight decay %g and learning rate %g: want finite values >= 0", cfg.WeightDecay, cfg.LR)
 	}
 	be := p.data.st.Backend()
 	ms, err := be.Alloc(p.total)

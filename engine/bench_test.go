@@ -188,10 +188,10 @@ func blockOf(ts map[string]*Tensor, prefix string) block {
 
 // forward is x += Attn(RMSNorm(x)); x += SwiGLU(RMSNorm(x)), x: (B, N, h).
 func (l block) forward(tp *Tape, x, mask *Tensor, heads int) *Tensor {
-	n := tp.RMSNorm(x, l.attnNorm)
+	n := tp.RMSNorm(x, l.attnNorm, RMSNormEps)
 	a := tp.Attention(tp.Linear(n, l.q), tp.Linear(n, l.k), tp.Linear(n, l.v), mask, heads)
 	x = tp.Add(x, tp.Linear(a, l.o))
-	n = tp.RMSNorm(x, l.mlpNorm)
+	n = tp.RMSNorm(x, l.mlpNorm, RMSNormEps)
 	return tp.Add(x, tp.Linear(tp.SwiGLU(tp.Linear(n, l.gate), tp.Linear(n, l.up)), l.down))
 }
 
@@ -218,7 +218,7 @@ func benchEncoderStep(b *testing.B, layers int) {
 		}
 	}
 	ps, ts := benchParams(b, be, specs)
-	opt, err := NewAdamW(ps, AdamWConfig{LR: 1e-4, WeightDecay: 0.1})
+	opt, err := NewAdamW(ps, AdamWConfig{LR: 1e-4, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.1})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -236,7 +236,7 @@ func benchEncoderStep(b *testing.B, layers int) {
 		for i := range layers {
 			x = blockOf(ts, fmt.Sprintf("layers.%d.", i)).forward(tp, x, mask, paperHeads)
 		}
-		pooled := tp.MeanPool(tp.RMSNorm(x, ts["norm.weight"]), mask)
+		pooled := tp.MeanPool(tp.RMSNorm(x, ts["norm.weight"], RMSNormEps), mask)
 		if err := tp.Backward(tp.SumSquares(pooled)); err != nil {
 			b.Fatal(err)
 		}
@@ -270,7 +270,7 @@ func benchEncoderStep(b *testing.B, layers int) {
 func BenchmarkAdamW(b *testing.B) {
 	be := benchCPU(b)
 	ps, _ := benchParams(b, be, map[string][]int{"w.weight": {58_000_000 / 384, 384}})
-	opt, err := NewAdamW(ps, AdamWConfig{LR: 1e-4, WeightDecay: 0.1})
+	opt, err := NewAdamW(ps, AdamWConfig{LR: 1e-4, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.1})
 	if err != nil {
 		b.Fatal(err)
 	}

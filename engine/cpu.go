@@ -28,9 +28,10 @@ type CPU struct {
 	workers   int
 	mu        sync.Mutex // one parallel section at a time: workers and scratch are shared
 	pool      *workerPool
-	scratch   [][]float32 // per worker
-	reduceBuf []float32   // partial sums of parallelReduce, one row per piece
-	minWork   int         // work below which kernels stay on one goroutine (tests lower it)
+	scratch   [][]float32  // per worker
+	reduceBuf []float32    // partial sums of parallelReduce, one row per piece
+	minWork   int          // work below which kernels stay on one goroutine (tests lower it)
+	hostReads atomic.Int64 // see HostReads
 }
 
 // NewCPU returns a CPU backend.
@@ -95,10 +96,23 @@ func (c *CPU) Upload(t *Tensor, src []float32) {
 }
 
 // Download copies t into dst.
-func (c *CPU) Download(dst []float32, t *Tensor) { copy(dst, f32(t)) }
+func (c *CPU) Download(dst []float32, t *Tensor) {
+	c.hostReads.Add(1)
+	copy(dst, f32(t))
+}
 
 // DownloadRange copies len(dst) elements of t starting at off.
-func (c *CPU) DownloadRange(dst []float32, t *Tensor, off int) { copy(dst, f32(t)[off:]) }
+func (c *CPU) DownloadRange(dst []float32, t *Tensor, off int) {
+	c.hostReads.Add(1)
+	copy(dst, f32(t)[off:])
+}
+
+// HostReads is the number of calls so far that hand device data to the
+// host and so wait for it: Download, DownloadRange (Tensor.ToHost, CopyTo,
+// Item) and SumSquaresHost. On an asynchronous backend each is a sync that
+// stalls the queue, so tests count them here, on the CPU, to keep them off
+// a training step's path.
+func (c *CPU) HostReads() int64 { return c.hostReads.Load() }
 
 // Fill sets every element of t to v.
 func (c *CPU) Fill(t *Tensor, v float32) {

@@ -346,7 +346,10 @@ func (c *CPU) ReduceBackward(op ReduceOp, dx, dy, x *Tensor) {
 }
 
 // SumSquaresHost returns sum x^2 in float64.
-func (c *CPU) SumSquaresHost(x *Tensor) float64 { return c.sumHost(x, true) }
+func (c *CPU) SumSquaresHost(x *Tensor) float64 {
+	c.hostReads.Add(1)
+	return c.sumHost(x, true)
+}
 
 // sumHost sums x (or x^2) in float64, in reduceChunks pieces added in
 // order (bit-reproducible whatever the scheduling).

@@ -139,7 +139,7 @@ func TestArenaReusedAcrossSteps(t *testing.T) {
 	step := func() {
 		tp.Reset()
 		in := tp.Input(x, 2, 5, 8)
-		hdn := tp.RMSNorm(tp.Linear(in, w1), n1)
+		hdn := tp.RMSNorm(tp.Linear(in, w1), n1, RMSNormEps)
 		a := tp.Attention(hdn, hdn, hdn, tp.KeyMask(2, 5, []int{5, 3}), 2)
 		loss := tp.SumSquares(tp.Linear(tp.Add(a, hdn), w2))
 		if err := tp.Backward(loss); err != nil {
@@ -428,9 +428,9 @@ func TestStepIsBitReproducible(t *testing.T) {
 			_ = g.CopyFrom(randHost(r, g.Size()))
 			tp := NewTape(be)
 			x := tp.Input(randHost(r, 4*9*16), 4, 9, 16)
-			h := tp.RMSNorm(tp.Linear(x, w1), g)
+			h := tp.RMSNorm(tp.Linear(x, w1), g, RMSNormEps)
 			a := tp.Attention(h, h, h, tp.KeyMask(4, 9, []int{9, 5, 2, 7}), 3)
-			loss := tp.SumSquares(tp.MeanPool(tp.RMSNorm(tp.Add(a, h), g), nil))
+			loss := tp.SumSquares(tp.MeanPool(tp.RMSNorm(tp.Add(a, h), g, RMSNormEps), nil))
 			if err := tp.Backward(loss); err != nil {
 				t.Fatal(err)
 			}
@@ -472,12 +472,12 @@ func TestNoActivationAllocationAfterWarmUp(t *testing.T) {
 		_ = w1.CopyFrom(randHost(r, w1.Size()))
 		_ = n1.CopyFrom(randHost(r, n1.Size()))
 		x := randHost(r, 4*N*32)
-		opt, _ := NewAdamW(ps, AdamWConfig{LR: 1e-3})
+		opt, _ := NewAdamW(ps, AdamWConfig{LR: 1e-3, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8})
 		tp := NewTape(be)
 		step := func() {
 			tp.Reset()
 			in := tp.Input(x, 4, N, 32)
-			h := tp.RMSNorm(tp.Linear(in, w1), n1)
+			h := tp.RMSNorm(tp.Linear(in, w1), n1, RMSNormEps)
 			a := tp.Attention(h, h, h, tp.KeyMask(4, N, []int{N, N / 2, N / 3, 1}), 4)
 			loss := tp.SumSquares(tp.SwiGLU(tp.Add(a, h), h))
 			if err := tp.Backward(loss); err != nil {
@@ -502,5 +502,121 @@ func TestNoActivationAllocationAfterWarmUp(t *testing.T) {
 	// slices, purego's per-call argument boxing (about 150 bytes a GEMM).
 	if large > 1<<20 || large > 2*small+64<<10 {
 		t.Fatalf("bytes allocated per step: %d at N=16, %d at N=256", small, large)
+	}
+}
+
+// TestAdamWZeroBetasAreUsed: Beta1 = 0 (no momentum) and Beta2 = 0 (no second-moment history) are
+// legitimate settings, not "unset": after one step the moments are g and g^2 exactly, and the
+// second step follows the formula with those betas.
+func TestAdamWZeroBetasAreUsed(t *testing.T) {
+	be := testBackends(t)[0]
+	for _, betas := range [][2]float64{{0, 0.999}, {0.9, 0}, {0, 0}} {
+		b1, b2 := betas[0], betas[1]
+		ps := NewParams()
+		w := ps.Add("w", []int{2}, false)
+		if err := ps.Alloc(be); err != nil {
+			t.Fatal(err)
+		}
+		_ = w.CopyFrom([]float32{1, -2})
+		const lr, eps = 0.1, 1e-8
+		opt, err := NewAdamW(ps, AdamWConfig{LR: lr, Beta1: float32(b1), Beta2: float32(b2), Eps: eps})
+		if err != nil {
+			t.Fatalf("betas %v: %v", betas, err)
+		}
+		grads := [][]float64{{0.5, -0.25}, {-2, 1}}
+		p := []float64{1, -2}
+		m, v := make([]float64, 2), make([]float64, 2)
+		for s, g := range grads {
+			_ = ps.Grad().CopyFrom([]float32{float32(g[0]), float32(g[1])})
+			opt.Step()
+			for i := range p {
+				m[i] = b1*m[i] + (1-b1)*g[i]
+				v[i] = b2*v[i] + (1-b2)*g[i]*g[i]
+				mh := m[i] / (1 - math.Pow(b1, float64(s+1)))
+				vh := v[i] / (1 - math.Pow(b2, float64(s+1)))
+				p[i] -= lr * mh / (math.Sqrt(vh) + eps)
+			}
+			st := opt.State()
+			got := ps.Data().ToHost()
+			for i := range p {
+				if math.Abs(float64(st.M["w"][i])-m[i]) > 1e-6 || math.Abs(float64(st.V["w"][i])-v[i]) > 1e-6 {
+					t.Fatalf("betas %v, step %d: moments m %v v %v, formula %v %v", betas, s+1, st.M["w"], st.V["w"], m, v)
+				}
+				if math.Abs(float64(got[i])-p[i]) > 1e-6 {
+					t.Fatalf("betas %v, step %d: param %d = %.8g, formula %.8g", betas, s+1, i, got[i], p[i])
+				}
+			}
+		}
+	}
+	ps := NewParams()
+	ps.Add("w", []int{1}, false)
+	if err := ps.Alloc(be); err != nil {
+		t.Fatal(err)
+	}
+	for _, cfg := range []AdamWConfig{
+		{LR: 1, Beta1: 1, Beta2: 0.9, Eps: 1e-8}, {LR: 1, Beta1: 0.9, Beta2: -0.1, Eps: 1e-8},
+		{LR: 1, Beta1: 0.9, Beta2: 0.99, Eps: 0},
+	} {
+		if _, err := NewAdamW(ps, cfg); err == nil {
+			t.Errorf("NewAdamW accepted %+v", cfg)
+		}
+	}
+}
+
+// TestRMSNormEpsKnownAnswer: on a row whose mean square (2.5e-6) is comparable to eps, eps 1e-6
+// and 1e-5 give y = x w / sqrt(2.5e-6 + eps) each, so the outputs differ by the factor
+// sqrt(12.5 / 3.5); eps 0 (or negative) is an error.
+func TestRMSNormEpsKnownAnswer(t *testing.T) {
+	be := testBackends(t)[0]
+	x := []float32{1e-3, -1e-3, 2e-3, -2e-3}
+	w := []float32{1, 2, 0.5, -1}
+	out := map[float32][]float32{}
+	for _, eps := range []float32{1e-6, 1e-5} {
+		tp := NewTape(be)
+		y := tp.RMSNorm(tp.Input(x, 1, 4), tp.Input(w, 4), eps)
+		if err := tp.Err(); err != nil {
+			t.Fatal(err)
+		}
+		got := y.ToHost()
+		inv := 1 / math.Sqrt(2.5e-6+float64(eps))
+		for j := range x {
+			want := float64(x[j]) * float64(w[j]) * inv
+			if math.Abs(float64(got[j])-want) > 1e-6*math.Abs(want) {
+				t.Fatalf("eps %g: y[%d] = %.8g, formula %.8g", eps, j, got[j], want)
+			}
+		}
+		out[eps] = got
+	}
+	ratio := math.Sqrt(12.5 / 3.5)
+	for j := range x {
+		if r := float64(out[1e-6][j]) / float64(out[1e-5][j]); math.Abs(r-ratio) > 1e-5 {
+			t.Fatalf("y[%d] at eps 1e-6 over y at 1e-5 = %.7g, want sqrt(12.5/3.5) = %.7g", j, r, ratio)
+		}
+	}
+	for _, eps := range []float32{0, -1e-5, float32(math.Inf(1))} {
+		tp := NewTape(be)
+		tp.RMSNorm(tp.Input(x, 1, 4), tp.Input(w, 4), eps)
+		if err := tp.Err(); err == nil || !strings.Contains(err.Error(), "eps") {
+			t.Errorf("eps %g: error %v, want one naming eps", eps, err)
+		}
+	}
+}
+
+// TestCPUCountsHostReads: every call that hands device data to the host (Item, ToHost, CopyTo,
+// SumSquaresHost and what uses it) counts once; kernels and uploads do not count.
+func TestCPUCountsHostReads(t *testing.T) {
+	be := testBackends(t)[0]
+	tp := NewTape(be)
+	x := tp.Input([]float32{1, 2, 3}, 3)
+	s := tp.Sum(tp.Square(x))
+	before := be.HostReads()
+	if s.Item() != 14 {
+		t.Fatalf("sum of squares %v", s.Item())
+	}
+	_ = x.ToHost()
+	_ = x.CopyTo(make([]float32, 3))
+	_ = be.SumSquaresHost(x)
+	if n := be.HostReads() - before; n != 4 {
+		t.Fatalf("%d host reads counted, want 4", n)
 	}
 }

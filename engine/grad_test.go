@@ -240,8 +240,13 @@ func gradCases() []gradCase {
 			build: func(tp *Tape, xs []*Tensor) *Tensor { return tp.Linear(xs[0], xs[1]) },
 			ref:   func(xs [][]float64) []float64 { return refLinear(xs[0], xs[1], 6, 5, 4) }},
 		{name: "RMSNorm", inputs: []testInput{in(g, 3, 7), in(g, 7)},
-			build: func(tp *Tape, xs []*Tensor) *Tensor { return tp.RMSNorm(xs[0], xs[1]) },
-			ref:   func(xs [][]float64) []float64 { return refRMSNorm(xs[0], xs[1], 7) }},
+			build: func(tp *Tape, xs []*Tensor) *Tensor { return tp.RMSNorm(xs[0], xs[1], RMSNormEps) },
+			ref:   func(xs [][]float64) []float64 { return refRMSNorm(xs[0], xs[1], 7, RMSNormEps) }},
+		// An eps near the rows' mean square (standard normal inputs: about 1) changes every
+		// output and the gradient through 1/rms; the backward must follow the forward's eps.
+		{name: "RMSNorm/eps=0.5", inputs: []testInput{in(g, 3, 7), in(g, 7)},
+			build: func(tp *Tape, xs []*Tensor) *Tensor { return tp.RMSNorm(xs[0], xs[1], 0.5) },
+			ref:   func(xs [][]float64) []float64 { return refRMSNorm(xs[0], xs[1], 7, 0.5) }},
 		attn("Attention/self-nomask", nil, 5, false),
 		attn("Attention/prefix-mask", prefixMask, 5, false),
 		attn("Attention/scattered-mask", scatteredMask, 5, false),

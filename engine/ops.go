@@ -30,7 +30,8 @@ const (
 	opReshape
 )
 
-// RMSNormEps is the epsilon of RMSNorm (Llama-2's 1e-5).
+// RMSNormEps is Llama-2's RMSNorm epsilon, 1e-5: the usual argument of
+// Tape.RMSNorm (models take theirs from their config).
 const RMSNormEps = 1e-5
 
 // L2NormEps is the smallest norm L2Normalize divides by (as torch's F.normalize).
@@ -57,15 +58,20 @@ func (tp *Tape) Linear(x, w *Tensor) *Tensor {
 	return tp.record(node{op: opLinear, out: y, in: [4]*Tensor{x, w}})
 }
 
-// RMSNorm is y = x / sqrt(mean(x^2) + 1e-5) * w over the last dimension.
+// RMSNorm is y = x / sqrt(mean(x^2) + eps) * w over the last dimension,
+// for a finite eps > 0 (RMSNormEps is Llama-2's).
 // x: (..., h), w: (h) -> (..., h). Saves x, w and 1/rms per row (..., in
-// the arena).
-func (tp *Tape) RMSNorm(x, w *Tensor) *Tensor {
+// the arena); the backward needs only those, not eps.
+func (tp *Tape) RMSNorm(x, w *Tensor, eps float32) *Tensor {
 	if tp.err != nil {
 		return tp.placeholder()
 	}
 	if w.ndim != 1 || x.ndim < 1 || x.cols() != w.size {
 		return tp.failf("RMSNorm", "x %v and weight %v: want x (..., %d)", x, w, w.size)
+	}
+	if !(eps > 0) || math.IsInf(float64(eps), 0) {
+		// eps 0 would divide an all-zero row (zeroed padding) by zero.
+		return tp.failf("RMSNorm", "eps %g: want a finite value > 0", eps)
 	}
 	y, ok := tp.alloc("rmsnorm", x.Shape()...)
 	if !ok {
@@ -75,7 +81,7 @@ func (tp *Tape) RMSNorm(x, w *Tensor) *Tensor {
 	if !ok {
 		return rstd
 	}
-	tp.be.RMSNorm(y, rstd, x, w, RMSNormEps)
+	tp.be.RMSNorm(y, rstd, x, w, eps)
 	return tp.record(node{op: opRMSNorm, out: y, in: [4]*Tensor{x, w}, aux: [2]*Tensor{rstd}})
 }
 
@@ -660,12 +666,16 @@ func (tp *Tape) backward(n *node) {
 	case opAttention:
 		be.AttentionBackward(g(in[0]), g(in[1]), g(in[2]), dy, in[0], in[1], in[2], in[3], n.out, n.aux[0], n.ints[0])
 	case opSwiGLU:
+		if in[0] == in[1] {
+			// silu(x)*x: both terms land in one buffer. overwriteGrad would mark it ready before
+			// the kernel wrote anything, so the first term would add to whatever a recycled buffer
+			// held: clear it (when it holds no values yet) and add both terms.
+			d := tp.accumGrad(in[0])
+			be.SwiGLUBackward(d, d, dy, in[0], in[1], true, true)
+			break
+		}
 		dg, accG := tp.overwriteGrad(in[0])
 		du, accU := tp.overwriteGrad(in[1])
-		if in[0] == in[1] { // silu(x)*x: both terms land in one buffer
-			du, accU = tp.accumGrad(in[1]), true
-			accG = true
-		}
 		be.SwiGLUBackward(dg, du, dy, in[0], in[1], accG, accU)
 	case opBinary:
 		op := BinaryOp(n.ints[0])

@@ -19,14 +19,14 @@ func refLinear(x, w []float64, M, in, out int) []float64 {
 	return y
 }
 
-func refRMSNorm(x, w []float64, h int) []float64 {
+func refRMSNorm(x, w []float64, h int, eps float64) []float64 {
 	y := make([]float64, len(x))
 	for r := 0; r < len(x)/h; r++ {
 		var ss float64
 		for j := range h {
 			ss += x[r*h+j] * x[r*h+j]
 		}
-		inv := 1 / math.Sqrt(ss/float64(h)+RMSNormEps)
+		inv := 1 / math.Sqrt(ss/float64(h)+eps)
 		for j := range h {
 			y[r*h+j] = x[r*h+j] * inv * w[j]
 		}

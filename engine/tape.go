@@ -266,7 +266,12 @@ func (tp *Tape) accumGrad(t *Tensor) *Tensor {
 
 // overwriteGrad returns t's gradient for a kernel that writes every element
 // and can either add into it or overwrite it, and whether to add (false when
-// the buffer holds no values yet); nil when t needs none.
+// the buffer holds no values yet); nil when t needs none. It marks the buffer
+// as holding values, so a later overwriteGrad or accumGrad of t adds: it is
+// right for one kernel writing one input, and for an input that the same
+// node also passes again only when this kernel runs before the other input's
+// (Linear's dx, then dW). A single kernel that writes two aliased inputs
+// must use accumGrad instead (see opSwiGLU).
 func (tp *Tape) overwriteGrad(t *Tensor) (g *Tensor, accumulate bool) {
 	if t == nil || !t.needGrad || t.grad == nil {
 		return nil, false

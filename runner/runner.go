@@ -342,6 +342,7 @@ func TrainLocked(ctx context.Context, cfg config.Run, dir string, resume bool, p
 	res, err := train.Train(ctx, train.Run{
 		Dir: dir, Options: sess.Cfg.Train, Task: sess.Task, Sampler: sess.Sampler,
 		Metadata: meta, Resume: resume, Progress: progress,
+		Seed: sess.Cfg.Seed,
 	})
 	if err != nil {
 		return res, err

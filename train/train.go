@@ -54,11 +54,18 @@ type Run struct {
 	Sampler *gelo.Sampler
 	// Metadata is stored in every checkpoint (the resolved config as JSON under "config").
 	Metadata map[string]string
+	// Seed is the run's base seed (the config's seed key). Every checkpoint records it as
+	// State.Seed, beside the best evaluation so far (State.Best, State.BestStep: the highest val
+	// pos_mass or unmix_mass; see bestEval); a resume refuses a checkpoint of another seed.
+	Seed uint64
 	// Resume continues from the latest checkpoint in Dir instead of starting afresh.
 	Resume bool
 	// Progress receives the human-readable progress (a bar on a terminal, plain lines otherwise).
 	Progress io.Writer
 }
+
+// AdamEps is AdamW's epsilon in every run (PyTorch's default; not a config key).
+const AdamEps = 1e-8
 
 // ErrInterrupted reports that the run stopped on a signal after writing a checkpoint.
 var ErrInterrupted = errors.New("interrupted")
@@ -84,7 +91,7 @@ func Train(ctx context.Context, r Run) (Result, error) {
 	}
 	ps := r.Task.Params()
 	opt, err := engine.NewAdamW(ps, engine.AdamWConfig{
-		LR: float32(o.LR), Beta1: float32(o.Beta1), Beta2: float32(o.Beta2), WeightDecay: float32(o.WeightDecay),
+		LR: float32(o.LR), Beta1: float32(o.Beta1), Beta2: float32(o.Beta2), Eps: AdamEps, WeightDecay: float32(o.WeightDecay),
 	})
 	if err != nil {
 		return Result{}, err
@@ -98,6 +105,9 @@ func Train(ctx context.Context, r Run) (Result, error) {
 	// win is the loss window of the current log interval; it is saved in checkpoints so that a
 	// run resumed between two log steps logs the same mean loss as an uninterrupted one.
 	var win lossWindow
+	// best is the best evaluation so far (see bestEval); it is saved in checkpoints so that a
+	// resumed run keeps the one it found before the interruption.
+	var best bestEval
 	if r.Resume {
 		ck, err := checkpoints.LoadLatest(r.Dir)
 		if err != nil {
@@ -106,8 +116,15 @@ func Train(ctx context.Context, r Run) (Result, error) {
 		if err := restore(ps, opt, ck); err != nil {
 			return Result{}, fmt.Errorf("resume %s: %w", ck.Path, err)
 		}
+		// Checkpoints written before the seed was recorded hold 0: nothing to compare then.
+		if ck.State.Seed != 0 && ck.State.Seed != r.Seed {
+			return Result{}, fmt.Errorf("resume %s: the checkpoint was written by a run with seed %d, this run has seed %d", ck.Path, ck.State.Seed, r.Seed)
+		}
 		start, keep = ck.State.Step, ck.State.Step
 		win = lossWindow{sum: ck.State.Last[stateLossSum], n: int(ck.State.Last[stateLossN])}
+		if len(ck.State.Best) > 0 {
+			best = bestEval{step: ck.State.BestStep, metrics: ck.State.Best}
+		}
 		fmt.Fprintf(r.Progress, "resuming %s at step %d\n", ck.Path, start)
 	}
 	mlog, err := openMetricsLog(filepath.Join(r.Dir, "metrics.jsonl"), keep)
@@ -132,7 +149,7 @@ func Train(ctx context.Context, r Run) (Result, error) {
 	var rows int64
 	for step := start; step < int64(o.Steps); step++ {
 		if ctx.Err() != nil {
-			if err := saveCheckpoint(r, ps, opt, step, win); err != nil {
+			if err := saveCheckpoint(r, ps, opt, step, win, best); err != nil {
 				return res, fmt.Errorf("checkpoint on interrupt: %w", err)
 			}
 			prog.finish()
@@ -197,6 +214,7 @@ func Train(ctx context.Context, r Run) (Result, error) {
 				return res, fmt.Errorf("step %d: eval: %w", done, err)
 			}
 			res.Final = final
+			best.offer(done, final)
 			for _, split := range []string{"train", "val"} {
 				rec := map[string]any{"step": done, "eval": split}
 				for k, v := range final[split] {
@@ -209,7 +227,7 @@ func Train(ctx context.Context, r Run) (Result, error) {
 			prog.eval(done, final)
 		}
 		if done%int64(o.CkptEvery) == 0 || done == int64(o.Steps) {
-			if err := saveCheckpoint(r, ps, opt, done, win); err != nil {
+			if err := saveCheckpoint(r, ps, opt, done, win, best); err != nil {
 				return res, fmt.Errorf("step %d: checkpoint: %w", done, err)
 			}
 		}
@@ -272,9 +290,47 @@ type lossWindow struct {
 
 func (w lossWindow) mean() float64 { return w.sum / float64(w.n) }
 
-// saveCheckpoint writes weights, optimizer state and the loss window for `steps` steps done and
-// prunes old checkpoints.
-func saveCheckpoint(r Run, ps *engine.Params, opt *engine.AdamW, steps int64, win lossWindow) error {
+// primaryMetrics are the metric keys that rank evaluations, one per task: pos_mass (retrieval)
+// and unmix_mass (unmix). An evaluation is scored by the first of them its val split reports.
+var primaryMetrics = []string{"pos_mass", "unmix_mass"}
+
+// bestEval is the best evaluation of a run so far: the one with the highest val primary metric
+// (see primaryMetrics), the earliest among equals. Checkpoints record it as State.BestStep (the
+// steps done at that evaluation) and State.Best (all its figures keyed "<split>.<metric>", e.g.
+// "val.pos_mass", "train.pos_mass_chance"); a NaN never counts, and a run without an evaluation
+// that reports a primary metric records none (BestStep 0, Best empty).
+type bestEval struct {
+	step    int64
+	metrics map[string]float64
+}
+
+// offer makes the evaluation at step the best if its val primary metric beats the best so far.
+func (b *bestEval) offer(step int64, eval map[string]map[string]float64) {
+	for _, key := range primaryMetrics {
+		v, ok := eval["val"][key]
+		if !ok {
+			continue
+		}
+		if math.IsNaN(v) {
+			return
+		}
+		if prev, ok := b.metrics["val."+key]; ok && !(v > prev) {
+			return
+		}
+		flat := map[string]float64{}
+		for split, ms := range eval {
+			for k, x := range ms {
+				flat[split+"."+k] = x
+			}
+		}
+		*b = bestEval{step: step, metrics: flat}
+		return
+	}
+}
+
+// saveCheckpoint writes weights, optimizer state, the run's seed, the best evaluation so far and
+// the loss window for `steps` steps done and prunes old checkpoints.
+func saveCheckpoint(r Run, ps *engine.Params, opt *engine.AdamW, steps int64, win lossWindow, best bestEval) error {
 	st := opt.State()
 	var weights, m, v []checkpoints.Tensor
 	for _, pv := range ps.Views() {
@@ -287,7 +343,8 @@ func saveCheckpoint(r Run, ps *engine.Params, opt *engine.AdamW, steps int64, wi
 	if err := engine.Sync(ps.Data().Storage().Backend()); err != nil {
 		return fmt.Errorf("device error before writing checkpoint %d: %w", steps, err)
 	}
-	state := checkpoints.State{Step: steps, NextBatch: steps, AdamM: m, AdamV: v,
+	state := checkpoints.State{Step: steps, NextBatch: steps, Seed: r.Seed, AdamM: m, AdamV: v,
+		BestStep: best.step, Best: best.metrics,
 		Last: map[string]float64{stateLossSum: win.sum, stateLossN: float64(win.n)}}
 	if err := checkpoints.SaveCheckpoint(r.Dir, steps, weights, state, r.Metadata); err != nil {
 		return err

@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/gelo-research/geloattack/checkpoints"
@@ -121,4 +122,120 @@ func (n *nanAfter) Step(b *gelo.Batch, step int64) (float64, error) {
 		return math.NaN(), err
 	}
 	return l, err
+}
+
+// TestTrainUsesZeroBetas: beta1 = 0 and beta2 = 0 reach AdamW as 0 (not its defaults): after one
+// step of gradient 1 (no clipping) the checkpointed moments are m = g = 1 and v = g^2 = 1, where
+// the defaults would give 0.1 and 0.05.
+func TestTrainUsesZeroBetas(t *testing.T) {
+	s := unmixTestSampler(t, unmixTestCorpus(t, 40), false)
+	dir := t.TempDir()
+	opts := DefaultOptions()
+	opts.Steps, opts.BatchSize, opts.WarmupSteps, opts.GradClip = 1, 2, 0, 0
+	opts.LogEvery, opts.EvalEvery, opts.EvalBatches, opts.CkptEvery = 1, 1, 1, 1
+	opts.Beta1, opts.Beta2 = 0, 0
+	if _, err := Train(context.Background(), Run{Dir: dir, Options: opts, Task: newFakeTask(t), Sampler: s, Progress: io.Discard}); err != nil {
+		t.Fatal(err)
+	}
+	ck, err := checkpoints.LoadLatest(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mom := range []struct {
+		name string
+		ts   []checkpoints.Tensor
+	}{{"m", ck.State.AdamM}, {"v", ck.State.AdamV}} {
+		if len(mom.ts) != 1 {
+			t.Fatalf("%s: %d tensors, want 1", mom.name, len(mom.ts))
+		}
+		for i, v := range mom.ts[0].Data {
+			if v != 1 {
+				t.Fatalf("%s[%d] = %v after one step of gradient 1 with betas 0, want 1", mom.name, i, v)
+			}
+		}
+	}
+}
+
+// scoredTask is fakeTask whose evaluations report pos_mass from a table keyed by the steps done
+// when they run (0.1 for a step not in it).
+type scoredTask struct {
+	*fakeTask
+	done     int64
+	mass     map[int64]float64
+	onStep   func(done int64)
+	primeKey string
+}
+
+func (s *scoredTask) Step(b *gelo.Batch, step int64) (float64, error) {
+	s.done = step + 1
+	if s.onStep != nil {
+		s.onStep(s.done)
+	}
+	return s.fakeTask.Step(b, step)
+}
+
+func (s *scoredTask) NewEvaluator() Evaluator { return scoredEval{s} }
+
+type scoredEval struct{ task *scoredTask }
+
+func (e scoredEval) Add(*gelo.Batch) error { return nil }
+
+func (e scoredEval) Metrics() map[string]float64 {
+	v, ok := e.task.mass[e.task.done]
+	if !ok {
+		v = 0.1
+	}
+	return map[string]float64{e.task.primeKey: v, e.task.primeKey + "_chance": 0.05}
+}
+
+// TestCheckpointRecordsSeedAndBest: every checkpoint holds the run's seed and the best evaluation
+// so far (the highest val primary metric: pos_mass or unmix_mass) with its step, and a resumed
+// run carries them on: a run interrupted at step 9 and resumed finishes with the best of all its
+// evaluations, including those before the interruption.
+func TestCheckpointRecordsSeedAndBest(t *testing.T) {
+	s := unmixTestSampler(t, unmixTestCorpus(t, 40), false)
+	for _, key := range []string{"pos_mass", "unmix_mass"} {
+		dir := t.TempDir()
+		opts := DefaultOptions()
+		opts.Steps, opts.BatchSize, opts.WarmupSteps = 16, 2, 0
+		opts.LogEvery, opts.EvalEvery, opts.EvalBatches, opts.CkptEvery, opts.KeepCkpts = 4, 4, 1, 4, 10
+		// Evaluations at steps 4, 8, 12 and 16; the best is at step 8 (12 only ties it).
+		mass := map[int64]float64{4: 0.3, 8: 0.7, 12: 0.7, 16: 0.5}
+		ctx, cancel := context.WithCancel(context.Background())
+		task := &scoredTask{fakeTask: newFakeTask(t), mass: mass, primeKey: key, onStep: func(done int64) {
+			if done == 9 {
+				cancel()
+			}
+		}}
+		_, err := Train(ctx, Run{Dir: dir, Options: opts, Task: task, Sampler: s, Seed: 42, Progress: io.Discard})
+		cancel()
+		if !errors.Is(err, ErrInterrupted) {
+			t.Fatalf("%s: first part: %v, want ErrInterrupted", key, err)
+		}
+		check := func(what string, step, bestStep int64) {
+			t.Helper()
+			ck, err := checkpoints.LoadCheckpoint(filepath.Join(dir, checkpoints.CheckpointName(step)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			st := ck.State
+			if st.Seed != 42 || st.BestStep != bestStep || st.Best["val."+key] != mass[bestStep] ||
+				st.Best["train."+key] != mass[bestStep] || st.Best["val."+key+"_chance"] != 0.05 {
+				t.Fatalf("%s: %s: checkpoint %d: seed %d, best step %d, best %v; want seed 42, best step %d with val.%s %v",
+					key, what, step, st.Seed, st.BestStep, st.Best, bestStep, key, mass[bestStep])
+			}
+		}
+		check("first part", 4, 4)
+		check("interrupted", 9, 8)
+		task.onStep = nil
+		if _, err := Train(context.Background(), Run{Dir: dir, Options: opts, Task: task, Sampler: s, Seed: 42, Resume: true, Progress: io.Discard}); err != nil {
+			t.Fatalf("%s: resume: %v", key, err)
+		}
+		check("resumed", 12, 8)
+		check("resumed", 16, 8)
+		_, err = Train(context.Background(), Run{Dir: dir, Options: opts, Task: task, Sampler: s, Seed: 43, Resume: true, Progress: io.Discard})
+		if err == nil || !strings.Contains(err.Error(), "seed 42, this run has seed 43") {
+			t.Fatalf("%s: resume with another seed: %v", key, err)
+		}
+	}
 }

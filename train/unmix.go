@@ -45,7 +45,6 @@ type Unmix struct {
 	seed    uint64
 	mask    []float32 // reused (B, N) float mask
 	h       []float32 // reused (B, Nmax, d) clean rows
-	parts   map[string]float64
 	// pools holds each split's distractor rows, built on first use and then shared by every
 	// evaluator (they depend on the seed and the split alone).
 	pools map[data.Split]*rowPool
@@ -65,9 +64,11 @@ func (u *Unmix) Params() *engine.Params { return u.model.Params() }
 // Model is the underlying unmixing model.
 func (u *Unmix) Model() *settransformer.UnmixModel { return u.model }
 
-// LastParts returns the loss terms of the latest Step (keys of ot.Parts.Values: "unmix",
-// "unmix_cyc", "unmix_ot", "unmix_a_reg", "unmix_norm"); nil before the first.
-func (u *Unmix) LastParts() map[string]float64 { return u.parts }
+// LastParts reads back the loss terms of the latest Step (keys of ot.Parts.Values: "unmix",
+// "unmix_cyc", "unmix_ot", "unmix_a_reg", "unmix_norm"; see UnmixModel.LossParts). Step leaves
+// them on the device, since each read-back is a device sync and the trainer reports only the
+// total; nil before the first Step and once an evaluation has run since.
+func (u *Unmix) LastParts() map[string]float64 { return u.model.LossParts() }
 
 // modelBatch views a sampler batch as the model's input; the float mask buffer is reused.
 func (u *Unmix) modelBatch(b *gelo.Batch) settransformer.Batch {
@@ -100,18 +101,17 @@ func (u *Unmix) targets(b *gelo.Batch) (settransformer.UnmixTargets, error) {
 	return t, nil
 }
 
-// Step runs forward and backward of one batch and returns the total unmix loss; the terms are
-// kept for LastParts.
+// Step runs forward and backward of one batch and returns the total unmix loss, the one value it
+// reads back to the host; LastParts reads the terms on demand.
 func (u *Unmix) Step(b *gelo.Batch, _ int64) (float64, error) {
 	t, err := u.targets(b)
 	if err != nil {
 		return 0, err
 	}
-	total, parts, err := u.model.ForwardBackward(u.modelBatch(b), t, u.loss)
+	total, err := u.model.ForwardBackward(u.modelBatch(b), t, u.loss)
 	if err != nil {
 		return 0, err
 	}
-	u.parts = parts
 	return float64(total), nil
 }
 

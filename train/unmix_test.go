@@ -92,7 +92,7 @@ func unmixTestBatch(t testing.TB, s *gelo.Sampler, split data.Split, index int64
 func TestUnmixStepsReduceLoss(t *testing.T) {
 	s := unmixTestSampler(t, unmixTestCorpus(t, 30), false)
 	task := unmixTestTask(t, s, UnmixEvalConfig{})
-	opt, err := engine.NewAdamW(task.Params(), engine.AdamWConfig{LR: 3e-3, WeightDecay: 0.01})
+	opt, err := engine.NewAdamW(task.Params(), engine.AdamWConfig{LR: 3e-3, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.01})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -311,6 +311,34 @@ func TestUnmixInTrainLoop(t *testing.T) {
 		m := res.Final[split]
 		if _, ok := m["unmix_mass"]; !ok {
 			t.Errorf("%s: final metrics %v lack unmix_mass", split, m)
+		}
+	}
+}
+
+// TestUnmixStepReadsBackOnlyTheLoss: a training step hands exactly one value to the host, the total
+// loss; the loss terms (which never reach metrics.jsonl) stay on the device until LastParts asks
+// for them. On a GPU every read-back is a sync that drains the queue.
+func TestUnmixStepReadsBackOnlyTheLoss(t *testing.T) {
+	s := unmixTestSampler(t, unmixTestCorpus(t, 30), false)
+	task := unmixTestTask(t, s, UnmixEvalConfig{})
+	cpu, ok := task.Params().Data().Storage().Backend().(*engine.CPU)
+	if !ok {
+		t.Fatalf("test model is not on the CPU backend")
+	}
+	b := unmixTestBatch(t, s, data.Train, 0, 4)
+	for step := range 3 {
+		before := cpu.HostReads()
+		l, err := task.Step(b, int64(step))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := cpu.HostReads() - before; n != 1 {
+			t.Fatalf("step %d read %d values back to the host, want 1 (the loss)", step, n)
+		}
+		task.Params().ZeroGrad()
+		parts := task.LastParts()
+		if v := parts["unmix"]; math.Abs(v-l) > 1e-6*math.Abs(l) {
+			t.Fatalf("step %d: LastParts total %v, Step returned %v (terms %v)", step, v, l, parts)
 		}
 	}
 }

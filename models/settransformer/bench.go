@@ -178,7 +178,7 @@ func newBenchModel(be engine.Backend, task Task, preset string, shape benchShape
 		batch, tg := benchUnmixBatch(cfg, shape, 2)
 		return benchModel{
 			params: m.Params(), tape: m.Tape(), slots: cfg.Slots,
-			fwdBwd:   func() error { _, _, err := m.ForwardBackward(batch, tg, loss); return err },
+			fwdBwd:   func() error { _, err := m.ForwardBackward(batch, tg, loss); return err },
 			inferFwd: func() error { _, err := m.Forward(batch); return err },
 		}, nil
 	default:
@@ -219,7 +219,7 @@ func benchmarkStepsOn(ctx context.Context, be engine.Backend, task Task, preset 
 	if err != nil {
 		return BenchResult{}, err
 	}
-	opt, err := engine.NewAdamW(m.params, engine.AdamWConfig{LR: 1e-4, WeightDecay: 0.1})
+	opt, err := engine.NewAdamW(m.params, engine.AdamWConfig{LR: 1e-4, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.1})
 	if err != nil {
 		return BenchResult{}, err
 	}

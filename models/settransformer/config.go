@@ -28,6 +28,15 @@ const DefaultTemperature = 0.05
 // DefaultEps is the RMSNorm epsilon of SPEC §4.
 const DefaultEps = 1e-5
 
+// MinEps and MaxEps bound the RMSNorm epsilon a config may set. The engine computes in float32:
+// below MinEps eps would round towards 0 (an all-zero padded row would divide by zero), and an
+// eps above MaxEps would swamp the rows' mean square (hidden states are O(1) after the input
+// projection), which is no longer RMS normalisation.
+const (
+	MinEps = 1e-30
+	MaxEps = 1.0
+)
+
 // Config is every size and switch of the model; it is stored as JSON in checkpoint metadata, so
 // the tags are part of the file format.
 type Config struct {
@@ -43,7 +52,8 @@ type Config struct {
 	Heads int `json:"heads" yaml:"heads"`
 	// MLPHidden is the SwiGLU inner width.
 	MLPHidden int `json:"mlp_hidden" yaml:"mlp_hidden"`
-	// Eps is the RMSNorm epsilon.
+	// Eps is the RMSNorm epsilon of every norm of the model (encoder and decoder), in
+	// [MinEps, MaxEps].
 	Eps float64 `json:"eps" yaml:"eps"`
 	// Task is retrieval or unmix.
 	Task Task `json:"task" yaml:"task"`
@@ -120,8 +130,8 @@ func (c Config) Validate() error {
 	if c.Hidden%c.Heads != 0 {
 		return fmt.Errorf("settransformer config: heads = %d does not divide hidden = %d", c.Heads, c.Hidden)
 	}
-	if !(c.Eps > 0) || math.IsInf(c.Eps, 0) {
-		return fmt.Errorf("settransformer config: eps = %g, want a finite value > 0", c.Eps)
+	if !(c.Eps >= MinEps && c.Eps <= MaxEps) {
+		return fmt.Errorf("settransformer config: eps = %g, want a value in [%g, %g]", c.Eps, MinEps, MaxEps)
 	}
 	if !(c.Temperature > 0) || math.IsInf(c.Temperature, 0) {
 		return fmt.Errorf("settransformer config: temperature = %g, want a finite value > 0", c.Temperature)

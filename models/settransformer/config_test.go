@@ -38,6 +38,8 @@ func TestValidateNamesFieldAndValue(t *testing.T) {
 		{func(c *Config) { c.Layers = 0 }, "layers = 0"},
 		{func(c *Config) { c.MLPHidden = 0 }, "mlp_hidden = 0"},
 		{func(c *Config) { c.Eps = 0 }, "eps = 0"},
+		{func(c *Config) { c.Eps = 1e-40 }, "eps = 1e-40, want a value in [1e-30, 1]"},
+		{func(c *Config) { c.Eps = 2 }, "eps = 2"},
 		{func(c *Config) { c.Temperature = -1 }, "temperature = -1"},
 		{func(c *Config) { c.CandidateDim = 0 }, "candidate_dim = 0"},
 		{func(c *Config) { c.Task = "classify" }, `task = "classify"`},

@@ -64,7 +64,7 @@ func newStepModel(t *testing.T, be engine.Backend, task Task) stepModel {
 		}
 		batch, tg := benchUnmixBatch(cfg, shape, 3)
 		return stepModel{m.Params(), func() (float32, error) {
-			l, _, err := m.ForwardBackward(batch, tg, loss)
+			l, err := m.ForwardBackward(batch, tg, loss)
 			return l, err
 		}}
 	}
@@ -122,11 +122,11 @@ func TestCUDATrainingStepMatchesCPU(t *testing.T) {
 				if err := dut.params.Data().CopyFrom(ref.params.Data().ToHost()); err != nil {
 					t.Fatal(err)
 				}
-				optR, err := engine.NewAdamW(ref.params, engine.AdamWConfig{LR: 1e-3, WeightDecay: 0.1})
+				optR, err := engine.NewAdamW(ref.params, engine.AdamWConfig{LR: 1e-3, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.1})
 				if err != nil {
 					t.Fatal(err)
 				}
-				optD, err := engine.NewAdamW(dut.params, engine.AdamWConfig{LR: 1e-3, WeightDecay: 0.1})
+				optD, err := engine.NewAdamW(dut.params, engine.AdamWConfig{LR: 1e-3, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.1})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -187,7 +187,7 @@ func TestCUDAPaperStepTiming(t *testing.T) {
 		}
 		shape := benchShapes["paper"]
 		batch, tg := benchBatch(cfg, shape, 2)
-		opt, _ := engine.NewAdamW(m.Params(), engine.AdamWConfig{LR: 1e-4, WeightDecay: 0.1})
+		opt, _ := engine.NewAdamW(m.Params(), engine.AdamWConfig{LR: 1e-4, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.1})
 		step := func() {
 			m.Params().ZeroGrad()
 			if _, err := m.ForwardBackward(batch, tg); err != nil {

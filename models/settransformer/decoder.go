@@ -21,6 +21,7 @@ type decBlock struct {
 // the rows of U leaves every slot state unchanged.
 type Decoder struct {
 	heads  int
+	eps    float32        // the RMSNorm epsilon of every norm (Config.Eps)
 	slots  *engine.Tensor // (S, h)
 	layers []decBlock
 	norm   *engine.Tensor // (h)
@@ -30,7 +31,7 @@ type Decoder struct {
 // and "dec.norm.weight" in ps.
 func NewDecoder(c Config, ps *engine.Params) (*Decoder, error) {
 	l := &lookup{ps: ps}
-	d := &Decoder{heads: c.Heads, slots: l.get("slots"), norm: l.get("dec.norm.weight")}
+	d := &Decoder{heads: c.Heads, eps: float32(c.Eps), slots: l.get("slots"), norm: l.get("dec.norm.weight")}
 	for i := 0; i < c.DecLayers; i++ {
 		p := fmt.Sprintf("dec.layers.%d.", i)
 		d.layers = append(d.layers, decBlock{
@@ -50,11 +51,11 @@ func (d *Decoder) Forward(tp *engine.Tape, enc, mask *engine.Tensor) *engine.Ten
 	z := tp.Broadcast(d.slots, enc.Dim(0)) // (B, S, h)
 	for i := range d.layers {
 		b := &d.layers[i]
-		a := tp.RMSNorm(z, b.attnNorm)
+		a := tp.RMSNorm(z, b.attnNorm, d.eps)
 		z = tp.Add(z, b.attn.forward(tp, a, a, nil, d.heads)) // every slot is real
-		c := tp.RMSNorm(z, b.crossNorm)
+		c := tp.RMSNorm(z, b.crossNorm, d.eps)
 		z = tp.Add(z, b.cross.forward(tp, c, enc, mask, d.heads))
-		z = b.feedForward(tp, z)
+		z = b.feedForward(tp, z, d.eps)
 	}
-	return tp.RMSNorm(z, d.norm)
+	return tp.RMSNorm(z, d.norm, d.eps)
 }

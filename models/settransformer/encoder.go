@@ -28,6 +28,7 @@ type block struct {
 // the row states.
 type Encoder struct {
 	heads  int
+	eps    float32        // the RMSNorm epsilon of every norm (Config.Eps)
 	inProj *engine.Tensor // (h, d)
 	cls    *engine.Tensor // (h); nil for the unmix task
 	layers []block
@@ -73,7 +74,7 @@ func (l *lookup) block(prefix string) block {
 // NewEncoder binds an encoder to the parameters named by EncoderParamSpecs(c) in ps.
 func NewEncoder(c Config, ps *engine.Params) (*Encoder, error) {
 	l := &lookup{ps: ps}
-	e := &Encoder{heads: c.Heads, inProj: l.get("in_proj.weight"), norm: l.get("norm.weight")}
+	e := &Encoder{heads: c.Heads, eps: float32(c.Eps), inProj: l.get("in_proj.weight"), norm: l.get("norm.weight")}
 	if c.hasCLS() {
 		e.cls = l.get("cls")
 	}
@@ -111,21 +112,22 @@ func (e *Encoder) ForwardRows(tp *engine.Tape, u, mask *engine.Tensor) *engine.T
 // run is the blocks and the final norm: x (B, n, h) -> (B, n, h).
 func (e *Encoder) run(tp *engine.Tape, x, keyMask *engine.Tensor) *engine.Tensor {
 	for i := range e.layers {
-		x = e.layers[i].forward(tp, x, keyMask, e.heads)
+		x = e.layers[i].forward(tp, x, keyMask, e.heads, e.eps)
 	}
-	return tp.RMSNorm(x, e.norm)
+	return tp.RMSNorm(x, e.norm, e.eps)
 }
 
-// forward is x += Attn(RMSNorm(x)); x += SwiGLU(RMSNorm(x)). x: (B, n, h) -> (B, n, h).
-func (b *block) forward(tp *engine.Tape, x, keyMask *engine.Tensor, heads int) *engine.Tensor {
-	a := tp.RMSNorm(x, b.attnNorm)
+// forward is x += Attn(RMSNorm(x)); x += SwiGLU(RMSNorm(x)), both norms with epsilon eps.
+// x: (B, n, h) -> (B, n, h).
+func (b *block) forward(tp *engine.Tape, x, keyMask *engine.Tensor, heads int, eps float32) *engine.Tensor {
+	a := tp.RMSNorm(x, b.attnNorm, eps)
 	x = tp.Add(x, b.attn.forward(tp, a, a, keyMask, heads))
-	return b.feedForward(tp, x)
+	return b.feedForward(tp, x, eps)
 }
 
-// feedForward is x + SwiGLU(RMSNorm(x)): x (B, n, h) -> (B, n, h).
-func (b *block) feedForward(tp *engine.Tape, x *engine.Tensor) *engine.Tensor {
-	m := tp.RMSNorm(x, b.mlpNorm)
+// feedForward is x + SwiGLU(RMSNorm(x)) with norm epsilon eps: x (B, n, h) -> (B, n, h).
+func (b *block) feedForward(tp *engine.Tape, x *engine.Tensor, eps float32) *engine.Tensor {
+	m := tp.RMSNorm(x, b.mlpNorm, eps)
 	act := tp.SwiGLU(tp.Linear(m, b.gate), tp.Linear(m, b.up)) // (B, n, mlp)
 	return tp.Add(x, tp.Linear(act, b.down))
 }

@@ -104,9 +104,6 @@ func NewOn(be engine.Backend, cfg Config, seed uint64) (*Model, error) {
 // their initialiser, run after the allocation, or nil), allocates the buffer on be and
 // initialises every spec from seed.
 func buildParams(be engine.Backend, cfg Config, specs []ParamSpec, seed uint64, extra func(ps *engine.Params) (init func() error)) (*engine.Params, error) {
-	if math.Abs(cfg.Eps-engine.RMSNormEps) > 1e-12 {
-		return nil, fmt.Errorf("settransformer config: eps = %g: the engine's RMSNorm supports only %g", cfg.Eps, engine.RMSNormEps)
-	}
 	ps := engine.NewParams()
 	for _, s := range specs {
 		ps.Add(s.Name, s.Shape, engine.DefaultDecay(s.Name, s.Shape))

@@ -47,6 +47,10 @@ type UnmixModel struct {
 	mixK    *engine.Tensor // mix_head.k.weight (h, h)
 	dustbin *engine.Tensor // ot.dustbin_score (1); nil unless built for a dustbin loss
 	tape    *engine.Tape
+	// parts are the loss terms of the latest ForwardBackward, still on the tape (read back only
+	// when LossParts asks); hasParts turns false when the tape is reset for another pass.
+	parts    ot.Parts
+	hasParts bool
 	// clean and packed are reused host scratch for U with padded rows zeroed (Forward) or moved
 	// behind the real ones (ForwardBackward); counts is the real rows per set.
 	clean, packed []float32
@@ -165,6 +169,7 @@ func (m *UnmixModel) Forward(b Batch) (UnmixOutputs, error) {
 	}
 	tp := m.tape
 	tp.Reset()
+	m.hasParts = false
 	u := tp.Input(cleanRows(&m.clean, b, d), b.B, b.N, d) // (B, N, d)
 	var mask *engine.Tensor
 	if b.Mask != nil {
@@ -183,28 +188,29 @@ func (m *UnmixModel) Forward(b Batch) (UnmixOutputs, error) {
 // ForwardBackward computes the unmix loss of SPEC §5 (ot.Unmix under loss, every slot a real
 // prediction) of b against t and accumulates (+=) the gradient of every parameter into
 // Params().Grad(); the caller zeroes gradients once per optimiser step (Params().ZeroGrad). It
-// returns the total loss and its unweighted terms under the keys of ot.Parts.Values ("unmix",
-// "unmix_cyc", "unmix_ot", "unmix_a_reg", "unmix_norm"; terms of weight 0 are absent). The
-// dustbin variant needs a model built WithLoss of a dustbin config.
+// returns the total loss, the one value it reads back to the host (on a GPU each read-back is a
+// sync); LossParts reads the terms when asked. The dustbin variant needs a model built WithLoss
+// of a dustbin config.
 //
 // The loss reads each example's real observed rows as a prefix of its set, so the rows of U are
 // first packed real-rows-first (host copy, padding zeroed); the loss does not depend on the order
 // of U's rows, so any mask layout gives the loss of the unpadded examples.
-func (m *UnmixModel) ForwardBackward(b Batch, t UnmixTargets, loss ot.Config) (float32, map[string]float64, error) {
+func (m *UnmixModel) ForwardBackward(b Batch, t UnmixTargets, loss ot.Config) (float32, error) {
+	m.hasParts = false
 	d := m.cfg.InputDim
 	if err := checkBatch(b, d); err != nil {
-		return 0, nil, err
+		return 0, err
 	}
 	if len(t.H) == 0 || len(t.H)%(b.B*d) != 0 {
-		return 0, nil, fmt.Errorf("settransformer: targets H has %d values: want a positive multiple of B*d = %d*%d", len(t.H), b.B, d)
+		return 0, fmt.Errorf("settransformer: targets H has %d values: want a positive multiple of B*d = %d*%d", len(t.H), b.B, d)
 	}
 	if loss.Variant == ot.Dustbin && m.dustbin == nil {
-		return 0, nil, fmt.Errorf("settransformer: loss variant %q needs the model built WithLoss of that config (no %s parameter)", loss.Variant, ot.DustbinParamName)
+		return 0, fmt.Errorf("settransformer: loss variant %q needs the model built WithLoss of that config (no %s parameter)", loss.Variant, ot.DustbinParamName)
 	}
 	nh := len(t.H) / (b.B * d)
 	u, err := m.packRows(b)
 	if err != nil {
-		return 0, nil, err
+		return 0, err
 	}
 	tp := m.tape
 	tp.Reset()
@@ -226,12 +232,25 @@ func (m *UnmixModel) ForwardBackward(b Batch, t UnmixTargets, loss ot.Config) (f
 		Dustbin: m.dustbin,
 	})
 	if err != nil {
-		return 0, nil, fmt.Errorf("settransformer: unmix loss: %w", err)
+		return 0, fmt.Errorf("settransformer: unmix loss: %w", err)
 	}
 	if err := tp.Backward(parts.Total); err != nil {
-		return 0, nil, fmt.Errorf("settransformer: backward: %w", err)
+		return 0, fmt.Errorf("settransformer: backward: %w", err)
 	}
-	return parts.Total.Item(), parts.Values(), nil
+	m.parts, m.hasParts = parts, true
+	return parts.Total.Item(), nil
+}
+
+// LossParts reads back the total loss and its unweighted terms of the latest ForwardBackward
+// under the keys of ot.Parts.Values ("unmix", "unmix_cyc", "unmix_ot", "unmix_a_reg",
+// "unmix_norm"; terms of weight 0 are absent): one read-back per term, so callers ask only when
+// they report them. It returns nil when there is none: before the first ForwardBackward, after
+// one that failed, or once Forward has reused the tape.
+func (m *UnmixModel) LossParts() map[string]float64 {
+	if !m.hasParts {
+		return nil
+	}
+	return m.parts.Values()
 }
 
 // packRows returns U with each set's real rows moved to its front in their order and the rest

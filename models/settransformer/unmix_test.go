@@ -71,10 +71,11 @@ func TestUnmixMatchesOracle(t *testing.T) {
 			}
 
 			m.Params().ZeroGrad()
-			total, parts, err := m.ForwardBackward(b, tg, loss)
+			total, err := m.ForwardBackward(b, tg, loss)
 			if err != nil {
 				t.Fatal(err)
 			}
+			parts := m.LossParts()
 			lossErr := math.Abs(float64(total)-ref.Loss) / math.Abs(ref.Loss)
 			if lossErr > 1e-5 {
 				t.Errorf("loss %.8g, oracle %.8g (relative error %.2e)", total, ref.Loss, lossErr)
@@ -213,10 +214,11 @@ func TestUnmixPermutationEquivariance(t *testing.T) {
 	}
 	hHat, aHat, rows := out.HHat.ToHost(), out.AHat.ToHost(), out.Rows.ToHost()
 	m.Params().ZeroGrad()
-	l, parts, err := m.ForwardBackward(b, tg, loss)
+	l, err := m.ForwardBackward(b, tg, loss)
 	if err != nil {
 		t.Fatal(err)
 	}
+	parts := m.LossParts()
 	grads := gradsOf(m.Params())
 
 	pb, perm := permuteBatch(b, d, rand.New(rand.NewPCG(33, 34)))
@@ -240,10 +242,11 @@ func TestUnmixPermutationEquivariance(t *testing.T) {
 		}
 	}
 	m.Params().ZeroGrad()
-	pl, pparts, err := m.ForwardBackward(pb, tg, loss)
+	pl, err := m.ForwardBackward(pb, tg, loss)
 	if err != nil {
 		t.Fatal(err)
 	}
+	pparts := m.LossParts()
 	if math.Abs(float64(pl-l)) > 1e-5*math.Abs(float64(l)) {
 		t.Errorf("loss %v after a row shuffle, %v before", pl, l)
 	}
@@ -277,9 +280,10 @@ func TestUnmixPaddingChangesNothing(t *testing.T) {
 		}
 		hHat, aHat = out.HHat.ToHost(), out.AHat.ToHost()
 		m.Params().ZeroGrad()
-		if l, parts, err = m.ForwardBackward(b, tg, loss); err != nil {
+		if l, err = m.ForwardBackward(b, tg, loss); err != nil {
 			t.Fatal(err)
 		}
+		parts = m.LossParts()
 		return hHat, aHat, l, parts, gradsOf(m.Params())
 	}
 	hHat, aHat, l, parts, grads := run(b, tg)
@@ -435,25 +439,25 @@ func TestUnmixRejects(t *testing.T) {
 	}
 	bt := testUnmixBatch(cfg, 51)
 	b, tg := engineUnmixBatch(bt)
-	if _, _, err := m.ForwardBackward(b, tg, testUnmixLoss(ot.Dustbin)); err == nil || !strings.Contains(err.Error(), "WithLoss") {
+	if _, err := m.ForwardBackward(b, tg, testUnmixLoss(ot.Dustbin)); err == nil || !strings.Contains(err.Error(), "WithLoss") {
 		t.Errorf("dustbin loss without a dustbin score: %v", err)
 	}
-	if _, _, err := m.ForwardBackward(b, tg, bad); err == nil {
+	if _, err := m.ForwardBackward(b, tg, bad); err == nil {
 		t.Error("invalid loss config accepted")
 	}
 	short := tg
 	short.H = tg.H[:len(tg.H)-1]
-	if _, _, err := m.ForwardBackward(b, short, testUnmixLoss(ot.Balanced)); err == nil {
+	if _, err := m.ForwardBackward(b, short, testUnmixLoss(ot.Balanced)); err == nil {
 		t.Error("targets of the wrong size accepted")
 	}
 	few := tg
 	few.CleanRows = []int{1, 2}
-	if _, _, err := m.ForwardBackward(b, few, testUnmixLoss(ot.Balanced)); err == nil {
+	if _, err := m.ForwardBackward(b, few, testUnmixLoss(ot.Balanced)); err == nil {
 		t.Error("clean-row counts for the wrong batch size accepted")
 	}
 	empty := Batch{B: b.B, N: b.N, U: b.U, Mask: slices.Clone(b.Mask)}
 	clear(empty.Mask[b.N : 2*b.N])
-	if _, _, err := m.ForwardBackward(empty, tg, testUnmixLoss(ot.Balanced)); err == nil {
+	if _, err := m.ForwardBackward(empty, tg, testUnmixLoss(ot.Balanced)); err == nil {
 		t.Error("a set without real rows accepted")
 	}
 	if _, err := m.Forward(Batch{B: 1, N: 2, U: make([]float32, 5)}); err == nil {
@@ -463,5 +467,42 @@ func TestUnmixRejects(t *testing.T) {
 	u := tp.Input(make([]float32, 2*cfg.InputDim), 1, 2, cfg.InputDim)
 	if _, _, err := m.Encoder().Forward(tp, u, nil); err == nil {
 		t.Error("CLS entry point of an unmix encoder ran")
+	}
+}
+
+// TestUnmixLossPartsOnDemand: ForwardBackward reads one value back to the host (the total loss);
+// LossParts reads the terms when asked, their total equal to it, and gives nil before any
+// ForwardBackward and after Forward reuses the tape.
+func TestUnmixLossPartsOnDemand(t *testing.T) {
+	cfg, loss := testUnmixConfig(), testUnmixLoss(ot.Balanced)
+	be, err := engine.NewCPU(engine.CPUConfig{Workers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := NewUnmixOn(be, cfg, 1, WithLoss(loss))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, tg := engineUnmixBatch(testUnmixBatch(cfg, 61))
+	if p := m.LossParts(); p != nil {
+		t.Fatalf("loss parts %v before any ForwardBackward", p)
+	}
+	before := be.HostReads()
+	total, err := m.ForwardBackward(b, tg, loss)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := be.HostReads() - before; n != 1 {
+		t.Fatalf("ForwardBackward read %d values back to the host, want 1 (the loss)", n)
+	}
+	parts := m.LossParts()
+	if len(parts) != 5 || math.Abs(parts["unmix"]-float64(total)) > 1e-6*math.Abs(float64(total)) {
+		t.Fatalf("loss parts %v for total %v", parts, total)
+	}
+	if _, err := m.Forward(b); err != nil {
+		t.Fatal(err)
+	}
+	if p := m.LossParts(); p != nil {
+		t.Fatalf("loss parts %v after Forward reused the tape", p)
 	}
 }
