@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"math/bits"
 )
 
 // opKind names a tape op; backward dispatches on it.
@@ -281,25 +282,57 @@ func (tp *Tape) overwriteGrad(t *Tensor) (g *Tensor, accumulate bool) {
 	return t.grad, accumulate
 }
 
-// gradPool recycles gradient buffers by exact size, so that after the first
-// step Backward allocates nothing.
+// gradPool recycles gradient buffers by capacity, so that after the first
+// step Backward allocates nothing, and so that a set size N that changes from
+// batch to batch (ranged positives, tokens or shield fractions) does not grow
+// the pool without bound: pooled by exact size, every new N added buffers that
+// were never reused (300 distinct N held 122 times one step's pool in
+// settransformer's TestMemoryBoundedUnderChangingSetSizes). A request takes the
+// smallest free buffer that holds it, and a new buffer is allocated at the
+// request's size class (sizeClass: at most 25% larger), so the pool stays at
+// about one step at the largest N seen.
 type gradPool struct {
 	be    Backend
-	free  map[int][]Storage
+	free  map[int][]Storage // by capacity (a sizeClass value)
 	total int
 }
 
+// sizeClass rounds n up to the next m * 2^k with m in {4, 5, 6, 7} (n <= 8
+// stays as it is): at most 25% above n.
+func sizeClass(n int) int {
+	if n <= 8 {
+		return max(n, 1)
+	}
+	k := bits.Len(uint(n)) - 3 // n >> k is in [4, 8)
+	m := n >> k
+	if m<<k < n {
+		m++
+	}
+	return m << k
+}
+
 func (p *gradPool) get(n int) (Storage, error) {
-	if l := p.free[n]; len(l) > 0 {
+	c := sizeClass(n)
+	// Best fit: the smallest free class that holds n. Taking a larger buffer than the class
+	// keeps one step's buffers reusable by a step of another size, so the pool is bounded by
+	// about one step at the largest size rather than by one step per class.
+	best := 0
+	for k, l := range p.free {
+		if k >= c && len(l) > 0 && (best == 0 || k < best) {
+			best = k
+		}
+	}
+	if best > 0 {
+		l := p.free[best]
 		st := l[len(l)-1]
-		p.free[n] = l[:len(l)-1]
+		p.free[best] = l[:len(l)-1]
 		return st, nil
 	}
-	st, err := p.be.Alloc(max(n, 1))
+	st, err := p.be.Alloc(c)
 	if err != nil {
 		return nil, fmt.Errorf("engine: allocate gradient of %d elements (pool holds %d): %w", n, p.total, err)
 	}
-	p.total += max(n, 1)
+	p.total += c
 	return st, nil
 }
 
@@ -307,5 +340,6 @@ func (p *gradPool) put(g *Tensor) {
 	if g == nil || g.off != 0 {
 		return
 	}
-	p.free[g.size] = append(p.free[g.size], g.st)
+	c := g.st.Len()
+	p.free[c] = append(p.free[c], g.st)
 }
