@@ -487,13 +487,19 @@ func TestNoActivationAllocationAfterWarmUp(t *testing.T) {
 			opt.Step()
 		}
 		step()
-		var m0, m1 runtime.MemStats
-		runtime.ReadMemStats(&m0)
-		for range 5 {
-			step()
+		// TotalAlloc counts the whole process, so a parallel test or the runtime allocating
+		// during a window inflates it: the least of three windows is this code's own figure.
+		best := uint64(math.MaxUint64)
+		for range 3 {
+			var m0, m1 runtime.MemStats
+			runtime.ReadMemStats(&m0)
+			for range 5 {
+				step()
+			}
+			runtime.ReadMemStats(&m1)
+			best = min(best, (m1.TotalAlloc-m0.TotalAlloc)/5)
 		}
-		runtime.ReadMemStats(&m1)
-		return (m1.TotalAlloc - m0.TotalAlloc) / 5
+		return best
 	}
 	small, large := perStep(16), perStep(256)
 	// At N=256 one activation is 4*256*64*4 bytes = 256 KiB and a step makes
