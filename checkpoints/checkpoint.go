@@ -2,11 +2,13 @@ package checkpoints
 
 import (
 	"cmp"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -23,22 +25,31 @@ const (
 	ckptPrefix = "ckpt-"
 	ckptSuffix = ".safetensors"
 
-	momentPrefix  = "adam."
-	firstMoment   = "adam.m."
-	secondMoment  = "adam.v."
-	reservedMeta  = "geloattack."
-	keyKind       = "geloattack.kind"
-	keyVersion    = "geloattack.version"
-	keyStep       = "geloattack.step"
-	keyNextBatch  = "geloattack.next_batch"
-	keySeed       = "geloattack.seed"
-	keyRNG        = "geloattack.rng"
-	keyBestStep   = "geloattack.best_step"
-	keyBest       = "geloattack.best"
-	keyLast       = "geloattack.last"
-	kindCkpt      = "checkpoint"
-	formatVersion = "1"
-	formatPT      = "pt"
+	momentPrefix = "adam."
+	firstMoment  = "adam.m."
+	secondMoment = "adam.v."
+	reservedMeta = "geloattack."
+	keyKind      = "geloattack.kind"
+	keyVersion   = "geloattack.version"
+	keyStep      = "geloattack.step"
+	keyNextBatch = "geloattack.next_batch"
+	keySeed      = "geloattack.seed"
+	keyRNG       = "geloattack.rng"
+	keyBestStep  = "geloattack.best_step"
+	keyBest      = "geloattack.best"
+	keyLast      = "geloattack.last"
+	keyCRC       = "geloattack.crc32c"
+	keyHeaderCRC = "geloattack.header_crc32c"
+	kindCkpt     = "checkpoint"
+	formatPT     = "pt"
+
+	// formatVersion is what SaveCheckpoint writes: version 1 plus the checksums keyCRC and
+	// keyHeaderCRC. A new version number, rather than optional keys, means that a damaged key
+	// name cannot make a checkpoint pass for one written without checksums.
+	formatVersion = "2"
+	// formatVersionNoChecksums is the version of checkpoints written before checksums; they
+	// still load, unverified, with a note saying so.
+	formatVersionNoChecksums = "1"
 
 	// maxPointerSize bounds how much of a "latest" file is read; a valid one is a few dozen bytes.
 	maxPointerSize = 256
@@ -80,6 +91,12 @@ type Checkpoint struct {
 	// Metadata is the caller's metadata as saved (the model config under MetaConfig), without the
 	// keys this package adds.
 	Metadata map[string]string
+	// Verified reports that the file carried checksums and every one matched. It is false only
+	// for checkpoints written before checksums existed (format version 1); Notes says so.
+	Verified bool
+	// Notes are remarks for the user that are not errors, one sentence each, naming the file:
+	// today only "checkpoint X has no checksums (written by an older geloattack): not verified".
+	Notes []string
 }
 
 // CheckpointName is the file name of the checkpoint for step: "ckpt-<step>.safetensors".
@@ -107,11 +124,13 @@ func parseCheckpointName(name string) (int64, bool) {
 
 // SaveCheckpoint writes the checkpoint for step into the run directory dir (created if needed) as
 // CheckpointName(step) and then points LatestFile at it, each atomically, so that after a crash at
-// any moment LatestFile is absent or names a complete checkpoint. state.Step must equal step; each
-// moment tensor must be named and shaped like a weight, and AdamM and AdamV must cover the same
-// weights. Weight names may not start with "adam."; metadata keys "format" and "geloattack.*" are
-// reserved. Leftover temporary files of an earlier crashed save are removed first. Old checkpoints
-// are kept until Prune.
+// any moment LatestFile is absent or names a complete checkpoint. The file carries a CRC-32C of
+// every tensor and of its header (see integrity.go). state.Step must equal step; each moment tensor
+// must be named and shaped like a weight, AdamM and AdamV must cover the same weights, and every
+// weight and moment must be finite (a NaN or Inf is refused, naming the tensor and element).
+// Weight names may not start with "adam."; metadata keys "format" and "geloattack.*" are reserved.
+// Leftover temporary files of an earlier crashed save are removed first. Old checkpoints are kept
+// until Prune.
 func SaveCheckpoint(dir string, step int64, weights []Tensor, state State, metadata map[string]string) error {
 	return fsHooks{}.saveCheckpoint(dir, step, weights, state, metadata)
 }
@@ -128,8 +147,16 @@ func (h fsHooks) saveCheckpoint(dir string, step int64, weights []Tensor, state 
 	if err != nil {
 		return fmt.Errorf("checkpoints: save %s: %w", path, err)
 	}
+	// LoadCheckpoint refuses non-finite values; writing them would replace a loadable latest
+	// checkpoint with one that cannot be resumed.
+	if err := checkFinite(tensors); err != nil {
+		return fmt.Errorf("checkpoints: save %s: %w", path, err)
+	}
 	meta, err := encodeState(state, metadata)
 	if err != nil {
+		return fmt.Errorf("checkpoints: save %s: %w", path, err)
+	}
+	if meta, err = seal(tensors, meta); err != nil {
 		return fmt.Errorf("checkpoints: save %s: %w", path, err)
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -288,25 +315,31 @@ func decodeMetrics(key, s string) (map[string]float64, error) {
 // decodeState parses the resume scalars and returns the caller's part of the metadata.
 func decodeState(meta map[string]string) (State, map[string]string, error) {
 	var st State
+	if got := meta[keyKind]; got != kindCkpt {
+		return st, nil, fmt.Errorf("metadata %s is %q, want %q: not a checkpoint file", keyKind, got, kindCkpt)
+	}
+	version := meta[keyVersion]
+	if err := checkVersion(version); err != nil {
+		return st, nil, err
+	}
 	known := map[string]bool{keyKind: true, keyVersion: true, keyStep: true, keyNextBatch: true, keySeed: true,
 		keyRNG: true, keyBestStep: true, keyBest: true, keyLast: true}
+	if version == formatVersion {
+		known[keyCRC], known[keyHeaderCRC] = true, true
+	}
 	caller := make(map[string]string, len(meta))
-	for k, v := range meta {
+	// In key order, so that a file with two unknown keys always reports the same one.
+	for _, k := range slices.Sorted(maps.Keys(meta)) {
+		v := meta[k]
 		switch {
 		case k == MetaFormat:
 		case strings.HasPrefix(k, reservedMeta):
 			if !known[k] {
-				return st, nil, fmt.Errorf("unknown metadata key %q in a version %s checkpoint", k, formatVersion)
+				return st, nil, fmt.Errorf("unknown metadata key %q in a version %s checkpoint", k, version)
 			}
 		default:
 			caller[k] = v
 		}
-	}
-	if got := meta[keyKind]; got != kindCkpt {
-		return st, nil, fmt.Errorf("metadata %s is %q, want %q: not a checkpoint file", keyKind, got, kindCkpt)
-	}
-	if got := meta[keyVersion]; got != formatVersion {
-		return st, nil, fmt.Errorf("metadata %s is %q; this build reads version %s", keyVersion, got, formatVersion)
 	}
 	if got := meta[MetaFormat]; got != formatPT {
 		return st, nil, fmt.Errorf("metadata %s is %q, want %q", MetaFormat, got, formatPT)
@@ -343,28 +376,69 @@ func decodeState(meta map[string]string) (State, map[string]string, error) {
 	return st, caller, nil
 }
 
-// LoadCheckpoint reads a checkpoint file written by SaveCheckpoint and checks that its moments
-// match its weights and that its resume state is complete.
+// checkVersion accepts the format versions this build reads.
+func checkVersion(version string) error {
+	if version != formatVersion && version != formatVersionNoChecksums {
+		return fmt.Errorf("metadata %s is %q; this build reads versions %s and %s", keyVersion, version, formatVersionNoChecksums, formatVersion)
+	}
+	return nil
+}
+
+// LoadCheckpoint reads a checkpoint file written by SaveCheckpoint, verifies its checksums (every
+// tensor's bytes, the metadata and the tensor table), refuses NaN and Inf in weights and moments,
+// and checks that its moments match its weights and that its resume state is complete. Every
+// error names the file; a damaged tensor is named with both checksums. A checkpoint written before
+// checksums loads with Verified false and a note in Notes for the caller to print.
 func LoadCheckpoint(path string) (Checkpoint, error) {
 	buf, err := readFile(path)
 	if err != nil {
 		return Checkpoint{}, err
 	}
+	return loadCheckpointBytes(path, buf)
+}
+
+// loadCheckpointBytes is LoadCheckpoint on the file's content.
+func loadCheckpointBytes(path string, buf []byte) (Checkpoint, error) {
 	ckpt, err := decodeCheckpoint(buf)
 	if err != nil {
 		return Checkpoint{}, fmt.Errorf("checkpoints: load %s: %w", path, err)
 	}
 	ckpt.Path = path
+	if !ckpt.Verified {
+		ckpt.Notes = append(ckpt.Notes, fmt.Sprintf("checkpoint %s has no checksums (written by an older geloattack): not verified", path))
+	}
 	return ckpt, nil
 }
 
+// decodeCheckpoint decodes and verifies a checkpoint file's content (see LoadCheckpoint).
 func decodeCheckpoint(buf []byte) (Checkpoint, error) {
 	raws, meta, err := parse(buf)
 	if err != nil {
 		return Checkpoint{}, err
 	}
+	// The checksums come before every other check, so that damage is reported as damage rather
+	// than as whatever odd value it produced; only the kind and version come earlier, to tell a
+	// plain weights file or an older checkpoint from a damaged one.
+	if got := meta[keyKind]; got != kindCkpt {
+		return Checkpoint{}, fmt.Errorf("metadata %s is %q, want %q: not a checkpoint file", keyKind, got, kindCkpt)
+	}
+	version := meta[keyVersion]
+	if err := checkVersion(version); err != nil {
+		return Checkpoint{}, err
+	}
+	verified := false
+	if version == formatVersion {
+		header := buf[8 : 8+binary.LittleEndian.Uint64(buf[:8])]
+		if err := verify(header, raws, meta); err != nil {
+			return Checkpoint{}, err
+		}
+		verified = true
+	}
 	tensors, err := decodeAll(raws, false)
 	if err != nil {
+		return Checkpoint{}, err
+	}
+	if err := checkFinite(tensors); err != nil {
 		return Checkpoint{}, err
 	}
 	state, caller, err := decodeState(meta)
@@ -390,7 +464,7 @@ func decodeCheckpoint(buf []byte) (Checkpoint, error) {
 	if err := checkMoments(shapes, state.AdamM, state.AdamV); err != nil {
 		return Checkpoint{}, err
 	}
-	return Checkpoint{Weights: weights, State: state, Metadata: caller}, nil
+	return Checkpoint{Weights: weights, State: state, Metadata: caller, Verified: verified}, nil
 }
 
 // LatestPath reads the run directory's LatestFile and returns the checkpoint path it names and that
@@ -437,6 +511,92 @@ func LoadLatest(dir string) (Checkpoint, error) {
 		return Checkpoint{}, fmt.Errorf("checkpoints: load %s: file name says step %d, metadata says %d", path, step, ckpt.State.Step)
 	}
 	return ckpt, nil
+}
+
+// Skipped is a checkpoint (or the LatestFile pointer) that LoadLatestGood passed over, and why.
+type Skipped struct {
+	// Path is the file that was skipped.
+	Path string
+	// Err says why: it could not be read, failed its checksums, held NaN, or its step disagrees
+	// with its name. It names the file.
+	Err error
+}
+
+// String is the reason, which names the file, for a message to the user.
+func (s Skipped) String() string {
+	if s.Err == nil {
+		return s.Path
+	}
+	if msg := s.Err.Error(); strings.Contains(msg, s.Path) {
+		return msg
+	}
+	return fmt.Sprintf("%s: %v", s.Path, s.Err)
+}
+
+// LoadLatestGood loads the newest checkpoint of the run directory dir that loads and verifies,
+// for resuming after the latest one was damaged. It tries the checkpoint that LatestFile names
+// first, then every ckpt-<step>.safetensors of dir by descending step (a complete checkpoint whose
+// pointer update a crash prevented counts too), and returns the first that LoadCheckpoint accepts
+// and whose metadata step matches its name. skipped lists, in order, what it passed over and why:
+// an unreadable pointer, and each checkpoint that failed; a caller should print them, because
+// resuming from an older checkpoint repeats the steps after it. When dir holds no checkpoint and
+// no pointer the error wraps fs.ErrNotExist (a fresh start); when none of them is good the error
+// lists each one with its reason. How far back it can go depends on Prune's keep (keep >= 2 leaves
+// a previous checkpoint to fall back to).
+func LoadLatestGood(dir string) (ckpt Checkpoint, skipped []Skipped, err error) {
+	var paths []string
+	pointer := filepath.Join(dir, LatestFile)
+	latest, _, perr := LatestPath(dir)
+	switch {
+	case perr == nil:
+		paths = append(paths, latest)
+	case errors.Is(perr, fs.ErrNotExist):
+	default:
+		skipped = append(skipped, Skipped{Path: pointer, Err: perr})
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return Checkpoint{}, skipped, fmt.Errorf("checkpoints: list %s: %w", dir, err)
+	}
+	type file struct {
+		path string
+		step int64
+	}
+	var files []file
+	for _, e := range entries {
+		if step, ok := parseCheckpointName(e.Name()); ok && e.Type().IsRegular() {
+			files = append(files, file{filepath.Join(dir, e.Name()), step})
+		}
+	}
+	slices.SortFunc(files, func(a, b file) int { return cmp.Compare(b.step, a.step) })
+	for _, f := range files {
+		if f.path != latest {
+			paths = append(paths, f.path)
+		}
+	}
+	if len(paths) == 0 && len(skipped) == 0 {
+		return Checkpoint{}, nil, fmt.Errorf("checkpoints: no checkpoint in %s: %w", dir, fs.ErrNotExist)
+	}
+	for _, path := range paths {
+		step, _ := parseCheckpointName(filepath.Base(path))
+		ck, err := LoadCheckpoint(path)
+		switch {
+		case err != nil && errors.Is(err, fs.ErrNotExist) && path == latest:
+			err = fmt.Errorf("checkpoints: %s names %s, which is missing: %v", pointer, path, err)
+		case err == nil && ck.State.Step != step:
+			err = fmt.Errorf("checkpoints: load %s: file name says step %d, metadata says %d", path, step, ck.State.Step)
+		}
+		if err == nil {
+			return ck, skipped, nil
+		}
+		skipped = append(skipped, Skipped{Path: path, Err: err})
+	}
+	reasons := make([]string, len(skipped))
+	for i, s := range skipped {
+		reasons[i] = s.Err.Error()
+	}
+	return Checkpoint{}, skipped, fmt.Errorf("checkpoints: no good checkpoint in %s (%d tried): %s",
+		dir, len(skipped), strings.Join(reasons, "; "))
 }
 
 // Prune removes all but the keep checkpoints of dir with the highest steps, and never the one

@@ -35,8 +35,10 @@ func makeRun(step int64, tag float32) run {
 		{Name: "in_proj.weight", Shape: []int{4, 3}, Data: fill(12, 100)},
 		{Name: "norm.weight", Shape: []int{4}, Data: fill(4, 200)},
 	}
-	// The last element carries a NaN payload, so resume must be bit-exact, not merely close.
-	weights[2].Data[3] = f32(0x7fa00001)
+	// The last elements are the smallest subnormal and negative zero, so resume must be bit-exact,
+	// not merely close. (NaN payloads round-trip through Save and Load; a checkpoint refuses NaN.)
+	weights[2].Data[2] = f32(0x00000001)
+	weights[2].Data[3] = f32(0x80000000)
 	moments := func(off float32) []Tensor {
 		return []Tensor{
 			{Name: "in_proj.weight", Shape: []int{4, 3}, Data: fill(12, off)},
@@ -118,6 +120,9 @@ func TestCheckpointRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	sameCheckpoint(t, ckpt, r)
+	if !ckpt.Verified || len(ckpt.Notes) != 0 {
+		t.Fatalf("Verified %v, notes %q: a new checkpoint carries checksums", ckpt.Verified, ckpt.Notes)
+	}
 	if want := filepath.Join(dir, "ckpt-120.safetensors"); ckpt.Path != want {
 		t.Fatalf("path %s, want %s", ckpt.Path, want)
 	}
@@ -143,7 +148,7 @@ func TestCheckpointRoundTrip(t *testing.T) {
 		t.Fatalf("tensor names %v, want %v", names, wantNames)
 	}
 	if meta["format"] != "pt" || meta["geloattack.step"] != "120" || meta["geloattack.next_batch"] != "963" ||
-		meta["geloattack.version"] != "1" || meta[MetaConfig] != r.meta[MetaConfig] || meta["geloattack.last"] != `{"loss":"NaN","tiny":"5e-324","val/mass":"0"}` {
+		meta["geloattack.version"] != "2" || meta[MetaConfig] != r.meta[MetaConfig] || meta["geloattack.last"] != `{"loss":"NaN","tiny":"5e-324","val/mass":"0"}` {
 		t.Fatalf("metadata %v", meta)
 	}
 	dst := map[string][]float32{}
@@ -229,7 +234,7 @@ func TestLoadCheckpointRejectsDamagedState(t *testing.T) {
 		want    string
 	}{
 		{"plain weights file", func(m map[string]string) { delete(m, "geloattack.kind") }, nil, "not a checkpoint file"},
-		{"future version", func(m map[string]string) { m["geloattack.version"] = "2" }, nil, `geloattack.version is "2"; this build reads version 1`},
+		{"future version", func(m map[string]string) { m["geloattack.version"] = "3" }, nil, `geloattack.version is "3"; this build reads versions 1 and 2`},
 		{"unknown reserved key", func(m map[string]string) { m["geloattack.extra"] = "x" }, nil, `unknown metadata key "geloattack.extra"`},
 		{"bad step", func(m map[string]string) { m["geloattack.step"] = "-3" }, nil, `geloattack.step is "-3"`},
 		{"missing next batch", func(m map[string]string) { delete(m, "geloattack.next_batch") }, nil, `geloattack.next_batch is ""`},
@@ -256,11 +261,16 @@ func TestLoadCheckpointRejectsDamagedState(t *testing.T) {
 			if c.tensors != nil {
 				ts = c.tensors(ts)
 			}
+			// Sealed after the damage, so that the checksums hold and the state checks are reached.
+			m, err := seal(ts, m)
+			if err != nil {
+				t.Fatal(err)
+			}
 			path := filepath.Join(t.TempDir(), CheckpointName(7))
 			if err := Save(path, ts, m); err != nil {
 				t.Fatal(err)
 			}
-			_, err := LoadCheckpoint(path)
+			_, err = LoadCheckpoint(path)
 			if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), path) {
 				t.Fatalf("error %v, want one naming the file and containing %q", err, c.want)
 			}

@@ -24,18 +24,31 @@
 // names, the AdamW moments under "adam.m.<param>" and "adam.v.<param>" (same shapes as the
 // parameter), and the scalar resume state in metadata:
 //
-//	format                 "pt"
-//	geloattack.kind        "checkpoint"
-//	geloattack.version     "1"
-//	geloattack.step        optimizer updates applied, decimal
-//	geloattack.next_batch  index of the next batch of the data stream, decimal
-//	geloattack.seed        the run's base seed, decimal uint64
-//	geloattack.rng         JSON object: generator name -> base64 of its serialized state
-//	geloattack.best_step   step of the best evaluation, decimal
-//	geloattack.best        JSON object: metric -> value as a Go-formatted float string ("NaN", "+Inf" allowed)
-//	geloattack.last        same, for the last evaluation
+//	format                    "pt"
+//	geloattack.kind           "checkpoint"
+//	geloattack.version        "2" ("1": written before checksums)
+//	geloattack.step           optimizer updates applied, decimal
+//	geloattack.next_batch     index of the next batch of the data stream, decimal
+//	geloattack.seed           the run's base seed, decimal uint64
+//	geloattack.rng            JSON object: generator name -> base64 of its serialized state
+//	geloattack.best_step      step of the best evaluation, decimal
+//	geloattack.best           JSON object: metric -> value as a Go-formatted float string ("NaN", "+Inf" allowed)
+//	geloattack.last           same, for the last evaluation
+//	geloattack.crc32c         JSON object: tensor name -> CRC-32C of its raw bytes, 8 lowercase hex digits
+//	geloattack.header_crc32c  CRC-32C of the canonical header (all metadata but this, and the tensor table)
 //
-// plus the caller's metadata (the model config under "config"). One file rather than weights and
+// plus the caller's metadata (the model config under "config").
+//
+// # Integrity
+//
+// LoadCheckpoint verifies every tensor's checksum, the header checksum and that the header bytes
+// are the canonical encoding of the values they hold, so a flipped bit anywhere in the file is an
+// error naming the file (and, for data, the tensor with both checksums) rather than a run that
+// resumes with altered weights or step. It then refuses NaN and Inf in weights and moments, naming
+// the tensor and element; SaveCheckpoint refuses to write them. Checkpoints of version 1 load
+// unverified, with Checkpoint.Verified false and a note in Checkpoint.Notes for the user.
+// LoadLatestGood resumes from the newest checkpoint that verifies when the latest is damaged, and
+// reports what it skipped. One file rather than weights and
 // state side by side means a single rename installs a checkpoint, so weights and optimizer state can
 // never come from different saves. The moments make a checkpoint about three times the size of the
 // weights; an exported model for other tools is written with Save alone.

@@ -128,6 +128,7 @@ func rawFromTexts(meta Meta, texts []testText) *rawStore {
 		r.txtEmb = append(r.txtEmb, x.emb...)
 	}
 	r.meta.NumTexts, r.meta.NumTokens = int64(len(texts)), int64(len(r.tokText))
+	// Raw stores are written without the Writer, so without checksums, as older builds wrote.
 	r.meta.FormatVersion = FormatVersion
 	return r
 }

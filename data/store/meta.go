@@ -9,7 +9,10 @@ import (
 	"runtime/debug"
 )
 
-// FormatVersion is the version of the store layout this package writes and reads.
+// FormatVersion is the version of the store layout this package writes and reads. Checksums in
+// meta.json are an optional field of it rather than a new version: stores written before them
+// still open (with a note), and a bit flip in the field's name cannot make a store pass for one
+// without them, because meta.json is decoded with unknown fields rejected.
 const FormatVersion = 1
 
 // File names inside a store directory.
@@ -45,6 +48,9 @@ type Meta struct {
 	ToolVersion   string `json:"tool_version"`
 	NumTexts      int64  `json:"num_texts"`
 	NumTokens     int64  `json:"num_tokens"`
+	// Checksums are the CRC-32C checksums of the Arrow files (see checksum.go), filled by the
+	// writer at Close; nil in stores written before checksums existed.
+	Checksums *Checksums `json:"checksums,omitempty"`
 }
 
 // maxWidth bounds d and e so that a row's byte size and the arithmetic on it cannot overflow.
@@ -77,6 +83,14 @@ func (m Meta) check() error {
 	}
 	if m.NumTexts < 0 || m.NumTokens < 0 {
 		return fmt.Errorf("num_texts = %d, num_tokens = %d: counts must not be negative", m.NumTexts, m.NumTokens)
+	}
+	if m.Checksums != nil {
+		if err := m.Checksums.Tokens.checkLayout(TokensFile, m.NumTokens); err != nil {
+			return err
+		}
+		if err := m.Checksums.Texts.checkLayout(TextsFile, m.NumTexts); err != nil {
+			return err
+		}
 	}
 	return nil
 }

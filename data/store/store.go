@@ -3,9 +3,12 @@
 // grouped by text in position order), texts.arrow (one row per text: text_id, n_tokens, text,
 // embedding fixed_size_list<float32>[e]) and meta.json, written last. Both Arrow files are IPC
 // *file* format, uncompressed, so a reader memory-maps them and touches only the pages it reads.
+// meta.json records a CRC-32C of every record batch and of the rest of each file (checksum.go):
+// Open verifies the rest, the first read of a batch verifies the batch, Validate verifies all.
 package store
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -19,6 +22,7 @@ import (
 
 // tokenBatch is one tokens.arrow record batch, every column a view into the memory map.
 type tokenBatch struct {
+	block  int   // index of the batch in the file (empty batches are not kept)
 	start  int64 // global row of the batch's first row
 	n      int
 	textID []int64
@@ -30,6 +34,7 @@ type tokenBatch struct {
 
 // textBatch is one texts.arrow record batch, every column a view into the memory map.
 type textBatch struct {
+	block   int // index of the batch in the file (empty batches are not kept)
 	start   int // index of the batch's first text
 	n       int
 	valid   []byte  // validity bitmap of text; nil when no text is null
@@ -45,9 +50,17 @@ type textBatch struct {
 type Store struct {
 	dir    string
 	meta   Meta
+	notes  []string
 	unmap  []func() error
+	tok    []byte // the mapped files, for checksums
+	txt    []byte
 	tokens []tokenBatch
 	texts  []textBatch
+
+	// Verification of each record batch against its checksum, by index in the file, done once
+	// on the first read that touches the batch; nil for stores without checksums.
+	tokChecks []batchCheck
+	txtChecks []batchCheck
 
 	ids        []int64 // text_id of text i (texts.arrow order)
 	nTok       []int32 // n_tokens of text i
@@ -60,10 +73,14 @@ type Store struct {
 
 var _ data.Corpus = (*Store)(nil)
 
-// Open maps and validates the store in dir: meta.json, both schemas against it, row counts,
-// n_tokens against the token rows, tokens grouped by text in position order, and every token's
-// text_id present in texts.arrow. It reads the id and position columns but no embedding, so it
-// costs O(tokens x 16 bytes) whatever d is; NaN/Inf checks need the full scan of Validate.
+// Open maps and validates the store in dir: meta.json, the files' sizes and the checksums of
+// everything outside their record batches (schema, footer), both schemas against meta.json, row
+// counts, n_tokens against the token rows, tokens grouped by text in position order, and every
+// token's text_id present in texts.arrow. It reads the id and position columns but no embedding,
+// so it costs O(tokens x 16 bytes) whatever d is. A record batch's checksum needs all its bytes,
+// so the first read that touches the batch verifies it (Validate verifies them all); reads also
+// check what they return for NaN and Inf. A store written before checksums opens with a note
+// (Notes).
 func Open(dir string) (*Store, error) {
 	meta, err := readMeta(dir)
 	if err != nil {
@@ -78,7 +95,7 @@ func Open(dir string) (*Store, error) {
 		unmapTok()
 		return nil, fmt.Errorf("store %s: %s: %w", dir, TextsFile, err)
 	}
-	s, err := openData(dir, meta, tok, txt)
+	s, err := openVerified(dir, meta, tok, txt)
 	if err != nil {
 		unmapTok()
 		unmapTxt()
@@ -87,6 +104,57 @@ func Open(dir string) (*Store, error) {
 	s.unmap = []func() error{unmapTok, unmapTxt}
 	return s, nil
 }
+
+// openVerified is openData after the size and frame checks of a store with checksums, so that a
+// damaged schema or footer is reported as damage. When such a store still fails to open (damage
+// inside a record batch breaks its structure), every batch is verified so that the error names the
+// damaged one first. A store without checksums gets its note.
+func openVerified(dir string, meta Meta, tok, txt []byte) (*Store, error) {
+	cs := meta.Checksums
+	if cs != nil {
+		if err := verifyFrames(dir, cs, tok, txt); err != nil {
+			return nil, err
+		}
+	}
+	s, err := openData(dir, meta, tok, txt)
+	if err != nil {
+		if cs != nil {
+			if cerr := verifyAll(context.Background(), dir, cs, tok, txt); cerr != nil {
+				return nil, errors.Join(cerr, fmt.Errorf("(opening it failed: %w)", err))
+			}
+		}
+		return nil, err
+	}
+	if cs == nil {
+		s.notes = append(s.notes, noChecksumsNote(dir))
+	} else {
+		s.tokChecks = make([]batchCheck, len(cs.Tokens.Batches))
+		s.txtChecks = make([]batchCheck, len(cs.Texts.Batches))
+	}
+	return s, nil
+}
+
+// verifyFrames checks both files' sizes and frame checksums, turning a fault on a file truncated
+// under the map into an error.
+func verifyFrames(dir string, cs *Checksums, tok, txt []byte) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("store %s: corrupt or truncated data: %v", dir, r)
+		}
+	}()
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	if err := cs.Tokens.verifyFrame(TokensFile, tok); err != nil {
+		return fmt.Errorf("store %s: %w", dir, err)
+	}
+	if err := cs.Texts.verifyFrame(TextsFile, txt); err != nil {
+		return fmt.Errorf("store %s: %w", dir, err)
+	}
+	return nil
+}
+
+// Notes are remarks about the store that are not errors, one sentence each naming the store, for
+// the caller to print; today only that a store written before checksums is not verified.
+func (s *Store) Notes() []string { return s.notes }
 
 // openData builds a Store over the bytes of the two Arrow files. Any panic (a bug, or a fault on a
 // file truncated under the map) becomes an error rather than a crash.
@@ -100,7 +168,7 @@ func openData(dir string, meta Meta, tok, txt []byte) (s *Store, err error) {
 	if !littleEndianHost() {
 		return nil, fmt.Errorf("store %s: stores are little-endian and this machine is not", dir)
 	}
-	s = &Store{dir: dir, meta: meta}
+	s = &Store{dir: dir, meta: meta, tok: tok, txt: txt}
 	if err := s.openTexts(txt); err != nil {
 		return nil, fmt.Errorf("store %s: %s: %w", dir, TextsFile, err)
 	}
@@ -201,7 +269,7 @@ func (s *Store) openTokens(buf []byte) error {
 		if err := checkNodes(rb, i, 9, tokenNames, d, -1, len(buf)); err != nil {
 			return err
 		}
-		tb := tokenBatch{start: total, n: int(rb.rows)}
+		tb := tokenBatch{block: i, start: total, n: int(rb.rows)}
 		where := func(field string) string { return fmt.Sprintf("batch %d: field %q", i, field) }
 		if tb.textID, err = view[int64](rb.bufs[1], rb.rows, where("text_id")); err != nil {
 			return err
@@ -261,7 +329,7 @@ func (s *Store) openTexts(buf []byte) error {
 		}
 		where := func(field string) string { return fmt.Sprintf("batch %d: field %q", i, field) }
 		n := rb.rows
-		tb := textBatch{start: total, n: int(n), data: rb.bufs[6]}
+		tb := textBatch{block: i, start: total, n: int(n), data: rb.bufs[6]}
 		ids, err := view[int64](rb.bufs[1], n, where("text_id"))
 		if err != nil {
 			return err
@@ -440,8 +508,9 @@ func (s *Store) checkRange(i, start, n, have, per int) error {
 }
 
 // segments calls fn for each run of rows [start, start+n) of text i that lies in one tokens batch,
-// with the batch and the run's first row inside it.
-func (s *Store) segments(i, start, n int, fn func(tb *tokenBatch, r0, k int)) {
+// with the batch and the run's first row inside it, and stops at fn's first error. A batch is
+// verified against its checksum before its first use.
+func (s *Store) segments(i, start, n int, fn func(tb *tokenBatch, r0, k int) error) error {
 	row := s.rowStart[i] + int64(start)
 	b := int(s.firstBatch[i])
 	for n > 0 {
@@ -449,34 +518,61 @@ func (s *Store) segments(i, start, n int, fn func(tb *tokenBatch, r0, k int)) {
 			b++
 		}
 		tb := &s.tokens[b]
+		if err := s.checkTokens(tb); err != nil {
+			return err
+		}
 		r0 := int(row - tb.start)
 		k := min(n, tb.n-r0)
-		fn(tb, r0, k)
+		if err := fn(tb, r0, k); err != nil {
+			return err
+		}
 		row += int64(k)
 		n -= k
 	}
+	return nil
 }
 
-// Rows copies rows [start, start+n) of text i, converted to float32, into dst: (n, D).
+// nonFiniteRow reports a NaN or Inf found while reading text i: value j of the k rows from r0 of
+// batch tb (a writer never stores one, so the store is damaged).
+func (s *Store) nonFiniteRow(i int, tb *tokenBatch, r0, j int, v float32) error {
+	d := s.meta.D
+	r := r0 + j/d
+	return fmt.Errorf("store %s: text_id %d, position %d (%s row %d): embedding[%d] = %v: the store is damaged; run `geloattack store validate -store %s`",
+		s.dir, s.ids[i], tb.pos[r], TokensFile, tb.start+int64(r), j%d, v, s.dir)
+}
+
+// Rows copies rows [start, start+n) of text i, converted to float32, into dst: (n, D). The first
+// read of a record batch verifies it against its checksum (once; later reads of the batch pay an
+// atomic load), so damage is an error naming the store, the file, the batch and its text ids
+// before any of its values are used. A NaN or Inf among the rows is an error naming the store, the
+// text_id and the position: the writer stores only finite values, so one means damage (in a store
+// without checksums, the only check), and it is better reported here than as a NaN loss. The
+// check reads the values the copy reads anyway, at a cost too small to measure beside it.
 func (s *Store) Rows(i, start, n int, dst []float32) error {
 	d := s.meta.D
 	if err := s.checkRange(i, start, n, len(dst), d); err != nil {
 		return err
 	}
-	s.segments(i, start, n, func(tb *tokenBatch, r0, k int) {
+	return s.segments(i, start, n, func(tb *tokenBatch, r0, k int) error {
 		out := dst[:k*d]
 		if tb.emb16 != nil {
 			src := tb.emb16[r0*d : (r0+k)*d]
+			if j := firstNonFinite16(src); j >= 0 {
+				return s.nonFiniteRow(i, tb, r0, j, FromFloat16(src[j]))
+			}
 			out = out[:len(src)]
 			for j, h := range src {
 				out[j] = FromFloat16(h)
 			}
 		} else {
 			copy(out, tb.emb32[r0*d:(r0+k)*d])
+			if j := firstNonFinite32(out); j >= 0 {
+				return s.nonFiniteRow(i, tb, r0, j, out[j])
+			}
 		}
 		dst = dst[k*d:]
+		return nil
 	})
-	return nil
 }
 
 // RawRows copies rows [start, start+n) of text i as stored into dst, which must match the dtype:
@@ -491,9 +587,14 @@ func (s *Store) RawRows(i, start, n int, dst any) error {
 		if err := s.checkRange(i, start, n, len(out), d); err != nil {
 			return err
 		}
-		s.segments(i, start, n, func(tb *tokenBatch, r0, k int) {
-			copy(out, tb.emb16[r0*d:(r0+k)*d])
+		return s.segments(i, start, n, func(tb *tokenBatch, r0, k int) error {
+			src := tb.emb16[r0*d : (r0+k)*d]
+			if j := firstNonFinite16(src); j >= 0 {
+				return s.nonFiniteRow(i, tb, r0, j, FromFloat16(src[j]))
+			}
+			copy(out, src)
 			out = out[k*d:]
+			return nil
 		})
 	case []float32:
 		if s.meta.DType != Float32 {
@@ -503,7 +604,6 @@ func (s *Store) RawRows(i, start, n int, dst any) error {
 	default:
 		return fmt.Errorf("store %s: raw rows: unsupported destination %T", s.dir, dst)
 	}
-	return nil
 }
 
 // TokenIDs copies the token ids of rows [start, start+n) of text i into dst.
@@ -511,11 +611,11 @@ func (s *Store) TokenIDs(i, start, n int, dst []int32) error {
 	if err := s.checkRange(i, start, n, len(dst), 1); err != nil {
 		return err
 	}
-	s.segments(i, start, n, func(tb *tokenBatch, r0, k int) {
+	return s.segments(i, start, n, func(tb *tokenBatch, r0, k int) error {
 		copy(dst, tb.tok[r0:r0+k])
 		dst = dst[k:]
+		return nil
 	})
-	return nil
 }
 
 // Positions copies the positions of rows [start, start+n) of text i into dst.
@@ -523,11 +623,11 @@ func (s *Store) Positions(i, start, n int, dst []int32) error {
 	if err := s.checkRange(i, start, n, len(dst), 1); err != nil {
 		return err
 	}
-	s.segments(i, start, n, func(tb *tokenBatch, r0, k int) {
+	return s.segments(i, start, n, func(tb *tokenBatch, r0, k int) error {
 		copy(dst, tb.pos[r0:r0+k])
 		dst = dst[k:]
+		return nil
 	})
-	return nil
 }
 
 // textRow returns the batch and in-batch row of text i.
@@ -536,18 +636,29 @@ func (s *Store) textRow(i int) (*textBatch, int) {
 	return tb, i - tb.start
 }
 
-// TextEmbedding copies the candidate embedding of text i into dst (len >= E).
+// TextEmbedding copies the candidate embedding of text i into dst (len >= E). Its record batch is
+// verified against its checksum on first use, and a NaN or Inf is an error naming the store and
+// the text_id, as in Rows.
 func (s *Store) TextEmbedding(i int, dst []float32) error {
 	e := s.meta.E
 	if err := s.checkRange(i, 0, 1, len(dst), e); err != nil {
 		return err
 	}
 	tb, r := s.textRow(i)
+	if err := s.checkTexts(tb); err != nil {
+		return err
+	}
 	copy(dst[:e], tb.emb[r*e:(r+1)*e])
+	if j := firstNonFinite32(dst[:e]); j >= 0 {
+		return fmt.Errorf("store %s: text_id %d (%s row %d): candidate embedding[%d] = %v: the store is damaged; run `geloattack store validate -store %s`",
+			s.dir, s.ids[i], TextsFile, i, j, dst[j], s.dir)
+	}
 	return nil
 }
 
-// Text returns the text of text i and whether it is stored (false for null or out of range).
+// Text returns the text of text i and whether it is stored (false for null or out of range). It
+// does not verify its record batch against the checksum (it has no error to report one with, and
+// the text feeds reports, not the model); Validate does.
 func (s *Store) Text(i int) (string, bool) {
 	if s.closed.Load() || i < 0 || i >= len(s.ids) {
 		return "", false

@@ -17,20 +17,78 @@ import (
 // checks.
 const scanChunk = 4096
 
-// Validate opens the store in dir, which re-checks everything Open checks, then scans every value:
-// token embeddings and text embeddings must be finite, token ids non-negative, texts valid UTF-8,
-// and null counts must agree with the validity bitmap. progress, when not nil, is called with the
-// token rows checked so far and the total.
+// Validate opens the store in dir, which re-checks everything Open checks, then verifies the
+// checksum of every record batch of both files (a mismatch names the file, the batch, its rows and
+// text ids, and both checksums) and scans every value: token embeddings and text embeddings must
+// be finite, token ids non-negative, texts valid UTF-8, and null counts must agree with the
+// validity bitmap. When a store with checksums does not even open, Open verifies its batches all
+// the same, so that the error says which batch is damaged. progress, when not nil, is called with
+// the token rows checked so far and the total.
 func Validate(ctx context.Context, dir string, progress func(done, total int64)) error {
+	_, err := ValidateNotes(ctx, dir, progress)
+	return err
+}
+
+// ValidateNotes is Validate that also returns notes for the user when the store is valid: today
+// only that a store written before checksums was scanned but could not be verified.
+func ValidateNotes(ctx context.Context, dir string, progress func(done, total int64)) ([]string, error) {
 	s, err := Open(dir)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer s.Close()
-	return s.scan(ctx, progress)
+	if err := s.scan(ctx, progress); err != nil {
+		return nil, err
+	}
+	if s.meta.Checksums == nil {
+		return []string{fmt.Sprintf("store %s: no checksums in %s (older store): every value was scanned (no NaN/Inf), but the data could not be verified against checksums; re-import it to add them",
+			s.dir, MetaFile)}, nil
+	}
+	return nil, nil
+}
+
+// verifyBatch checks the checksum of record batch block of tokens.arrow (tokens) or texts.arrow;
+// it does nothing for a store without checksums.
+func (s *Store) verifyBatch(tokens bool, block int) error {
+	cs := s.meta.Checksums
+	if cs == nil {
+		return nil
+	}
+	name, fc, data := TextsFile, cs.Texts, s.txt
+	if tokens {
+		name, fc, data = TokensFile, cs.Tokens, s.tok
+	}
+	if err := fc.verifyBatch(name, data, block); err != nil {
+		return fmt.Errorf("store %s: %w", s.dir, err)
+	}
+	return nil
+}
+
+// verifyEmptyBatches checks the batches that hold no rows, which the row scans never visit.
+func (s *Store) verifyEmptyBatches() error {
+	cs := s.meta.Checksums
+	if cs == nil {
+		return nil
+	}
+	for _, f := range []struct {
+		tokens  bool
+		batches []BatchChecksum
+	}{{true, cs.Tokens.Batches}, {false, cs.Texts.Batches}} {
+		for i, b := range f.batches {
+			if b.Rows == 0 {
+				if err := s.verifyBatch(f.tokens, i); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
 }
 
 func (s *Store) scan(ctx context.Context, progress func(done, total int64)) error {
+	if err := s.verifyEmptyBatches(); err != nil {
+		return err
+	}
 	total := s.meta.NumTokens
 	var done atomic.Int64
 	errs := make([]error, len(s.tokens))
@@ -94,6 +152,11 @@ func (s *Store) scanBatch(ctx context.Context, b int, done *atomic.Int64) (err e
 	}()
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	tb := &s.tokens[b]
+	// The checksum first: damage is then reported as such, with the batch's place, rather than
+	// as the NaN or negative id it may have produced (named too, when there is one).
+	if err := s.checkTokens(tb); err != nil {
+		return err
+	}
 	d := s.meta.D
 	for r0 := 0; r0 < tb.n; r0 += scanChunk {
 		if err := ctx.Err(); err != nil {
@@ -125,6 +188,9 @@ func (s *Store) scanTexts() (err error) {
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	e := s.meta.E
 	for _, tb := range s.texts {
+		if err := s.checkTexts(&tb); err != nil {
+			return err
+		}
 		nulls := 0
 		for r := 0; r < tb.n; r++ {
 			i := tb.start + r
@@ -153,36 +219,70 @@ func (s *Store) scanTexts() (err error) {
 func firstNonFinite(tb *tokenBatch, r, d int) (int, float32) {
 	if tb.emb16 != nil {
 		row := tb.emb16[r*d : (r+1)*d]
-		// An all-ones exponent (Inf or NaN) is the only one that carries into bit 15 of its lane
-		// here; four lanes per 64-bit word keep the all-finite case fast and branch-free.
-		const exp4, one4, top4 = 0x7c007c007c007c00, 0x0400040004000400, 0x8000800080008000
-		var flag uint64
-		j := 0
-		if uintptr(unsafe.Pointer(unsafe.SliceData(row)))%8 == 0 {
-			words := unsafe.Slice((*uint64)(unsafe.Pointer(unsafe.SliceData(row))), len(row)/4)
-			for _, w := range words {
-				flag |= (w&exp4 + one4) & top4
-			}
-			j = 4 * len(words)
-		}
-		for _, h := range row[j:] {
-			flag |= uint64((h&0x7c00 + 0x0400) & 0x8000)
-		}
-		if flag == 0 {
-			return -1, 0
-		}
-		for j, h := range row {
-			if h&0x7c00 == 0x7c00 {
-				return j, FromFloat16(h)
-			}
+		if j := firstNonFinite16(row); j >= 0 {
+			return j, FromFloat16(row[j])
 		}
 		return -1, 0
 	}
 	row := tb.emb32[r*d : (r+1)*d]
-	for j, v := range row {
-		if math.Float32bits(v)&0x7f800000 == 0x7f800000 {
-			return j, v
-		}
+	if j := firstNonFinite32(row); j >= 0 {
+		return j, row[j]
 	}
 	return -1, 0
+}
+
+// firstNonFinite16 is the index of the first binary16 Inf or NaN of vals, or -1.
+func firstNonFinite16(vals []uint16) int {
+	// An all-ones exponent (Inf or NaN) is the only one that carries into bit 15 of its lane
+	// here; four lanes per 64-bit word keep the all-finite case fast and branch-free.
+	const exp4, one4, top4 = 0x7c007c007c007c00, 0x0400040004000400, 0x8000800080008000
+	var flag uint64
+	j := 0
+	if uintptr(unsafe.Pointer(unsafe.SliceData(vals)))%8 == 0 {
+		words := unsafe.Slice((*uint64)(unsafe.Pointer(unsafe.SliceData(vals))), len(vals)/4)
+		for _, w := range words {
+			flag |= (w&exp4 + one4) & top4
+		}
+		j = 4 * len(words)
+	}
+	for _, h := range vals[j:] {
+		flag |= uint64((h&0x7c00 + 0x0400) & 0x8000)
+	}
+	if flag == 0 {
+		return -1
+	}
+	for j, h := range vals {
+		if h&0x7c00 == 0x7c00 {
+			return j
+		}
+	}
+	return -1
+}
+
+// firstNonFinite32 is the index of the first Inf or NaN of vals, or -1.
+func firstNonFinite32(vals []float32) int {
+	// As in firstNonFinite16, with two lanes per 64-bit word: only an all-ones exponent carries
+	// into the lane's sign bit.
+	const exp2, one2, top2 = 0x7f8000007f800000, 0x0080000000800000, 0x8000000080000000
+	var flag uint64
+	j := 0
+	if uintptr(unsafe.Pointer(unsafe.SliceData(vals)))%8 == 0 {
+		words := unsafe.Slice((*uint64)(unsafe.Pointer(unsafe.SliceData(vals))), len(vals)/2)
+		for _, w := range words {
+			flag |= (w&exp2 + one2) & top2
+		}
+		j = 2 * len(words)
+	}
+	for _, v := range vals[j:] {
+		flag |= uint64((math.Float32bits(v)&0x7f800000 + 0x00800000) & 0x80000000)
+	}
+	if flag == 0 {
+		return -1
+	}
+	for j, v := range vals {
+		if math.Float32bits(v)&0x7f800000 == 0x7f800000 {
+			return j
+		}
+	}
+	return -1
 }

@@ -395,8 +395,9 @@ func (w *Writer) flushTexts() error {
 	return nil
 }
 
-// Close flushes the last batches, moves the files to their final names and writes meta.json last.
-// On error the temporary files are removed and no store is left behind.
+// Close flushes the last batches, computes the files' checksums (see Checksums), moves the files
+// to their final names and writes meta.json, with the checksums, last. On error the temporary
+// files are removed and no store is left behind.
 func (w *Writer) Close() error {
 	if w.done {
 		return w.err
@@ -416,6 +417,12 @@ func (w *Writer) Close() error {
 	if err == nil {
 		err = w.texts.finish()
 	}
+	var sums *Checksums
+	if err == nil {
+		// From the files as written, read back through the reader's parser: what Validate
+		// checks later is exactly these bytes.
+		sums, err = computeChecksums(w.tokens.tmp, w.texts.tmp)
+	}
 	if err == nil {
 		err = os.Rename(w.tokens.tmp, w.tokens.final)
 	}
@@ -425,6 +432,7 @@ func (w *Writer) Close() error {
 	if err == nil {
 		w.meta.FormatVersion = FormatVersion
 		w.meta.ToolVersion = toolVersion()
+		w.meta.Checksums = sums
 		err = writeMetaFile(w.dir, w.meta)
 	}
 	if err != nil {
