@@ -117,6 +117,7 @@ func Open(cfg config.Run) (*Session, error) {
 		if disk, err = store.Open(ExpandPath(cfg.Store.Path)); err != nil {
 			return nil, err
 		}
+		lines = append(lines, disk.Notes()...)
 	}
 	closeDisk := func() {
 		if disk != nil {
@@ -279,20 +280,30 @@ func TrainLocked(ctx context.Context, cfg config.Run, dir string, resume bool, p
 		progress = io.Discard
 	}
 	precNote := ""
-	path, _, err := checkpoints.LatestPath(dir)
-	switch {
-	case !resume && err == nil:
-		return train.Result{}, fmt.Errorf("%s: %w: add -resume to continue it, or choose another directory", dir, ErrRunExists)
-	case resume && errors.Is(err, fs.ErrNotExist):
-		return train.Result{}, fmt.Errorf("resume: run directory %s has no checkpoint to resume from", dir)
-	case resume && err != nil:
-		return train.Result{}, fmt.Errorf("resume: %w", err)
-	}
-	if resume {
-		ck, err := checkpoints.LoadCheckpoint(path)
+	var from *checkpoints.Checkpoint
+	if !resume {
+		// Any checkpoint, or a latest pointer that cannot be read, means the directory holds a
+		// run: never train over it without -resume.
+		if _, _, err := checkpoints.LatestPath(dir); !errors.Is(err, fs.ErrNotExist) {
+			return train.Result{}, fmt.Errorf("%s: %w: add -resume to continue it, or choose another directory", dir, ErrRunExists)
+		}
+	} else {
+		// The newest checkpoint that loads and verifies; damaged newer ones are named and
+		// skipped (they are overwritten as the run passes their steps again).
+		ck, skipped, err := checkpoints.LoadLatestGood(dir)
+		if errors.Is(err, fs.ErrNotExist) {
+			return train.Result{}, fmt.Errorf("resume: run directory %s has no checkpoint to resume from", dir)
+		}
 		if err != nil {
 			return train.Result{}, fmt.Errorf("resume: %w", err)
 		}
+		for _, s := range skipped {
+			fmt.Fprintf(progress, "resume: skipping damaged checkpoint %s\n", s)
+		}
+		for _, n := range ck.Notes {
+			fmt.Fprintf(progress, "resume: note: %s\n", n)
+		}
+		from = &ck
 		had, err := ConfigOf(ck)
 		if err != nil {
 			return train.Result{}, fmt.Errorf("resume: %w", err)
@@ -341,7 +352,7 @@ func TrainLocked(ctx context.Context, cfg config.Run, dir string, resume bool, p
 	}
 	res, err := train.Train(ctx, train.Run{
 		Dir: dir, Options: sess.Cfg.Train, Task: sess.Task, Sampler: sess.Sampler,
-		Metadata: meta, Resume: resume, Progress: progress,
+		Metadata: meta, Resume: resume, From: from, Progress: progress,
 		Seed: sess.Cfg.Seed,
 	})
 	if err != nil {

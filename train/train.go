@@ -54,6 +54,9 @@ type Run struct {
 	Sampler *gelo.Sampler
 	// Metadata is stored in every checkpoint (the resolved config as JSON under "config").
 	Metadata map[string]string
+	// From is the checkpoint to resume from, already loaded and verified by the caller (nil:
+	// Train loads the newest good one of Dir itself, see checkpoints.LoadLatestGood).
+	From *checkpoints.Checkpoint
 	// Seed is the run's base seed (the config's seed key). Every checkpoint records it as
 	// State.Seed, beside the best evaluation so far (State.Best, State.BestStep: the highest val
 	// pos_mass or unmix_mass; see bestEval); a resume refuses a checkpoint of another seed.
@@ -109,9 +112,9 @@ func Train(ctx context.Context, r Run) (Result, error) {
 	// resumed run keeps the one it found before the interruption.
 	var best bestEval
 	if r.Resume {
-		ck, err := checkpoints.LoadLatest(r.Dir)
+		ck, err := resumeFrom(r)
 		if err != nil {
-			return Result{}, fmt.Errorf("resume %s: %w", r.Dir, err)
+			return Result{}, err
 		}
 		if err := restore(ps, opt, ck); err != nil {
 			return Result{}, fmt.Errorf("resume %s: %w", ck.Path, err)
@@ -234,6 +237,25 @@ func Train(ctx context.Context, r Run) (Result, error) {
 	}
 	prog.finish()
 	return res, nil
+}
+
+// resumeFrom is the checkpoint a resumed run continues from: r.From, or the newest good
+// checkpoint of r.Dir, saying which damaged ones it skipped and why.
+func resumeFrom(r Run) (checkpoints.Checkpoint, error) {
+	if r.From != nil {
+		return *r.From, nil
+	}
+	ck, skipped, err := checkpoints.LoadLatestGood(r.Dir)
+	if err != nil {
+		return ck, fmt.Errorf("resume %s: %w", r.Dir, err)
+	}
+	for _, s := range skipped {
+		fmt.Fprintf(r.Progress, "skipping damaged checkpoint: %s\n", s)
+	}
+	for _, n := range ck.Notes {
+		fmt.Fprintf(r.Progress, "note: %s\n", n)
+	}
+	return ck, nil
 }
 
 // evaluate is the periodic evaluation of a run.

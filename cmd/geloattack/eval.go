@@ -57,6 +57,9 @@ func runEval(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	for _, n := range ck.Notes {
+		fmt.Fprintln(os.Stderr, "note:", n)
+	}
 	cfg, err := runner.ConfigOf(ck)
 	if err != nil {
 		return err

@@ -190,6 +190,9 @@ func runStoreInfo(ctx context.Context, args []string) error {
 			return err
 		}
 		defer s.Close()
+		for _, n := range s.Notes() {
+			fmt.Fprintln(os.Stderr, "note:", n)
+		}
 		c = s
 	}
 	info, err := store.ComputeInfo(ctx, c, *sample, *valFrac, *seed)
@@ -220,7 +223,9 @@ func runStoreInfo(ctx context.Context, args []string) error {
 func runStoreValidate(ctx context.Context, args []string) error {
 	fs := newFlagSet("store validate", "Check a store completely: everything opening checks (schemas against meta.json, row\n"+
 		"counts, tokens grouped by text in position order, every text_id known), then a full scan\n"+
-		"for NaN/Inf embeddings, negative token ids and invalid UTF-8. Progress goes to stderr.")
+		"for NaN/Inf embeddings, negative token ids and invalid UTF-8, and every CRC-32C checksum that\n"+
+		"meta.json records (per record batch and per file frame; older stores have none and get a note).\n"+
+		"Progress goes to stderr.")
 	dir := fs.String("store", "", "store directory (required)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -229,7 +234,7 @@ func runStoreValidate(ctx context.Context, args []string) error {
 		return errors.New("store validate: -store is required")
 	}
 	p := newProgress(os.Stderr, "validate", "rows")
-	err := store.Validate(ctx, *dir, p.update)
+	notes, err := store.ValidateNotes(ctx, *dir, p.update)
 	p.finish()
 	if err != nil {
 		return err
@@ -239,6 +244,9 @@ func runStoreValidate(ctx context.Context, args []string) error {
 		return err
 	}
 	fmt.Printf("store %s: valid (%s)\n", *dir, size)
+	for _, n := range notes {
+		fmt.Println("note:", n)
+	}
 	return nil
 }
 

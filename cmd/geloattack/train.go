@@ -66,11 +66,7 @@ func runTrain(ctx context.Context, args []string) error {
 	}
 	if *resume && *cfgPath == "" {
 		// Resume the run with the config it was made with, not the embedded default.
-		p, _, err := checkpoints.LatestPath(dir)
-		if err != nil {
-			return fmt.Errorf("-resume: %w", err)
-		}
-		ck, err := checkpoints.LoadCheckpoint(p)
+		ck, _, err := checkpoints.LoadLatestGood(dir)
 		if err != nil {
 			return fmt.Errorf("-resume: %w", err)
 		}
