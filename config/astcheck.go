@@ -23,7 +23,55 @@ func checkNodes(name string, src []byte) error {
 	if err != nil || len(f.Docs) == 0 || f.Docs[0].Body == nil {
 		return nil // the decoder reports syntax errors with their position
 	}
+	if err := CheckKeys("config", name, src); err != nil {
+		return err
+	}
 	return walkNode(name, f.Docs[0].Body, reflect.TypeOf(Run{}), "")
+}
+
+// CheckKeys refuses a mapping key that is not a plain string (0:, true:, null:, a list): the
+// decoder drops a document with one silently, leaving every default in place, and a sweep would
+// fail later on it. kind names the file's kind in the error ("config", "sweep").
+func CheckKeys(kind, name string, src []byte) error {
+	f, err := parser.ParseBytes(src, 0)
+	if err != nil {
+		return nil // the decoder reports syntax errors with their position
+	}
+	var bad *Error
+	for _, d := range f.Docs {
+		ast.Walk(keyVisitor(func(kv *ast.MappingValueNode) bool {
+			if bad != nil {
+				return false
+			}
+			switch k := kv.Key.(type) {
+			case *ast.StringNode:
+				return true
+			case *ast.MappingKeyNode:
+				if _, ok := k.Value.(*ast.StringNode); ok {
+					return true
+				}
+			}
+			pos := kv.Key.GetToken().Position
+			bad = &Error{Kind: kind, File: name, Line: pos.Line, Col: pos.Column, Key: strings.TrimSpace(kv.Key.String()),
+				Msg: "a key must be a name (a string), not a number, boolean, null or collection"}
+			return false
+		}), d)
+	}
+	if bad != nil {
+		return bad
+	}
+	return nil
+}
+
+// keyVisitor calls its function on every key/value pair of a document.
+type keyVisitor func(*ast.MappingValueNode) bool
+
+// Visit implements ast.Visitor.
+func (v keyVisitor) Visit(n ast.Node) ast.Visitor {
+	if kv, ok := n.(*ast.MappingValueNode); ok && !v(kv) {
+		return nil
+	}
+	return v
 }
 
 // pairs lists the key/value pairs of a mapping node (go-yaml gives a one-pair mapping as the pair).
@@ -86,4 +134,30 @@ func fieldByYAML(t reflect.Type, key string) (reflect.StructField, bool) {
 		}
 	}
 	return reflect.StructField{}, false
+}
+
+// pathAtLine is the dotted path of the deepest key on a line of the document ("train.lr"), or "".
+func pathAtLine(src []byte, line int) string {
+	f, err := parser.ParseBytes(src, 0)
+	if err != nil || len(f.Docs) == 0 || f.Docs[0].Body == nil {
+		return ""
+	}
+	var find func(n ast.Node, prefix string) string
+	find = func(n ast.Node, prefix string) string {
+		found := ""
+		for _, kv := range pairs(n) {
+			p := kv.Key.GetToken().Value
+			if prefix != "" {
+				p = prefix + "." + p
+			}
+			if kv.Key.GetToken().Position.Line == line {
+				found = p
+			}
+			if deeper := find(kv.Value, p); deeper != "" {
+				found = deeper
+			}
+		}
+		return found
+	}
+	return find(f.Docs[0].Body, "")
 }

@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"reflect"
 	"regexp"
@@ -56,6 +57,9 @@ type Run struct {
 	Loss Loss `yaml:"loss" json:"loss"`
 	// Eval holds the SPEC §6 settings.
 	Eval Eval `yaml:"eval" json:"eval"`
+	// Source names where the config was read from (the file, or a sweep cell), for errors found
+	// only once the store is open; it is not part of the config.
+	Source string `yaml:"-" json:"-"`
 }
 
 // Store selects the source of hidden states.
@@ -142,14 +146,39 @@ func Load(path string) (Run, error) {
 	if st, err := os.Stat(path); err == nil && st.IsDir() {
 		return Run{}, &Error{File: path, Msg: "is a directory, want a YAML file"}
 	}
-	src, err := os.ReadFile(path)
+	src, err := ReadFile("config", path)
 	if err != nil {
-		return Run{}, fmt.Errorf("config: %w", err)
+		return Run{}, err
 	}
 	if err := CheckNotEmpty(path, src); err != nil {
 		return Run{}, err
 	}
 	return Parse(path, src)
+}
+
+// MaxFileBytes bounds what is read of a config or sweep file: a real one is a few KB, and a path
+// such as /dev/zero or a mistaken multi-gigabyte file must not be read until memory runs out.
+const MaxFileBytes = 4 << 20
+
+// ReadFile reads a config or sweep file (kind names it in errors), refusing one larger than
+// MaxFileBytes and anything that is not text (see CheckText).
+func ReadFile(kind, path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", kind, err)
+	}
+	defer f.Close()
+	src, err := io.ReadAll(io.LimitReader(f, MaxFileBytes+1))
+	if err != nil {
+		return nil, &Error{Kind: kind, File: path, Msg: err.Error()}
+	}
+	if len(src) > MaxFileBytes {
+		return nil, &Error{Kind: kind, File: path, Msg: fmt.Sprintf("larger than %d MiB: not a %s file", MaxFileBytes>>20, kind)}
+	}
+	if err := CheckText(kind, path, src); err != nil {
+		return nil, err
+	}
+	return src, nil
 }
 
 // CheckNotEmpty refuses a config file that sets no key (empty, blank or comments only).
@@ -164,7 +193,7 @@ func CheckNotEmpty(name string, src []byte) error {
 // sampler's seed defaults to the run's seed when the file does not set it. Binary input (a NUL
 // byte, other control bytes, invalid UTF-8) is refused before it reaches the YAML parser.
 func Parse(name string, src []byte) (Run, error) {
-	if err := checkText(name, src); err != nil {
+	if err := CheckText("config", name, src); err != nil {
 		return Run{}, err
 	}
 	r := Default()
@@ -188,12 +217,14 @@ func Parse(name string, src []byte) (Run, error) {
 	if err := r.Validate(); err != nil {
 		return Run{}, locate(name, src, err)
 	}
+	r.Source = name
 	return r, nil
 }
 
-// checkText refuses bytes that no YAML config holds: invalid UTF-8 and control bytes other than
-// tab, newline and carriage return. Their offset and line are named so the user can find them.
-func checkText(name string, src []byte) error {
+// CheckText refuses bytes that no YAML config or sweep file holds: invalid UTF-8 and control
+// bytes other than tab, newline and carriage return. Their offset and line are named so the user
+// can find them; kind names the file's kind ("config", "sweep").
+func CheckText(kind, name string, src []byte) error {
 	line := 1
 	for i := 0; i < len(src); {
 		r, size := utf8.DecodeRune(src[i:])
@@ -205,7 +236,7 @@ func checkText(name string, src []byte) error {
 			bad = fmt.Sprintf("control byte 0x%02x", r)
 		}
 		if bad != "" {
-			return &Error{File: name, Line: line, Msg: fmt.Sprintf("%s at byte offset %d: not a YAML text file", bad, i)}
+			return &Error{Kind: kind, File: name, Line: line, Msg: fmt.Sprintf("%s at byte offset %d: not a YAML text file", bad, i)}
 		}
 		if r == '\n' {
 			line++
@@ -278,6 +309,9 @@ func decodeError(name string, src []byte, err error) error {
 	if line >= 1 && line <= len(lines) {
 		if k, _, ok := strings.Cut(strings.TrimSpace(lines[line-1]), ":"); ok && !strings.Contains(e.Msg, `"`+k+`"`) {
 			e.Key = strings.TrimPrefix(k, "- ")
+			if p := pathAtLine(src, line); p != "" {
+				e.Key = p
+			}
 		}
 	}
 	return e

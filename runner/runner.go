@@ -71,6 +71,14 @@ func OpenCorpus(cfg config.Run) (data.Corpus, func() error, error) {
 	return c, func() error { return nil }, nil
 }
 
+// configName names the config a run was made from, for errors found once the store is open.
+func configName(cfg config.Run) string {
+	if cfg.Source != "" {
+		return "config " + cfg.Source
+	}
+	return "config"
+}
+
 // storeBytes is the size of the files of a store directory (0 when unreadable: informational).
 func storeBytes(dir string) int64 {
 	ents, err := os.ReadDir(dir)
@@ -187,7 +195,10 @@ func Open(cfg config.Run) (*Session, error) {
 	}
 	sampler, err := gelo.NewSampler(corpus, cfg.Sampler)
 	if err != nil {
-		return fail(err)
+		// Only the store can say a sampler setting is impossible (more positives than texts):
+		// name the config and the keys, since the config is where it is fixed.
+		return fail(fmt.Errorf("%s: sampler.positives %s (sampler.tokens_per_text %s, sampler.val_frac %g) does not fit this store: %w",
+			configName(cfg), cfg.Sampler.Positives, cfg.Sampler.TokensPerText, cfg.Sampler.ValFrac, err))
 	}
 	s := &Session{Cfg: cfg, Corpus: corpus, Sampler: sampler, Backend: be, DeviceLog: lines, Estimate: est, close: closeFn}
 	s.Task, err = newTask(be, cfg, sampler)

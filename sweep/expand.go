@@ -18,9 +18,23 @@ import (
 // with room for the files inside it in error messages.
 const maxNameLen = 120
 
+// MaxCells bounds the cells of one sweep: far more than a sweep trains, few enough to expand and
+// validate in seconds.
+const MaxCells = 100000
+
 // expand builds the cells: every grid point of axes (first axis slowest) combined with every entry
 // of cells (none: the grid alone), each named and validated.
 func expand(file string, base yaml.MapSlice, axes []axis, cells [][]Setting) ([]Cell, error) {
+	// Count before building: a grid is a product, and a few long axes make more cells than memory
+	// holds (or than anyone means to train).
+	count := max(len(cells), 1)
+	for _, a := range axes {
+		if len(a.values) > 0 && count > MaxCells/len(a.values) {
+			return nil, &Error{Kind: "sweep", File: file, Key: "axes",
+				Msg: fmt.Sprintf("the grid has more than %d cells (axis %s multiplies it by %d); split the sweep", MaxCells, a.path, len(a.values))}
+		}
+		count *= len(a.values)
+	}
 	grid := [][]Setting{nil}
 	for _, a := range axes {
 		var next [][]Setting

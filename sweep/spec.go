@@ -3,7 +3,6 @@ package sweep
 import (
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -61,9 +60,9 @@ var topKeys = []string{"name", "base", "base_config", "axes", "cells"}
 
 // Load reads and expands a sweep file; see Parse.
 func Load(path string) (*Sweep, error) {
-	src, err := os.ReadFile(path)
+	src, err := config.ReadFile("sweep", path)
 	if err != nil {
-		return nil, fmt.Errorf("sweep: %w", err)
+		return nil, err
 	}
 	return Parse(path, src)
 }
@@ -73,6 +72,13 @@ func Load(path string) (*Sweep, error) {
 // line. The base must be a valid run config by itself, and every cell is validated by config.Parse;
 // an invalid cell is reported at the axis value that made it invalid.
 func Parse(name string, src []byte) (*Sweep, error) {
+	// Binary bytes would be echoed in errors, and a key that is not a name breaks rendering.
+	if err := config.CheckText("sweep", name, src); err != nil {
+		return nil, err
+	}
+	if err := config.CheckKeys("sweep", name, src); err != nil {
+		return nil, err
+	}
 	f, err := parser.ParseBytes(src, 0)
 	if err != nil {
 		return nil, yamlError(name, err)
@@ -251,7 +257,7 @@ func fileBase(file string, kv *ast.MappingValueNode) (yaml.MapSlice, error) {
 	if !filepath.IsAbs(p) {
 		p = filepath.Join(filepath.Dir(file), rel)
 	}
-	src, err := os.ReadFile(p)
+	src, err := config.ReadFile("config", p)
 	if err != nil {
 		return nil, errAt(file, kv.Value, "base_config", err.Error())
 	}

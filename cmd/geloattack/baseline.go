@@ -44,8 +44,13 @@ func runBaseline(ctx context.Context, args []string) error {
 	if err := flags.Parse(args); err != nil {
 		return err
 	}
-	if flags.NArg() > 0 {
-		return fmt.Errorf("unexpected argument %q (see -h)", flags.Arg(0))
+	if err := noArgs(flags); err != nil {
+		return err
+	}
+	if err := checkFlags(flags, map[string]span{
+		"examples": {1, 1 << 20}, "batch": {1, 1 << 16}, "extra-negatives": {-1, 1 << 20}, "anchors": {1, 1 << 16},
+	}); err != nil {
+		return err
 	}
 	split, err := data.ParseSplit(*splitName)
 	if err != nil {

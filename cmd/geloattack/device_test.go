@@ -93,7 +93,7 @@ func TestCUDAWithoutGPU(t *testing.T) {
 		t.Fatalf("bench -device cuda without a GPU: err %v\n%s", err, out)
 	}
 	out, err = cli(t, "train", "-config", cfg, "-out", filepath.Join(dir, "auto")).CombinedOutput()
-	if err != nil || !bytes.Contains(out, []byte("\n  device: cpu (no CUDA device: ")) {
+	if err != nil || !bytes.Contains(out, []byte("\n  device: cpu (auto: no usable GPU here, so the CPU computes; why: no CUDA device: ")) {
 		t.Fatalf("train with the default device auto: err %v\n%s", err, out)
 	}
 }

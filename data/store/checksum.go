@@ -134,7 +134,7 @@ func frameCRC(data []byte, batches []BatchChecksum) (uint32, error) {
 
 // checkLayout validates one file's checksums as read from meta.json: sizes, batch locations in
 // order and inside the file, checksum spelling, and the row total.
-func (fc FileChecksums) checkLayout(name string, rows int64) error {
+func (fc FileChecksums) checkLayout(name, rowsKey string, rows int64) error {
 	if fc.Bytes < 0 {
 		return fmt.Errorf("checksums of %s: bytes = %d", name, fc.Bytes)
 	}
@@ -154,7 +154,7 @@ func (fc FileChecksums) checkLayout(name string, rows int64) error {
 		pos, total = b.Offset+b.Length, total+b.Rows
 	}
 	if total != rows {
-		return fmt.Errorf("checksums of %s: batches hold %d rows, meta.json counts %d", name, total, rows)
+		return fmt.Errorf("%s = %d, but the checksums of %s record %d rows in its batches", rowsKey, rows, name, total)
 	}
 	return nil
 }

@@ -216,9 +216,9 @@ func TestValidateReportsDamagedMeta(t *testing.T) {
 			`batch 0: crc32c "ABCDEF01" is not 8 lowercase hex digits`},
 		{"frame checksum", func(m *Meta) { m.Checksums.Texts.FrameCRC32C = "0123abcd" }, "texts.arrow: bytes outside the record batches"},
 		{"size", func(m *Meta) { m.Checksums.Tokens.Bytes++ }, "tokens.arrow: file is"},
-		{"batch rows", func(m *Meta) { m.Checksums.Tokens.Batches[0].Rows++ }, "batches hold"},
+		{"batch rows", func(m *Meta) { m.Checksums.Tokens.Batches[0].Rows++ }, "but the checksums of tokens.arrow record"},
 		{"batch overlap", func(m *Meta) { m.Checksums.Tokens.Batches[1].Offset -= 8 }, "batch 1 at"},
-		{"texts batches missing", func(m *Meta) { m.Checksums.Texts.Batches = nil }, "checksums of texts.arrow: batches hold 0 rows"},
+		{"texts batches missing", func(m *Meta) { m.Checksums.Texts.Batches = nil }, "but the checksums of texts.arrow record 0 rows"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

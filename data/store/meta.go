@@ -85,10 +85,10 @@ func (m Meta) check() error {
 		return fmt.Errorf("num_texts = %d, num_tokens = %d: counts must not be negative", m.NumTexts, m.NumTokens)
 	}
 	if m.Checksums != nil {
-		if err := m.Checksums.Tokens.checkLayout(TokensFile, m.NumTokens); err != nil {
+		if err := m.Checksums.Tokens.checkLayout(TokensFile, "num_tokens", m.NumTokens); err != nil {
 			return err
 		}
-		if err := m.Checksums.Texts.checkLayout(TextsFile, m.NumTexts); err != nil {
+		if err := m.Checksums.Texts.checkLayout(TextsFile, "num_texts", m.NumTexts); err != nil {
 			return err
 		}
 	}
