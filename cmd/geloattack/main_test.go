@@ -358,3 +358,13 @@ func TestBareCommandAndBadFlagValues(t *testing.T) {
 		t.Error("a refused store synth created its output")
 	}
 }
+
+// store -h explains every subcommand (it was one line).
+func TestStoreHelpExplainsEverySubcommand(t *testing.T) {
+	out, _ := cli(t, "store", "-h").CombinedOutput()
+	for _, w := range []string{"synth ", "import ", "extract ", "info ", "validate ", "checksum", "geloattack store <subcommand> -h"} {
+		if !bytes.Contains(out, []byte(w)) {
+			t.Errorf("store -h lacks %q:\n%s", w, out)
+		}
+	}
+}
