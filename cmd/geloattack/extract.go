@@ -50,8 +50,13 @@ func runStoreExtract(ctx context.Context, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments %q (all options are flags; see -h)", fs.Args())
+	if err := noArgs(fs); err != nil {
+		return err
+	}
+	if err := checkFlags(fs, map[string]span{
+		"layer": {0, 1 << 10}, "max-texts": {0, 1 << 30}, "max-tokens": {0, 1 << 16}, "batch": {1, 1 << 24}, "workers": {0, 1 << 10},
+	}); err != nil {
+		return err
 	}
 	if *out == "" {
 		return errors.New("-out STORE is required (see -h)")

@@ -135,6 +135,9 @@ func runStoreImport(ctx context.Context, args []string) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	if err := checkFlags(fs, map[string]span{"layer": {0, 1 << 10}}); err != nil {
+		return err
+	}
 	if *in == "" || *out == "" {
 		return errors.New("store import: -in and -out are required")
 	}
