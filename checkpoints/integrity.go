@@ -12,6 +12,8 @@ import (
 	"strings"
 
 	"github.com/nlpodyssey/safetensors"
+
+	"github.com/gelo-research/geloattack/internal/crc"
 )
 
 // Checksums. A checkpoint of format version 2 carries two metadata entries:
@@ -34,26 +36,6 @@ import (
 // bytes to be exactly the canonical encoding of what they hold. Together with the tensor checksums
 // this reports a flipped bit anywhere in the file: in the 8-byte length, the header or the data.
 
-// castagnoli is the CRC-32C table; crc32 uses the hardware instruction when there is one.
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
-
-// crcHex formats a checksum as stored: 8 lowercase hex digits.
-func crcHex(c uint32) string { return fmt.Sprintf("%08x", c) }
-
-// isCRCHex reports whether s is exactly as crcHex writes it. Upper-case digits are refused too, so
-// that a flipped case bit in a stored checksum is reported rather than read as the same value.
-func isCRCHex(s string) bool {
-	if len(s) != 8 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
-			return false
-		}
-	}
-	return true
-}
-
 // crcOfFloats is the CRC-32C of data encoded as the file stores it (float32, little-endian),
 // encoded through a small buffer so that a large tensor is not copied whole.
 func crcOfFloats(data []float32) uint32 {
@@ -64,7 +46,7 @@ func crcOfFloats(data []float32) uint32 {
 		for i, x := range data[:n] {
 			binary.LittleEndian.PutUint32(buf[4*i:], math.Float32bits(x))
 		}
-		c = crc32.Update(c, castagnoli, buf[:4*n])
+		c = crc32.Update(c, crc.Castagnoli, buf[:4*n])
 		data = data[n:]
 	}
 	return c
@@ -128,7 +110,7 @@ func headerCRC(metadata map[string]string, table []tableEntry) (uint32, error) {
 	if err != nil {
 		return 0, fmt.Errorf("encode header for its checksum: %w", err)
 	}
-	return crc32.Checksum(b, castagnoli), nil
+	return crc32.Checksum(b, crc.Castagnoli), nil
 }
 
 // seal adds the tensor checksums and then the header checksum to metadata (a copy; the argument is
@@ -136,7 +118,7 @@ func headerCRC(metadata map[string]string, table []tableEntry) (uint32, error) {
 func seal(tensors []Tensor, metadata map[string]string) (map[string]string, error) {
 	sums := make(map[string]string, len(tensors))
 	for _, t := range tensors {
-		sums[t.Name] = crcHex(crcOfFloats(t.Data))
+		sums[t.Name] = crc.Hex(crcOfFloats(t.Data))
 	}
 	sumsJSON, err := json.Marshal(sums)
 	if err != nil {
@@ -151,7 +133,7 @@ func seal(tensors []Tensor, metadata map[string]string) (map[string]string, erro
 	if err != nil {
 		return nil, err
 	}
-	meta[keyHeaderCRC] = crcHex(c)
+	meta[keyHeaderCRC] = crc.Hex(c)
 	return meta, nil
 }
 
@@ -163,7 +145,7 @@ func verify(header []byte, raws []rawTensor, metadata map[string]string) error {
 	if !ok {
 		return fmt.Errorf("metadata %s is missing: a version %s checkpoint has checksums (damaged header?)", keyHeaderCRC, formatVersion)
 	}
-	if !isCRCHex(stored) {
+	if !crc.IsHex(stored) {
 		return fmt.Errorf("metadata %s is %q, want 8 lowercase hex digits (damaged header?)", keyHeaderCRC, stored)
 	}
 	table := parsedTable(raws)
@@ -171,8 +153,8 @@ func verify(header []byte, raws []rawTensor, metadata map[string]string) error {
 	if err != nil {
 		return err
 	}
-	if crcHex(got) != stored {
-		return fmt.Errorf("header checksum mismatch (stored crc32c %s, header %s): the metadata or the tensor table is damaged", stored, crcHex(got))
+	if crc.Hex(got) != stored {
+		return fmt.Errorf("header checksum mismatch (stored crc32c %s, header %s): the metadata or the tensor table is damaged", stored, crc.Hex(got))
 	}
 	canon, err := canonicalHeader(metadata, table)
 	if err != nil {
@@ -201,10 +183,10 @@ func verify(header []byte, raws []rawTensor, metadata map[string]string) error {
 		switch {
 		case !ok:
 			return fmt.Errorf("tensor %q has no checksum in metadata %s", r.name, keyCRC)
-		case !isCRCHex(want):
+		case !crc.IsHex(want):
 			return fmt.Errorf("tensor %q: stored checksum %q is not 8 lowercase hex digits", r.name, want)
 		}
-		if got := crcHex(crc32.Checksum(r.data, castagnoli)); got != want {
+		if got := crc.Hex(crc32.Checksum(r.data, crc.Castagnoli)); got != want {
 			return fmt.Errorf("tensor %q: checksum mismatch (stored crc32c %s, data %s)%s", r.name, want, got, nonFiniteHint(r))
 		}
 		delete(sums, r.name)

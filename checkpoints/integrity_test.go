@@ -15,6 +15,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/gelo-research/geloattack/internal/crc"
 )
 
 // tinyModel is the parameter table of a 1-layer set transformer as models/settransformer builds it
@@ -341,7 +343,7 @@ func TestChecksumErrorNamesTensor(t *testing.T) {
 	var got string
 	for _, raw := range raws {
 		if raw.name == q.name {
-			got = crcHex(crc32.Checksum(raw.data, castagnoli))
+			got = crc.Hex(crc32.Checksum(raw.data, crc.Castagnoli))
 		}
 	}
 	_, err = LoadCheckpoint(path)

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"sync"
+
+	"github.com/gelo-research/geloattack/internal/crc"
 )
 
 // Checksums. The writer records in meta.json, for each Arrow file, its size, a CRC-32C of every
@@ -63,25 +65,6 @@ type BatchChecksum struct {
 	CRC32C string `json:"crc32c"`
 }
 
-// castagnoli is the CRC-32C table; crc32 uses the hardware instruction when there is one.
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
-
-// crcHex formats a checksum as stored: 8 lowercase hex digits.
-func crcHex(c uint32) string { return fmt.Sprintf("%08x", c) }
-
-// isCRCHex reports whether s is exactly as crcHex writes it.
-func isCRCHex(s string) bool {
-	if len(s) != 8 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
-			return false
-		}
-	}
-	return true
-}
-
 // fileChecksums computes the checksums of an Arrow file the writer has just written, locating its
 // batches with the same parser the reader uses (so the writer also proves that it can be read).
 func fileChecksums(data []byte) (FileChecksums, error) {
@@ -106,14 +89,14 @@ func fileChecksums(data []byte) (FileChecksums, error) {
 		if len(ids) > 0 {
 			b.FirstTextID, b.LastTextID = ids[0], ids[len(ids)-1]
 		}
-		b.CRC32C = crcHex(crc32.Checksum(data[b.Offset:b.Offset+b.Length], castagnoli))
+		b.CRC32C = crc.Hex(crc32.Checksum(data[b.Offset:b.Offset+b.Length], crc.Castagnoli))
 		fc.Batches[i] = b
 	}
 	frame, err := frameCRC(data, fc.Batches)
 	if err != nil {
 		return FileChecksums{}, err
 	}
-	fc.FrameCRC32C = crcHex(frame)
+	fc.FrameCRC32C = crc.Hex(frame)
 	return fc, nil
 }
 
@@ -126,10 +109,10 @@ func frameCRC(data []byte, batches []BatchChecksum) (uint32, error) {
 		if b.Offset < pos || b.Length < 0 || b.Offset > int64(len(data))-b.Length {
 			return 0, fmt.Errorf("record batch %d at [%d, %d+%d) overlaps the previous one or runs past the %d-byte file", i, b.Offset, b.Offset, b.Length, len(data))
 		}
-		c = crc32.Update(c, castagnoli, data[pos:b.Offset])
+		c = crc32.Update(c, crc.Castagnoli, data[pos:b.Offset])
 		pos = b.Offset + b.Length
 	}
-	return crc32.Update(c, castagnoli, data[pos:]), nil
+	return crc32.Update(c, crc.Castagnoli, data[pos:]), nil
 }
 
 // checkLayout validates one file's checksums as read from meta.json: sizes, batch locations in
@@ -138,7 +121,7 @@ func (fc FileChecksums) checkLayout(name, rowsKey string, rows int64) error {
 	if fc.Bytes < 0 {
 		return fmt.Errorf("checksums of %s: bytes = %d", name, fc.Bytes)
 	}
-	if !isCRCHex(fc.FrameCRC32C) {
+	if !crc.IsHex(fc.FrameCRC32C) {
 		return fmt.Errorf("checksums of %s: frame_crc32c %q is not 8 lowercase hex digits", name, fc.FrameCRC32C)
 	}
 	pos, total := int64(0), int64(0)
@@ -148,7 +131,7 @@ func (fc FileChecksums) checkLayout(name, rowsKey string, rows int64) error {
 			return fmt.Errorf("checksums of %s: batch %d at [%d, %d+%d) is out of order or outside the %d-byte file", name, i, b.Offset, b.Offset, b.Length, fc.Bytes)
 		case b.Rows < 0 || b.Rows > math.MaxInt64-total:
 			return fmt.Errorf("checksums of %s: batch %d: rows = %d", name, i, b.Rows)
-		case !isCRCHex(b.CRC32C):
+		case !crc.IsHex(b.CRC32C):
 			return fmt.Errorf("checksums of %s: batch %d: crc32c %q is not 8 lowercase hex digits", name, i, b.CRC32C)
 		}
 		pos, total = b.Offset+b.Length, total+b.Rows
@@ -169,7 +152,7 @@ func (fc FileChecksums) verifyFrame(name string, data []byte) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", name, err)
 	}
-	if got := crcHex(c); got != fc.FrameCRC32C {
+	if got := crc.Hex(c); got != fc.FrameCRC32C {
 		return fmt.Errorf("%s: bytes outside the record batches (magic, schema, footer): checksum mismatch (stored crc32c %s, data %s)",
 			name, fc.FrameCRC32C, got)
 	}
@@ -186,7 +169,7 @@ func (fc FileChecksums) verifyBatch(name string, data []byte, i int) error {
 	if b.Offset < 0 || b.Length < 0 || b.Offset > int64(len(data))-b.Length {
 		return fmt.Errorf("%s: record batch %d at [%d, %d+%d) runs past the %d-byte file", name, i, b.Offset, b.Offset, b.Length, len(data))
 	}
-	if got := crcHex(crc32.Checksum(data[b.Offset:b.Offset+b.Length], castagnoli)); got != b.CRC32C {
+	if got := crc.Hex(crc32.Checksum(data[b.Offset:b.Offset+b.Length], crc.Castagnoli)); got != b.CRC32C {
 		first := int64(0)
 		for _, p := range fc.Batches[:i] {
 			first += p.Rows

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"unsafe"
+
+	"github.com/gelo-research/geloattack/internal/crc"
 )
 
 // writeChecked writes texts through the Writer with small batches, so that both files have
@@ -69,7 +71,7 @@ func TestWriterRecordsChecksums(t *testing.T) {
 			}
 			ids, _ := view[int64](rb.bufs[1], rb.rows, "text_id")
 			if b.Offset != blk.offset || b.Length != blk.meta+blk.body || b.Rows != rb.rows ||
-				b.FirstTextID != ids[0] || b.LastTextID != ids[len(ids)-1] || !isCRCHex(b.CRC32C) {
+				b.FirstTextID != ids[0] || b.LastTextID != ids[len(ids)-1] || !crc.IsHex(b.CRC32C) {
 				t.Fatalf("%s batch %d: recorded %+v; file has offset %d, length %d, %d rows, text_ids %d..%d",
 					f.name, i, b, blk.offset, blk.meta+blk.body, rb.rows, ids[0], ids[len(ids)-1])
 			}
