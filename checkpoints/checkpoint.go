@@ -74,9 +74,12 @@ type State struct {
 	AdamV []Tensor
 	// BestStep is the step at which Best was measured.
 	BestStep int64
-	// Best holds the metrics of the best evaluation so far.
+	// Best holds the figures of the best evaluation so far, keyed "train.<metric>" and
+	// "val.<metric>": the train loop (package train) takes the highest val pos_mass (retrieval)
+	// or unmix_mass (unmix), the earlier evaluation on a tie.
 	Best map[string]float64
-	// Last holds the metrics of the latest evaluation.
+	// Last holds the trainer's running figures that a resume needs to log identical lines (the
+	// train loop keeps the loss sum and count of the unfinished log interval here).
 	Last map[string]float64
 }
 
