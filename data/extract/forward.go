@@ -24,6 +24,42 @@ type Workspace struct {
 
 	scores [][]float32 // per worker: (maxLen, maxLen)
 	offs   []int       // first row of each sequence, plus the total
+
+	// Hook, when not nil, computes the attention projections of the blocks it selects in place of
+	// the forward pass. Nil (the default) leaves the forward pass exactly as without hooks.
+	Hook LinearHook
+}
+
+// Projection names one attention projection of one block for a LinearHook.
+type Projection struct {
+	// Layer is the block, numbered like Forward's layer argument: 1..NumLayers (its output).
+	Layer int
+	// Which is ProjQuery, ProjKey, ProjValue or ProjOutput.
+	Which string
+}
+
+// The attention projections a LinearHook sees, in the order a block computes them.
+const (
+	ProjQuery  = "q" // attention.self.query
+	ProjKey    = "k" // attention.self.key
+	ProjValue  = "v" // attention.self.value
+	ProjOutput = "o" // attention.output.dense (before the residual and LayerNorm)
+)
+
+// LinearHook lets a caller compute the query, key, value and output projections of chosen blocks
+// itself, for example to simulate sending them to another device that computes in another
+// precision, or under obfuscation. The forward pass calls Hooked once per block and, when it
+// answers true, Linear four times (q, k, v, then o) instead of its own GEMMs; the rest of the
+// block is unchanged. Linear runs on Forward's goroutine and may parallelise internally.
+type LinearHook interface {
+	// Hooked reports whether the projections of block layer (1..NumLayers) go to Linear.
+	Hooked(layer int) bool
+	// Linear sets dst (n, out) = x (n, in) . w^T (w: (out, in)) + b (b: (out)), n = offs[len(offs)-1],
+	// to whatever precision it models. offs holds the first row of each sequence of the batch plus
+	// n (rows of different sequences never interact in a projection, so a hook may treat each
+	// sequence as its own block of rows). x, w, b and offs are read-only, and the hook must keep
+	// none of the five slices after returning. An error stops Forward, which returns it wrapped.
+	Linear(p Projection, offs []int, x []float32, in int, w, b []float32, out int, dst []float32) error
 }
 
 // NewWorkspace sizes a workspace for batches of at most maxTokens tokens in all and maxLen tokens
@@ -103,7 +139,13 @@ func (m *Model) Forward(ctx context.Context, ws *Workspace, seqs [][]int32, laye
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		m.block(ws, &m.layers[i], n)
+		if ws.Hook != nil && ws.Hook.Hooked(i+1) {
+			if err := m.hookedBlock(ws, i+1, n); err != nil {
+				return fmt.Errorf("forward: layer %d: %w", i+1, err)
+			}
+		} else {
+			m.block(ws, &m.layers[i], n)
+		}
 		if layer == i+1 && hidden != nil {
 			copy(hidden[:n*h], ws.x[:n*h])
 		}
@@ -137,7 +179,7 @@ func (m *Model) embed(ws *Workspace, seqs [][]int32, n int) {
 // block runs one post-norm transformer layer on ws.x in place:
 // x1 = LN(x + Attn(x)), x = LN(x1 + FFN(x1)), FFN = W2 GELU(W1 x1 + b1) + b2.
 func (m *Model) block(ws *Workspace, l *layerWeights, n int) {
-	h, f := m.Cfg.HiddenSize, m.Cfg.IntermediateSize
+	h := m.Cfg.HiddenSize
 	eps := float32(m.Cfg.LayerNormEps)
 
 	// qkv: (n, 3h) = x (n, h) . qkvW^T (h, 3h) + b
@@ -154,6 +196,14 @@ func (m *Model) block(ws *Workspace, l *layerWeights, n int) {
 			layerNorm(dst, l.ln1W, l.ln1B, eps)
 		}
 	})
+	m.feedForward(ws, l, n)
+}
+
+// feedForward runs the second half of a block on ws.x1 into ws.x:
+// x = LN(x1 + FFN(x1)), FFN = W2 GELU(W1 x1 + b1) + b2.
+func (m *Model) feedForward(ws *Workspace, l *layerWeights, n int) {
+	h, f := m.Cfg.HiddenSize, m.Cfg.IntermediateSize
+	eps := float32(m.Cfg.LayerNormEps)
 	// ffn: (n, f) = GELU(x1 . W1^T + b1)
 	m.linear(ws, ws.x1, h, l.ffnW1, nil, f, ws.ffn, n)
 	parallel(ws.workers, n, func(lo, hi int) {
@@ -175,6 +225,44 @@ func (m *Model) block(ws *Workspace, l *layerWeights, n int) {
 			layerNorm(dst, l.ln2W, l.ln2B, eps)
 		}
 	})
+}
+
+// hookedBlock is block with the four attention projections computed by ws.Hook. It is a separate
+// function rather than branches inside block so that the unhooked pass runs exactly its old code.
+// Q, K and V go through the hook one at a time (the hook sees each weight as an nn.Linear of its
+// own) via ws.tmp, which is free until the output projection, and are scattered into qkv's columns.
+func (m *Model) hookedBlock(ws *Workspace, layer, n int) error {
+	l := &m.layers[layer-1]
+	h := m.Cfg.HiddenSize
+	eps := float32(m.Cfg.LayerNormEps)
+	offs := ws.offs[:len(ws.offs):len(ws.offs)]
+
+	for j, which := range [3]string{ProjQuery, ProjKey, ProjValue} {
+		// tmp: (n, h) = x (n, h) . W_j^T (h, h) + b_j
+		p := Projection{Layer: layer, Which: which}
+		if err := ws.Hook.Linear(p, offs, ws.x[:n*h], h, l.qkvW[j*h*h:(j+1)*h*h], l.qkvB[j*h:(j+1)*h], h, ws.tmp[:n*h]); err != nil {
+			return fmt.Errorf("%s projection: %w", which, err)
+		}
+		for r := 0; r < n; r++ {
+			copy(ws.qkv[r*3*h+j*h:r*3*h+(j+1)*h], ws.tmp[r*h:(r+1)*h])
+		}
+	}
+	m.attention(ws)
+	// tmp = att . outW^T + outB (the hook adds the bias); x1 = LN(tmp + x)
+	if err := ws.Hook.Linear(Projection{Layer: layer, Which: ProjOutput}, offs, ws.att[:n*h], h, l.outW, l.outB, h, ws.tmp[:n*h]); err != nil {
+		return fmt.Errorf("%s projection: %w", ProjOutput, err)
+	}
+	parallel(ws.workers, n, func(lo, hi int) {
+		for r := lo; r < hi; r++ {
+			row, res, dst := ws.tmp[r*h:(r+1)*h], ws.x[r*h:(r+1)*h], ws.x1[r*h:(r+1)*h]
+			for j := range dst {
+				dst[j] = row[j] + res[j]
+			}
+			layerNorm(dst, l.ln1W, l.ln1B, eps)
+		}
+	})
+	m.feedForward(ws, l, n)
+	return nil
 }
 
 // linear computes dst (n, out) = src (n, in) . w^T (w: (out, in)) [+ b], splitting the rows over
