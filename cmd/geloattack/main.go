@@ -31,6 +31,7 @@ func commands() map[string]command {
 		"bench":    {"throughput benchmarks: data generation and training steps", runBench},
 		"sweep":    {"run a grid of training runs over shield settings", runSweep},
 		"report":   {"merge a sweep's cells into tables and plots", runReport},
+		"protocol": {"the GELO protocol itself: overhead benchmark (bench) and functional equality (equality)", runProtocol},
 	}
 }
 

@@ -368,3 +368,53 @@ func TestStoreHelpExplainsEverySubcommand(t *testing.T) {
 		}
 	}
 }
+
+// protocol bench runs end to end at toy size and writes its table, CSV and plot; bad flags are
+// refused naming the flag.
+func TestProtocolBenchCommand(t *testing.T) {
+	dir := t.TempDir()
+	out, err := cli(t, "protocol", "bench", "-n", "8,16", "-d", "8", "-repeats", "1", "-out", dir).CombinedOutput()
+	if err != nil {
+		t.Fatalf("protocol bench: %v\n%s", err, out)
+	}
+	for _, w := range []string{"overhead % (ours)", "overhead % (paper)", "Breakdown at n = 16"} {
+		if !bytes.Contains(out, []byte(w)) {
+			t.Errorf("protocol bench output lacks %q:\n%s", w, out)
+		}
+	}
+	for _, f := range []string{"protocol-bench.md", "protocol-bench.csv", "protocol-bench.png"} {
+		if st, err := os.Stat(filepath.Join(dir, f)); err != nil || st.Size() == 0 {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"protocol", "bench", "-repeats", "0"}, "flag -repeats 0"},
+		{[]string{"protocol", "bench", "-n", "1"}, "Ns"},
+		{[]string{"protocol", "bench", "-n", "x"}, `-n: "x" is not an integer`},
+		{[]string{"protocol", "equality", "-count", "1"}, "flag -count 1"},
+		{[]string{"protocol", "equality", "-kappas", "0.5"}, "Kappas"},
+		{[]string{"protocol", "nope"}, `unknown subcommand`},
+	} {
+		out, err := cli(t, c.args...).CombinedOutput()
+		if err == nil || !bytes.Contains(out, []byte(c.want)) {
+			t.Errorf("%v: %v, want a refusal containing %q:\n%s", c.args, err, c.want, out)
+		}
+	}
+}
+
+// protocol equality on real text: fp32 GELO leaves every nearest neighbour unchanged.
+func TestProtocolEqualityCommand(t *testing.T) {
+	if os.Getenv("GELOATTACK_SMALL_STORE") == "" && os.Getenv("GELOATTACK_REQUIRE_REAL_STORE") == "" {
+		t.Skip("needs the cached MiniLM model (scripts/build-small-store.sh; CI sets GELOATTACK_SMALL_STORE)")
+	}
+	out, err := cli(t, "protocol", "equality", "-count", "6", "-precisions", "fp32", "-kappas", "100", "-layers", "1,2").CombinedOutput()
+	if err != nil {
+		t.Fatalf("protocol equality: %v\n%s", err, out)
+	}
+	if !bytes.Contains(out, []byte("| kappa=100 | 1.0000 |")) || !bytes.Contains(out, []byte("| orthogonal | 1.0000 |")) {
+		t.Errorf("fp32 GELO changed a nearest neighbour:\n%s", out)
+	}
+}

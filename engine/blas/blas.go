@@ -1,6 +1,8 @@
 // Package blas gives row-major single-precision GEMM from OpenBLAS, loaded at
 // run time through purego so that binaries stay CGO_ENABLED=0, with a pure-Go
-// fallback (gonum) when no OpenBLAS can be opened.
+// fallback (gonum) when no OpenBLAS can be opened. For the trusted side's
+// float64 work it also gives DGEMM and a row-major Householder QR (OpenBLAS's
+// LAPACK when exported, else gonum's).
 //
 // The package-level functions use one library chosen on first use: the
 // environment variable GELOATTACK_BLAS=gonum forces the fallback,
@@ -22,10 +24,15 @@ import (
 // Library is one loaded GEMM implementation. Its methods are safe for
 // concurrent use.
 type Library struct {
-	name    string
-	path    string // shared object opened, empty for gonum
-	sgemm   func(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int)
-	setThr  func(n int)
+	name   string
+	path   string // shared object opened, empty for gonum
+	sgemm  func(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int)
+	setThr func(n int)
+	// dgemm is the float64 GEMM and qr the float64 QR (nil: gonum's); lapack says
+	// qr is the library's LAPACK.
+	dgemm   func(transA, transB bool, m, n, k int, alpha float64, a []float64, lda int, b []float64, ldb int, beta float64, c []float64, ldc int)
+	qr      rowQR
+	lapack  bool
 	mu      sync.Mutex
 	threads int
 }
@@ -71,7 +78,7 @@ func (l *Library) SetThreads(n int) {
 // a slice is too short for the shapes given (a programming error: the C
 // library would otherwise read or write out of bounds).
 func (l *Library) Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
-	if err := checkGemm(transA, transB, m, n, k, len(a), lda, len(b), ldb, len(c), ldc); err != nil {
+	if err := checkGemm("Sgemm", transA, transB, m, n, k, len(a), lda, len(b), ldb, len(c), ldc); err != nil {
 		panic(err)
 	}
 	if m == 0 || n == 0 {
@@ -95,10 +102,10 @@ func (l *Library) Sgemm(transA, transB bool, m, n, k int, alpha float32, a []flo
 	l.sgemm(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
 }
 
-// checkGemm validates GEMM shapes, strides and slice lengths.
-func checkGemm(transA, transB bool, m, n, k, la, lda, lb, ldb, lc, ldc int) error {
+// checkGemm validates GEMM shapes, strides and slice lengths; op names the routine in errors.
+func checkGemm(op string, transA, transB bool, m, n, k, la, lda, lb, ldb, lc, ldc int) error {
 	if m < 0 || n < 0 || k < 0 {
-		return fmt.Errorf("blas: Sgemm: negative size m=%d n=%d k=%d", m, n, k)
+		return fmt.Errorf("blas: %s: negative size m=%d n=%d k=%d", op, m, n, k)
 	}
 	// Stored shapes: A is (m, k) or (k, m) when transposed; likewise B.
 	ar, ac := m, k
@@ -109,27 +116,27 @@ func checkGemm(transA, transB bool, m, n, k, la, lda, lb, ldb, lc, ldc int) erro
 	if transB {
 		br, bc = n, k
 	}
-	if err := checkMat("A", ar, ac, la, lda); err != nil {
+	if err := checkMat(op, "A", ar, ac, la, lda); err != nil {
 		return err
 	}
-	if err := checkMat("B", br, bc, lb, ldb); err != nil {
+	if err := checkMat(op, "B", br, bc, lb, ldb); err != nil {
 		return err
 	}
-	return checkMat("C", m, n, lc, ldc)
+	return checkMat(op, "C", m, n, lc, ldc)
 }
 
-func checkMat(name string, rows, cols, length, ld int) error {
+func checkMat(op, name string, rows, cols, length, ld int) error {
 	if rows > math.MaxInt32 || cols > math.MaxInt32 || ld > math.MaxInt32 {
-		return fmt.Errorf("blas: Sgemm: %s (%d x %d, ld %d) exceeds 32-bit BLAS indices", name, rows, cols, ld)
+		return fmt.Errorf("blas: %s: %s (%d x %d, ld %d) exceeds 32-bit BLAS indices", op, name, rows, cols, ld)
 	}
 	if ld < max(1, cols) {
-		return fmt.Errorf("blas: Sgemm: ld%s=%d < columns %d", name, ld, cols)
+		return fmt.Errorf("blas: %s: ld%s=%d < columns %d", op, name, ld, cols)
 	}
 	if rows == 0 || cols == 0 {
 		return nil
 	}
 	if need := (rows-1)*ld + cols; length < need {
-		return fmt.Errorf("blas: Sgemm: %s has %d elements, (%d x %d, ld %d) needs %d", name, length, rows, cols, ld, need)
+		return fmt.Errorf("blas: %s: %s has %d elements, (%d x %d, ld %d) needs %d", op, name, length, rows, cols, ld, need)
 	}
 	return nil
 }

@@ -30,7 +30,9 @@ type cblasSgemm func(order, transA, transB int32, m, n, k int32, alpha float32, 
 // OpenOpenBLAS opens the first of paths (DefaultPaths() when none) that loads
 // and exports cblas_sgemm. openblas_set_num_threads and openblas_get_config
 // are used when exported (a reference libblas.so.3 has neither; SetThreads is
-// then a no-op). Before the first load, on an amd64 CPU with AVX-512
+// then a no-op), and so are cblas_dgemm (Dgemm) and LAPACK's Fortran
+// dgeqrf_/dorgqr_ (QR; HasLAPACK says whether they were found), each falling
+// back to gonum when absent. Before the first load, on an amd64 CPU with AVX-512
 // F/CD/BW/DQ/VL, it sets OPENBLAS_CORETYPE=SkylakeX in the C environment
 // unless the variable is already set (see chooseCoreType).
 func OpenOpenBLAS(paths ...string) (*Library, error) {
@@ -80,6 +82,8 @@ func openOne(path string) (*Library, error) {
 		purego.RegisterFunc(&set, s)
 		lib.setThr = func(n int) { set(int32(n)) }
 	}
+	lib.dgemm, _ = openblasDgemm(h)
+	lib.qr, lib.lapack = lapackQR(h)
 	lib.sgemm = func(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
 		// k == 0 leaves A and B empty; a valid pointer is still required.
 		var dummy float32
