@@ -293,7 +293,7 @@ func (m *Model) attention(ws *Workspace) {
 	dh := h / heads
 	scale := float32(1 / math.Sqrt(float64(dh)))
 	nseq := len(ws.offs) - 1
-	jobs(ws.workers, nseq*heads, func(worker, job int) {
+	Jobs(ws.workers, nseq*heads, func(worker, job int) {
 		s, hd := job/heads, job%heads
 		off, t := ws.offs[s], ws.offs[s+1]-ws.offs[s]
 		q := ws.qkv[off*3*h+hd*dh:]
@@ -383,15 +383,22 @@ func parallel(workers, n int, fn func(lo, hi int)) {
 	}
 	chunk := max((n+4*workers-1)/(4*workers), 32)
 	nchunks := (n + chunk - 1) / chunk
-	jobs(workers, nchunks, func(_, c int) {
+	Jobs(workers, nchunks, func(_, c int) {
 		fn(c*chunk, min((c+1)*chunk, n))
 	})
 }
 
-// jobs runs fn(worker, job) for job in [0, n) on workers goroutines that take jobs in order from a
-// shared counter, so uneven jobs balance out; worker indexes per-worker scratch space.
-func jobs(workers, n int, fn func(worker, job int)) {
+// Jobs runs fn(worker, job) for job in [0, n) on up to workers goroutines that take jobs in order
+// from a shared counter, so uneven jobs (texts of different lengths) balance out; worker indexes
+// per-worker scratch space. One worker runs them in order on the caller's goroutine.
+func Jobs(workers, n int, fn func(worker, job int)) {
 	workers = max(min(workers, n), 1)
+	if workers == 1 {
+		for j := 0; j < n; j++ {
+			fn(0, j)
+		}
+		return
+	}
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	for w := 0; w < workers; w++ {

@@ -87,16 +87,7 @@ func (l *Library) Sgemm(transA, transB bool, m, n, k int, alpha float32, a []flo
 	if k == 0 {
 		// Empty product: C = beta*C. Done here because gonum demands
 		// non-empty A and B even when k is 0.
-		for i := range m {
-			row := c[i*ldc : i*ldc+n]
-			for j := range row {
-				if beta == 0 {
-					row[j] = 0
-				} else {
-					row[j] *= beta
-				}
-			}
-		}
+		scaleRows(c, m, n, ldc, beta)
 		return
 	}
 	l.sgemm(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
@@ -187,3 +178,18 @@ func SetThreads(n int) { Default().SetThreads(n) }
 
 // Threads is Default().Threads().
 func Threads() int { return Default().Threads() }
+
+// scaleRows sets C = beta*C for the (m, n) matrix C with row stride ldc (beta 0 writes zeros, so
+// NaN in C does not survive, as BLAS specifies).
+func scaleRows[T float32 | float64](c []T, m, n, ldc int, beta T) {
+	for i := range m {
+		row := c[i*ldc : i*ldc+n]
+		for j := range row {
+			if beta == 0 {
+				row[j] = 0
+			} else {
+				row[j] *= beta
+			}
+		}
+	}
+}

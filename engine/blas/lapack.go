@@ -188,16 +188,7 @@ func (l *Library) Dgemm(transA, transB bool, m, n, k int, alpha float64, a []flo
 	}
 	if k == 0 {
 		// Empty product: C = beta*C (gonum demands non-empty A and B).
-		for i := range m {
-			row := c[i*ldc : i*ldc+n]
-			for j := range row {
-				if beta == 0 {
-					row[j] = 0
-				} else {
-					row[j] *= beta
-				}
-			}
-		}
+		scaleRows(c, m, n, ldc, beta)
 		return
 	}
 	gemm := l.dgemm

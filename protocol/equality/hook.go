@@ -3,8 +3,6 @@ package equality
 import (
 	"context"
 	"math"
-	"sync"
-	"sync/atomic"
 
 	"github.com/gelo-research/geloattack/data/extract"
 	"github.com/gelo-research/geloattack/engine/blas"
@@ -65,7 +63,7 @@ func (h *hook) Linear(p extract.Projection, offs []int, x []float32, in int, w, 
 	}
 	nseq := len(offs) - 1
 	errs := make([]error, nseq)
-	forEach(h.workers, nseq, func(worker, s int) {
+	extract.Jobs(h.workers, nseq, func(worker, s int) {
 		lo, hi := offs[s], offs[s+1]
 		t := hi - lo
 		xs, ds := x[lo*in:hi*in], dst[lo*out:hi*out]
@@ -126,32 +124,4 @@ func (h *hook) projStats() (mean, maxErr float64, calls, shields int64, peak flo
 		mean = sum / float64(calls)
 	}
 	return mean, maxErr, calls, shields, peak
-}
-
-// forEach runs fn(worker, job) for job in [0, n) on up to workers goroutines taking jobs in order
-// from a shared counter (texts differ in length, so static blocks would balance badly).
-func forEach(workers, n int, fn func(worker, job int)) {
-	workers = max(min(workers, n), 1)
-	if workers == 1 {
-		for j := 0; j < n; j++ {
-			fn(0, j)
-		}
-		return
-	}
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for w := 0; w < workers; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				j := int(next.Add(1)) - 1
-				if j >= n {
-					return
-				}
-				fn(w, j)
-			}
-		}()
-	}
-	wg.Wait()
 }
