@@ -98,9 +98,19 @@ func runStoreExtract(ctx context.Context, args []string) error {
 	if name == "" {
 		name = defaultModelName(*modelDir, m.Cfg)
 	}
+	special := store.SpecialKept
+	if *dropSpecial {
+		special = store.SpecialDropped
+	}
+	truncate := *maxTokens
+	if truncate == 0 {
+		truncate = m.Cfg.MaxPositions
+	}
 	w, err := store.Create(*out, store.Meta{
 		Model: name, Layer: *layer, D: m.Hidden(), E: m.Hidden(),
 		DType: *dtype, Norm: *norm, Source: src.Desc,
+		LayerMeaning:  layerMeaning(*layer, m.NumLayers()),
+		SpecialTokens: special, MaxTokens: truncate,
 	})
 	if err != nil {
 		return err
@@ -148,4 +158,12 @@ func defaultModelName(dir string, cfg extract.Config) string {
 		return dir
 	}
 	return filepath.Base(abs)
+}
+
+// layerMeaning says in words what -layer stored, for meta.json.
+func layerMeaning(layer, layers int) string {
+	if layer == 0 {
+		return fmt.Sprintf("embedding output (input of block 1 of %d)", layers)
+	}
+	return fmt.Sprintf("output of block %d of %d (0 = embedding output, as Hugging Face's hidden_states[%d])", layer, layers, layer)
 }

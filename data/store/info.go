@@ -268,6 +268,13 @@ func (in Info) pairs() [][2]string {
 	add := func(k, format string, a ...any) { p = append(p, [2]string{k, fmt.Sprintf(format, a...)}) }
 	if in.Meta != nil {
 		add("model", "%s (layer %d)", in.Meta.Model, in.Meta.Layer)
+		add("layer means", "%s", orUnrecorded(in.Meta.LayerMeaning))
+		add("special-token rows", "%s", orUnrecorded(in.Meta.SpecialTokens))
+		maxTok := "not recorded"
+		if in.Meta.MaxTokens > 0 {
+			maxTok = fmt.Sprintf("%d tokens per text, special tokens included", in.Meta.MaxTokens)
+		}
+		add("truncated to", "%s", maxTok)
 		add("norm", "%s", in.Meta.Norm)
 		add("source", "%s", in.Meta.Source)
 		add("tool version", "%s", in.Meta.ToolVersion)
@@ -288,4 +295,12 @@ func (in Info) pairs() [][2]string {
 	add("train", "%d texts, %d tokens", in.TrainTexts, in.TrainTokens)
 	add("val", "%d texts, %d tokens", in.ValTexts, in.ValTokens)
 	return p
+}
+
+// orUnrecorded is s, or "not recorded" for a field an older store lacks.
+func orUnrecorded(s string) string {
+	if s == "" {
+		return "not recorded"
+	}
+	return s
 }

@@ -132,3 +132,27 @@ func TestComputeInfoOnStoreReportsMeta(t *testing.T) {
 		t.Fatalf("PR %v outside (1, d]", a.ParticipationRatio)
 	}
 }
+
+// meta.json's descriptive fields are checked: an unknown special_tokens value or a negative
+// max_tokens is refused; absent ones (older stores) are fine.
+func TestMetaDescriptiveFieldsChecked(t *testing.T) {
+	base := Meta{FormatVersion: FormatVersion, D: 4, E: 4, DType: Float32, Norm: NormRaw}
+	if err := base.check(); err != nil {
+		t.Fatalf("older meta without the fields: %v", err)
+	}
+	ok := base
+	ok.SpecialTokens, ok.MaxTokens, ok.LayerMeaning = SpecialDropped, 256, "output of block 3 of 6"
+	if err := ok.check(); err != nil {
+		t.Fatal(err)
+	}
+	bad := base
+	bad.SpecialTokens = "some"
+	if err := bad.check(); err == nil || !strings.Contains(err.Error(), "special_tokens") {
+		t.Errorf("special_tokens \"some\": %v", err)
+	}
+	bad = base
+	bad.MaxTokens = -1
+	if err := bad.check(); err == nil || !strings.Contains(err.Error(), "max_tokens") {
+		t.Errorf("max_tokens -1: %v", err)
+	}
+}

@@ -51,7 +51,24 @@ type Meta struct {
 	// Checksums are the CRC-32C checksums of the Arrow files (see checksum.go), filled by the
 	// writer at Close; nil in stores written before checksums existed.
 	Checksums *Checksums `json:"checksums,omitempty"`
+	// LayerMeaning says what Layer counts, e.g. "output of block 3 of 6 (0 = embedding output)":
+	// layer numbers differ between tools (Hugging Face's hidden_states[0] is the embedding output).
+	// Empty: not recorded (older stores, imports without it).
+	LayerMeaning string `json:"layer_meaning,omitempty"`
+	// SpecialTokens says whether the rows of special tokens ([CLS], [SEP], BOS) are stored:
+	// SpecialKept or SpecialDropped; empty: not recorded. It matters to attacks that score rows:
+	// a BERT's [CLS] rows at an early layer are nearly identical across texts.
+	SpecialTokens string `json:"special_tokens,omitempty"`
+	// MaxTokens is the length each text was truncated to before the model ran, special tokens
+	// included; 0: not recorded or not truncated.
+	MaxTokens int `json:"max_tokens,omitempty"`
 }
+
+// Values of Meta.SpecialTokens.
+const (
+	SpecialKept    = "kept"
+	SpecialDropped = "dropped"
+)
 
 // maxWidth bounds d and e so that a row's byte size and the arithmetic on it cannot overflow.
 const maxWidth = 1 << 20
@@ -69,6 +86,12 @@ func (m Meta) checkShape() error {
 	}
 	if m.Norm != NormRaw && m.Norm != NormRMS {
 		return fmt.Errorf("norm = %q: want %q or %q", m.Norm, NormRaw, NormRMS)
+	}
+	if m.SpecialTokens != "" && m.SpecialTokens != SpecialKept && m.SpecialTokens != SpecialDropped {
+		return fmt.Errorf("special_tokens = %q: want %q, %q or absent", m.SpecialTokens, SpecialKept, SpecialDropped)
+	}
+	if m.MaxTokens < 0 || m.MaxTokens > 1<<24 {
+		return fmt.Errorf("max_tokens = %d: want 0 (not recorded) or a length up to %d", m.MaxTokens, 1<<24)
 	}
 	return nil
 }
