@@ -24,7 +24,11 @@ const MaxCells = 100000
 
 // expand builds the cells: every grid point of axes (first axis slowest) combined with every entry
 // of cells (none: the grid alone), each named and validated.
-func expand(file string, base yaml.MapSlice, axes []axis, cells [][]Setting) ([]Cell, error) {
+func expand(file string, base yaml.MapSlice, axes []axis, entries []entry) ([]Cell, error) {
+	cells := make([][]Setting, len(entries))
+	for i, e := range entries {
+		cells[i] = e.settings
+	}
 	// Count before building: a grid is a product, and a few long axes make more cells than memory
 	// holds (or than anyone means to train).
 	count := max(len(cells), 1)
@@ -60,14 +64,52 @@ func expand(file string, base yaml.MapSlice, axes []axis, cells [][]Setting) ([]
 			}
 		}
 	}
+	// A label and the paper's figures belong to one setting: an entry that carries them must not
+	// be multiplied by a grid.
+	if len(grid) > 1 {
+		for _, e := range entries {
+			if e.label != "" || e.paper != nil {
+				return nil, &Error{Kind: "sweep", File: file, Line: e.line, Col: e.col, Key: "cells",
+					Msg: fmt.Sprintf("a cell entry with label or paper names one setting, but axes combine it with %d grid points; set the axes' values in each entry instead", len(grid))}
+			}
+		}
+	}
 	var out []Cell
+	var at []entry // the entry of each cell
 	for _, g := range grid {
-		for _, c := range cells {
+		for i, c := range cells {
 			out = append(out, Cell{Settings: append(append([]Setting(nil), g...), c...)})
+			if len(entries) > 0 {
+				at = append(at, entries[i])
+			} else {
+				at = append(at, entry{})
+			}
 		}
 	}
 	if err := nameCells(file, out); err != nil {
 		return nil, err
+	}
+	// A labelled cell is named by its label (checked filesystem-safe and unique when parsed); it
+	// must not take the name another cell has from its settings.
+	labelled := map[string]bool{}
+	for i, e := range at {
+		if e.label != "" {
+			out[i].Name, out[i].Label = e.label, e.label
+			labelled[e.label] = true
+		}
+		out[i].Paper = e.paper
+	}
+	for i, c := range out {
+		if c.Label == "" && labelled[c.Name] {
+			e := at[i]
+			for _, x := range entries {
+				if x.label == c.Name {
+					e = x
+				}
+			}
+			return nil, &Error{Kind: "sweep", File: file, Line: e.line, Col: e.col, Key: "label",
+				Msg: fmt.Sprintf("label %q is also the name of cell %d (%s); choose another label", c.Name, i+1, describe(c.Settings))}
+		}
 	}
 	for i := range out {
 		cfg, err := render(file, base, &out[i])

@@ -40,7 +40,7 @@ func FuzzParse(f *testing.F) {
 		tinyBase + "axes:\n  seed: [1, 1]\n",
 		tinyBase + "axes:\n  name: [a/b, ..]\n",
 		tinyBase + "cells: {a: 1}\n",
-		"base_config: ../paper/retrieval-gaussian-fixed.yaml\naxes:\n  sampler.shield_scale: [0.25, 4]\n",
+		"base_config: ../paper/retrieval.yaml\naxes:\n  sampler.shield_scale: [0.25, 4]\n",
 		"base_config: no-such.yaml\naxes:\n  seed: [1]\n",
 		"base: {name: x}\naxes:\n  seed: [1, 2]\n",
 		"name: a/b\nbase: {}\naxes:\n  seed: [1]\n",

@@ -41,6 +41,10 @@ type PlanCell struct {
 	Name string `json:"name"`
 	// Settings are the fields the cell overrides, in the cell's order.
 	Settings []PlanSetting `json:"settings"`
+	// Label is the cell's label (e.g. "R7"), absent when it has none.
+	Label string `json:"label,omitempty"`
+	// Paper is the paper's figures for the cell's setting, absent when the cell has none.
+	Paper *Reference `json:"paper,omitempty"`
 }
 
 // PlanSetting is one overridden field.
@@ -55,7 +59,7 @@ type PlanSetting struct {
 func (sw *Sweep) Plan() Plan {
 	p := Plan{Sweep: sw.Name, Cells: make([]PlanCell, len(sw.Cells))}
 	for i, c := range sw.Cells {
-		pc := PlanCell{Name: c.Name, Settings: []PlanSetting{}}
+		pc := PlanCell{Name: c.Name, Settings: []PlanSetting{}, Label: c.Label, Paper: c.Paper}
 		for _, s := range c.Settings {
 			pc.Settings = append(pc.Settings, PlanSetting{Path: s.Path, Value: Canonical(s.Value)})
 		}

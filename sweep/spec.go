@@ -3,7 +3,9 @@ package sweep
 import (
 	"errors"
 	"fmt"
+	"math"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
@@ -53,6 +55,32 @@ type Cell struct {
 	// Config is the cell's run config: the base with the settings applied, name set to Name and
 	// out_dir cleared, validated by config.Parse.
 	Config config.Run
+	// Label is the cell's `label` (e.g. "R7", the paper's row), empty when its entry has none.
+	// A labelled cell's Name is its label.
+	Label string
+	// Paper is the cell's `paper` entry, the paper's figures for this setting; nil when none.
+	Paper *Reference
+}
+
+// Reference is the paper's result for a cell's setting: the final train and val mass of its
+// table, each a number in [0, 1].
+type Reference struct {
+	// Train is the paper's train figure.
+	Train float64 `json:"train"`
+	// Val is the paper's val figure.
+	Val float64 `json:"val"`
+}
+
+// cellKeys are the reserved keys of a `cells` entry, beside its config paths.
+var cellKeys = []string{"label", "paper"}
+
+// entry is one entry of `cells`: its settings and its reserved keys.
+type entry struct {
+	settings []Setting
+	label    string
+	paper    *Reference
+	// at is where the entry's label (else its paper entry, else the entry) is written.
+	line, col int
 }
 
 // topKeys are the keys a sweep file may hold, with what each is for (shown in errors).
@@ -104,7 +132,7 @@ func Parse(name string, src []byte) (*Sweep, error) {
 	var (
 		baseNode, baseCfgNode *ast.MappingValueNode
 		axes                  []axis
-		cells                 [][]Setting
+		cells                 []entry
 		haveAxes, haveCells   bool
 	)
 	seen := map[string]bool{}
@@ -204,18 +232,20 @@ func parseAxes(file string, n ast.Node) ([]axis, error) {
 	return out, nil
 }
 
-func parseCells(file string, n ast.Node) ([][]Setting, error) {
+func parseCells(file string, n ast.Node) ([]entry, error) {
 	seq, ok := n.(*ast.SequenceNode)
 	if !ok || len(seq.Values) == 0 {
 		return nil, errAt(file, n, "cells", "want a non-empty list of mappings from config paths to values")
 	}
-	var out [][]Setting
+	var out []entry
+	labels := map[string]int{}
 	for _, cn := range seq.Values {
 		m, ok := cn.(*ast.MappingNode)
 		if !ok {
 			return nil, errAt(file, cn, "cells", "each cell is a mapping from config paths to values")
 		}
-		var cell []Setting
+		var e entry
+		e.line, e.col = pos(cn)
 		seen := map[string]bool{}
 		for _, kv := range m.Values {
 			path := kv.Key.String()
@@ -223,6 +253,30 @@ func parseCells(file string, n ast.Node) ([][]Setting, error) {
 				return nil, errAt(file, kv.Key, path, "duplicate key in cell")
 			}
 			seen[path] = true
+			switch path {
+			case "label":
+				l, err := parseLabel(file, kv.Value)
+				if err != nil {
+					return nil, err
+				}
+				if prev, dup := labels[l]; dup {
+					return nil, errAt(file, kv.Value, "label", fmt.Sprintf("label %q is already the label of cell entry %d; labels are unique", l, prev))
+				}
+				labels[l] = len(out) + 1
+				e.label = l
+				e.line, e.col = pos(kv.Value)
+				continue
+			case "paper":
+				ref, err := parseReference(file, kv.Value)
+				if err != nil {
+					return nil, err
+				}
+				e.paper = ref
+				continue
+			}
+			if !strings.Contains(path, ".") && !isConfigKey(path) {
+				return nil, errAt(file, kv.Key, "cells", fmt.Sprintf("unknown key %q: a cell entry holds config paths (e.g. sampler.shield_scale) and the reserved keys %s", path, strings.Join(cellKeys, ", ")))
+			}
 			if err := checkPath(path); err != nil {
 				return nil, errAt(file, kv.Key, "cells", err.Error())
 			}
@@ -230,11 +284,70 @@ func parseCells(file string, n ast.Node) ([][]Setting, error) {
 			if err != nil {
 				return nil, err
 			}
-			cell = append(cell, s)
+			e.settings = append(e.settings, s)
 		}
-		out = append(out, cell)
+		out = append(out, e)
 	}
 	return out, nil
+}
+
+// isConfigKey reports whether key is a top-level key of the run config.
+func isConfigKey(key string) bool {
+	_, ok := fieldByTag(reflect.TypeOf(config.Run{}), key)
+	return ok
+}
+
+// labelRe is what a label may be: it names the cell's directory, so only letters, digits and
+// . _ - + = after a letter or digit.
+var labelRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._+=-]*$`)
+
+func parseLabel(file string, n ast.Node) (string, error) {
+	var l string
+	if err := yaml.NodeToValue(n, &l); err != nil || !labelRe.MatchString(l) || len(l) > maxNameLen {
+		return "", errAt(file, n, "label", fmt.Sprintf("want a label of at most %d letters, digits and . _ - + = starting with a letter or digit (it names the cell's directory), e.g. R7", maxNameLen))
+	}
+	return l, nil
+}
+
+// parseReference reads `paper: {train: x, val: y}`, both numbers in [0, 1].
+func parseReference(file string, n ast.Node) (*Reference, error) {
+	m, ok := n.(*ast.MappingNode)
+	if !ok {
+		return nil, errAt(file, n, "paper", "want the paper's figures as {train: x, val: y}, numbers in [0, 1]")
+	}
+	ref := &Reference{}
+	seen := map[string]bool{}
+	for _, kv := range m.Values {
+		key := kv.Key.String()
+		if seen[key] {
+			return nil, errAt(file, kv.Key, "paper."+key, "duplicate key")
+		}
+		seen[key] = true
+		var dst *float64
+		switch key {
+		case "train":
+			dst = &ref.Train
+		case "val":
+			dst = &ref.Val
+		default:
+			return nil, errAt(file, kv.Key, "paper", fmt.Sprintf("unknown key %q (want train, val)", key))
+		}
+		var v any
+		if err := yaml.NodeToValue(kv.Value, &v); err != nil {
+			return nil, errAt(file, kv.Value, "paper."+key, err.Error())
+		}
+		f, isNum := number(v)
+		if !isNum || math.IsNaN(f) || f < 0 || f > 1 {
+			return nil, errAt(file, kv.Value, "paper."+key, fmt.Sprintf("%s, want a number in [0, 1]", valueText(v)))
+		}
+		*dst = f
+	}
+	for _, k := range []string{"train", "val"} {
+		if !seen[k] {
+			return nil, errAt(file, n, "paper", fmt.Sprintf("missing %s (want {train: x, val: y})", k))
+		}
+	}
+	return ref, nil
 }
 
 // setting decodes one value node of path.

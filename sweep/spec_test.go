@@ -279,8 +279,9 @@ func TestShippedSweepsParse(t *testing.T) {
 		for _, c := range sw.Cells {
 			kinds[c.Config.Sampler.ShieldKind] = true
 		}
-		if len(kinds) != 3 {
-			t.Errorf("%s: shield kinds %v, want gaussian, manifold and student_t", p, kinds)
+		// The paper's unmixing table (paper-unmix) uses only gaussian and manifold shields.
+		if len(kinds) < 2 {
+			t.Errorf("%s: shield kinds %v, want at least two of gaussian, manifold and student_t", p, kinds)
 		}
 	}
 }

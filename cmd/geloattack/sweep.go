@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/gelo-research/geloattack/sweep"
 	"github.com/gelo-research/geloattack/sweep/report"
@@ -97,7 +98,19 @@ func listCells(sw *sweep.Sweep, dir string, shard sweep.Shard) error {
 		if shard.Owns(i) {
 			mark = "*"
 		}
-		fmt.Printf("%s %3d  shard %d  %-60s %s\n", mark, i+1, i%shard.Count, c.Name, st.Describe())
+		name := c.Name
+		if c.Label != "" || c.Paper != nil {
+			// A labelled cell's name is its label: show its settings and the paper's figures too.
+			parts := make([]string, len(c.Settings))
+			for k, s := range c.Settings {
+				parts[k] = s.Path[strings.LastIndexByte(s.Path, '.')+1:] + "=" + s.Text
+			}
+			name += " " + strings.Join(parts, ",")
+			if c.Paper != nil {
+				name += fmt.Sprintf(" (paper train %.4f, val %.4f)", c.Paper.Train, c.Paper.Val)
+			}
+		}
+		fmt.Printf("%s %3d  shard %d  %-60s %s\n", mark, i+1, i%shard.Count, name, st.Describe())
 	}
 	return nil
 }

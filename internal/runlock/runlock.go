@@ -63,6 +63,12 @@ func Acquire(dir string) (*Lock, error) {
 	}
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		holder := readHolder(f)
+		// The holder writes its record just after taking the lock: give it a moment, so the
+		// refusal can name it.
+		for i := 0; holder == "" && i < 40 && errors.Is(err, syscall.EWOULDBLOCK); i++ {
+			time.Sleep(5 * time.Millisecond)
+			holder = readHolder(f)
+		}
 		f.Close()
 		if errors.Is(err, syscall.EWOULDBLOCK) {
 			return nil, &HeldError{Dir: dir, Holder: holder}

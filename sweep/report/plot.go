@@ -13,6 +13,7 @@ import (
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
 )
 
 // series is one line of the plot: the cells that differ only in their (fixed) shield scale.
@@ -76,6 +77,7 @@ func (r *Report) Plot(task string) ([]byte, error) {
 		p.X.Min, p.X.Max = lo-pad, hi+pad
 	}
 
+	var paperLegend *plotter.Scatter
 	for i, s := range lines {
 		pts := errPoints{XYs: make(plotter.XYs, len(s.rows)), YErrors: make(plotter.YErrors, len(s.rows))}
 		for k, row := range s.rows {
@@ -98,6 +100,27 @@ func (r *Report) Plot(task string) ([]byte, error) {
 		bars.Color = c
 		p.Add(line, marks, bars)
 		p.Legend.Add(s.label, line, marks)
+		// The paper's val figures at the same settings, as hollow rings of the line's colour.
+		var ref plotter.XYs
+		for _, row := range s.rows {
+			if row.Paper != nil {
+				ref = append(ref, plotter.XY{X: row.Scale.Min, Y: row.Paper.Val})
+			}
+		}
+		if len(ref) > 0 {
+			sc, err := plotter.NewScatter(ref)
+			if err != nil {
+				return nil, fmt.Errorf("plot %s, paper points of %q: %w", task, s.label, err)
+			}
+			sc.GlyphStyle = draw.GlyphStyle{Color: c, Shape: draw.RingGlyph{}, Radius: vg.Points(5)}
+			p.Add(sc)
+			if paperLegend == nil {
+				paperLegend = &plotter.Scatter{GlyphStyle: draw.GlyphStyle{Color: color.Gray{Y: 60}, Shape: draw.RingGlyph{}, Radius: vg.Points(5)}}
+			}
+		}
+	}
+	if paperLegend != nil {
+		p.Legend.Add("paper (val)", paperLegend)
 	}
 
 	if chance := chanceLine(rows, tm.mass, scales); len(chance) > 0 {

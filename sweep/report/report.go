@@ -51,6 +51,12 @@ type Row struct {
 	Steps int64
 	// Final is the last evaluation: split ("train", "val") -> metric -> value.
 	Final map[string]map[string]float64
+	// Label is the cell's label in the sweep file (e.g. "R7"), empty when it has none.
+	Label string
+	// Paper is the paper's figures for the cell's setting (from the sweep file), nil when none.
+	Paper *sweep.Reference
+	// order is the cell's place in the sweep's plan.
+	order int
 }
 
 // Unfinished is a cell of the sweep without a report.
@@ -87,13 +93,14 @@ var shown = map[string]bool{
 // subdirectory that holds a config.yaml is a cell. A cell whose files cannot be read is listed as
 // unfinished with the reason, never dropped.
 func Collect(dir string) (*Report, error) {
-	names, sweepName, err := cellNames(dir)
+	plan, sweepName, err := cellNames(dir)
 	if err != nil {
 		return nil, err
 	}
-	r := &Report{Sweep: sweepName, Cells: len(names)}
+	r := &Report{Sweep: sweepName, Cells: len(plan)}
 	var fields [][]sweep.Field
-	for _, n := range names {
+	for i, pc := range plan {
+		n := pc.Name
 		cdir := filepath.Join(dir, n)
 		st, err := sweep.Inspect(cdir)
 		if err != nil {
@@ -109,7 +116,7 @@ func Collect(dir string) (*Report, error) {
 			r.Unfinished = append(r.Unfinished, Unfinished{Cell: n, State: "unreadable: " + err.Error()})
 			continue
 		}
-		row.Cell = n
+		row.Cell, row.Label, row.Paper, row.order = n, pc.Label, pc.Paper, i
 		r.Rows = append(r.Rows, row)
 		fields = append(fields, sweep.Fields(cfg))
 	}
@@ -123,19 +130,39 @@ func Collect(dir string) (*Report, error) {
 			r.Rows[i].Extra = append(r.Rows[i].Extra, byPath[p])
 		}
 	}
-	sort.SliceStable(r.Rows, func(i, j int) bool { return less(r.Rows[i], r.Rows[j]) })
+	if r.HasLabels() {
+		// The paper's tables are in the order of their rows (R1, R2, ...): so are the sweep file's
+		// labelled cells.
+		sort.SliceStable(r.Rows, func(i, j int) bool {
+			a, b := r.Rows[i], r.Rows[j]
+			if a.Task != b.Task {
+				return a.Task < b.Task
+			}
+			return a.order < b.order
+		})
+	} else {
+		sort.SliceStable(r.Rows, func(i, j int) bool { return less(r.Rows[i], r.Rows[j]) })
+	}
 	return r, nil
 }
 
-// cellNames lists the cells of the sweep in dir and the sweep's name.
-func cellNames(dir string) ([]string, string, error) {
+// HasLabels reports whether any finished cell carries a label or the paper's figures: then the
+// tables gain the columns label, paper train and paper val, and rows follow the sweep's order.
+func (r *Report) HasLabels() bool {
+	for _, row := range r.Rows {
+		if row.Label != "" || row.Paper != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// cellNames lists the cells of the sweep in dir (from its plan, else every cell directory, with
+// names only) and the sweep's name.
+func cellNames(dir string) ([]sweep.PlanCell, string, error) {
 	plan, err := sweep.ReadPlan(dir)
 	if err == nil {
-		names := make([]string, len(plan.Cells))
-		for i, c := range plan.Cells {
-			names[i] = c.Name
-		}
-		return names, plan.Sweep, nil
+		return plan.Cells, plan.Sweep, nil
 	}
 	if !errors.Is(err, fs.ErrNotExist) {
 		return nil, "", err
@@ -156,8 +183,12 @@ func cellNames(dir string) ([]string, string, error) {
 	if len(names) == 0 {
 		return nil, "", fmt.Errorf("report: %s holds no %s and no cell directories (with %s)", dir, sweep.PlanFile, sweep.ConfigFile)
 	}
+	cells := make([]sweep.PlanCell, len(names))
+	for i, n := range names {
+		cells[i] = sweep.PlanCell{Name: n}
+	}
 	abs, _ := filepath.Abs(dir)
-	return names, filepath.Base(abs), nil
+	return cells, filepath.Base(abs), nil
 }
 
 // readCell reads a finished cell's config and report.

@@ -88,11 +88,24 @@ func (r *Report) Markdown(plots map[string]string) []byte {
 		fmt.Fprintf(&b, "\n## %s\n\n", tm.title)
 		fmt.Fprintf(&b, "Each row is one cell trained from scratch; mass is SPEC §6's %s on fresh examples of the "+
 			"split (val: texts never trained on), ± its standard error, beside its chance level computed on the same examples.\n\n", tm.mass)
-		head := []string{"kind", "fraction", "scale", "randomization"}
+		refs := r.HasLabels()
+		if refs {
+			b.WriteString("Paper train / val are the paper's figures for the same setting (the sweep file's `paper`, " +
+				"its label naming the paper's row), beside ours.\n\n")
+		}
+		var head []string
+		if refs {
+			head = append(head, "label")
+		}
+		head = append(head, "kind", "fraction", "scale", "randomization")
 		for _, p := range r.ExtraCols {
 			head = append(head, r.label(p))
 		}
-		head = append(head, "train mass", "val mass", "chance (train / val)")
+		head = append(head, "train mass", "val mass")
+		if refs {
+			head = append(head, "paper train", "paper val")
+		}
+		head = append(head, "chance (train / val)")
 		for _, e := range tm.extra {
 			head = append(head, "val "+strings.ReplaceAll(e, "_", " "))
 		}
@@ -106,13 +119,25 @@ func (r *Report) Markdown(plots map[string]string) []byte {
 		ranged := false
 		for _, row := range rows {
 			tr, va := row.Final["train"], row.Final["val"]
-			cells := []string{row.Kind, row.FracText(), row.ScaleText(), row.Randomization()}
+			var cells []string
+			if refs {
+				cells = append(cells, orDash(row.Label))
+			}
+			cells = append(cells, row.Kind, row.FracText(), row.ScaleText(), row.Randomization())
 			cells = append(cells, row.Extra...)
 			valMass := num(va, tm.mass)
 			if se := num(va, tm.mass+"_se"); se != "-" && valMass != "-" {
 				valMass += " ± " + se
 			}
-			cells = append(cells, num(tr, tm.mass), valMass, num(tr, tm.mass+"_chance")+" / "+num(va, tm.mass+"_chance"))
+			cells = append(cells, num(tr, tm.mass), valMass)
+			if refs {
+				pt, pv := "-", "-"
+				if row.Paper != nil {
+					pt, pv = strconv.FormatFloat(row.Paper.Train, 'f', 4, 64), strconv.FormatFloat(row.Paper.Val, 'f', 4, 64)
+				}
+				cells = append(cells, pt, pv)
+			}
+			cells = append(cells, num(tr, tm.mass+"_chance")+" / "+num(va, tm.mass+"_chance"))
 			for _, e := range tm.extra {
 				cells = append(cells, num(va, e))
 			}
@@ -124,6 +149,9 @@ func (r *Report) Markdown(plots map[string]string) []byte {
 		}
 		if p, ok := plots[task]; ok {
 			fmt.Fprintf(&b, "\n![val %s vs shield scale](%s)\n", tm.mass, p)
+			if refs {
+				b.WriteString("\nHollow rings are the paper's val figures at the same settings.\n")
+			}
 			if ranged {
 				b.WriteString("\nCells with a ranged shield scale are in the table, not in the plot.\n")
 			}
@@ -138,6 +166,13 @@ func (r *Report) Markdown(plots map[string]string) []byte {
 		}
 	}
 	return b.Bytes()
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }
 
 func writeMDRow(b *bytes.Buffer, cells []string) {
@@ -161,9 +196,17 @@ func (r *Report) CSV() ([]byte, error) {
 			}
 		}
 	}
-	head := []string{"cell", "status", "task", "shield_kind", "shield_frac", "shield_rows", "shield_scale", "randomization"}
+	refs := r.HasLabels()
+	head := []string{"cell", "status"}
+	if refs {
+		head = append(head, "label")
+	}
+	head = append(head, "task", "shield_kind", "shield_frac", "shield_rows", "shield_scale", "randomization")
 	head = append(head, r.ExtraCols...)
 	head = append(head, "steps", "train_mass", "train_mass_se", "train_chance", "val_mass", "val_mass_se", "val_chance")
+	if refs {
+		head = append(head, "paper_train", "paper_val")
+	}
 	for _, e := range extraMetrics {
 		head = append(head, "val_"+e)
 	}
@@ -182,12 +225,23 @@ func (r *Report) CSV() ([]byte, error) {
 	for _, row := range r.Rows {
 		tm := metricsFor(row.Task, r.Rows)
 		tr, va := row.Final["train"], row.Final["val"]
-		rec := []string{row.Cell, "finished", row.Task, row.Kind, row.Frac.String(), strconv.Itoa(row.ShieldRows),
-			row.Scale.String(), row.Randomization()}
+		rec := []string{row.Cell, "finished"}
+		if refs {
+			rec = append(rec, row.Label)
+		}
+		rec = append(rec, row.Task, row.Kind, row.Frac.String(), strconv.Itoa(row.ShieldRows),
+			row.Scale.String(), row.Randomization())
 		rec = append(rec, row.Extra...)
 		rec = append(rec, strconv.FormatInt(row.Steps, 10),
 			full(tr, tm.mass), full(tr, tm.mass+"_se"), full(tr, tm.mass+"_chance"),
 			full(va, tm.mass), full(va, tm.mass+"_se"), full(va, tm.mass+"_chance"))
+		if refs {
+			if row.Paper != nil {
+				rec = append(rec, strconv.FormatFloat(row.Paper.Train, 'g', -1, 64), strconv.FormatFloat(row.Paper.Val, 'g', -1, 64))
+			} else {
+				rec = append(rec, "", "")
+			}
+		}
 		for _, e := range extraMetrics {
 			rec = append(rec, full(va, e))
 		}
