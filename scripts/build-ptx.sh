@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Compiles engine/cuda/kernels/*.cu to PTX for Hopper (sm_90) into
 # engine/cuda/ptx/*.ptx. Run on a machine with nvcc (CUDA 12.x or 13.x);
-# then commit the .ptx files and build with `go build -tags cudaptx` so that
-# engine/cuda embeds them (see engine/cuda/README.md).
+# then commit the .ptx files: engine/cuda embeds them by default (the nocudaptx
+# tag leaves them out; see engine/cuda/README.md).
 #
 # Environment: NVCC (default nvcc), ARCH (default sm_90), NVCCFLAGS (extra flags).
 set -euo pipefail

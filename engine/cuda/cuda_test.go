@@ -216,10 +216,10 @@ func TestPTXEntries(t *testing.T) {
 	}
 	if PTXEmbedded {
 		if len(embeddedPTX()) == 0 {
-			t.Error("built with cudaptx but no PTX embedded")
+			t.Error("built without nocudaptx but no PTX embedded")
 		}
 	} else if embeddedPTX() != nil {
-		t.Error("PTX embedded without the cudaptx tag")
+		t.Error("PTX embedded although built with nocudaptx")
 	}
 }
 

@@ -60,7 +60,7 @@ type Options struct {
 
 // Device is one opened GPU: the driver, its primary context made current,
 // one stream, a cuBLAS handle bound to that stream, and the kernels of the
-// embedded PTX (none unless built with the cudaptx tag).
+// embedded PTX (none when built with the nocudaptx tag).
 //
 // The driver's current context is per OS thread: callers that use a Device
 // from several goroutines must call MakeCurrent on the thread they run on

@@ -7,11 +7,12 @@ import (
 	"path"
 )
 
-// PTXEmbedded reports whether kernels were embedded (the cudaptx tag).
+// PTXEmbedded reports whether kernels were embedded (the default; the nocudaptx
+// tag leaves them out).
 const PTXEmbedded = true
 
-// ptxFiles holds ptx/*.ptx, written by scripts/build-ptx.sh. Build with
-// -tags cudaptx only once those files exist (go:embed fails otherwise).
+// ptxFiles holds ptx/*.ptx, written by scripts/build-ptx.sh and committed, so
+// every default build embeds them.
 //
 //go:embed ptx/*.ptx
 var ptxFiles embed.FS

@@ -129,7 +129,7 @@ func OT(tp *engine.Tape, cfg Config, s Sets, dustbin *engine.Tensor) (Result, er
 	switch cfg.Variant {
 	case Dustbin:
 		// Embedding by products with [I; 0] is O(S N (S+N)) per example where a pad op would
-		// be O(S N); see ENGINE_REQUESTS.md.
+		// be O(S N); see models/settransformer/ENGINE_REQUESTS.md.
 		cEmb := tp.Linear(cost, tp.Input(embedding(N+1, N), N+1, N))                            // (B, S, N+1)
 		cEmb = tp.Transpose(tp.Linear(tp.Transpose(cEmb), tp.Input(embedding(S+1, S), S+1, S))) // (B, S+1, N+1)
 		bins := tp.Mul(tp.Input(dustbinMask(sh), B, S+1, N+1), dustbin)                         // (B, S+1, N+1)

@@ -195,7 +195,7 @@ func checkBatch(b Batch, d int) error {
 // cleanRows returns b.U with every padded row zeroed. Attention never reads padded keys, but a
 // weight gradient is a product over all rows, and a zero gradient times NaN or Inf padding is NaN:
 // padding must be zeroed, not multiplied by zero. The copy is one pass over the batch into the
-// reused scratch *buf (ENGINE_REQUESTS.md, request 4, would do it on the device); without padding
+// reused scratch *buf (ENGINE_REQUESTS.md beside this file, request 4, would do it on the device); without padding
 // b.U is used as it is.
 func cleanRows(buf *[]float32, b Batch, d int) []float32 {
 	if b.Mask == nil || !slices.Contains(b.Mask, 0) {
