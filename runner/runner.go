@@ -133,10 +133,10 @@ func Open(cfg config.Run) (*Session, error) {
 		}
 	}
 	d, e, mapped := cfg.Store.Synth.WithDefaults().D, cfg.Store.Synth.WithDefaults().E, int64(0)
-	what := "the synthetic-store config"
+	what := configName(cfg) + " (embedded synthetic store)"
 	if disk != nil {
 		d, e, mapped = disk.D(), disk.E(), storeBytes(disk.Dir())
-		what = "this config on store " + cfg.Store.Path
+		what = configName(cfg) + " on store " + cfg.Store.Path
 	}
 	be, err := device.Open(cfg.Device, cfg.Precision, func(l string) { lines = append(lines, l) })
 	if err != nil {
