@@ -59,3 +59,27 @@ func snapshot(t *testing.T, dir string) map[string]string {
 	}
 	return m
 }
+
+// A run refused before it writes anything (here: its store is missing) leaves no directory behind,
+// and an existing directory is never removed.
+func TestRefusedRunLeavesNoDirectory(t *testing.T) {
+	root := t.TempDir()
+	cfg := tinyRun(t, "device: cpu\n")
+	cfg.Store.Path = filepath.Join(root, "no-such-store")
+	dir := filepath.Join(root, "run")
+	if _, err := Train(context.Background(), cfg, dir, false, nil); err == nil {
+		t.Fatal("training on a missing store succeeded")
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("a refused run left %s behind (%v)", dir, err)
+	}
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Train(context.Background(), cfg, dir, false, nil); err == nil {
+		t.Fatal("training on a missing store succeeded")
+	}
+	if _, err := os.Stat(dir); err != nil {
+		t.Errorf("a directory that existed before was removed: %v", err)
+	}
+}

@@ -273,15 +273,35 @@ func Train(ctx context.Context, cfg config.Run, dir string, resume bool, progres
 	if progress == nil {
 		progress = io.Discard
 	}
+	_, statErr := os.Stat(dir)
+	created := errors.Is(statErr, fs.ErrNotExist)
 	lock, err := runlock.Acquire(dir)
 	if err != nil {
 		return train.Result{}, fmt.Errorf("run directory %w", err)
 	}
-	defer lock.Release()
 	if lock.Stale != "" {
 		fmt.Fprintf(progress, "run %s: %s\n", dir, lock.Stale)
 	}
-	return TrainLocked(ctx, cfg, dir, resume, progress)
+	res, err := TrainLocked(ctx, cfg, dir, resume, progress)
+	if err != nil && created {
+		// A run refused before it wrote anything (a config that does not fit, a bad store)
+		// leaves no directory behind: the next attempt then gets the same name. Removed while
+		// the lock is held, so no other writer can be starting in it.
+		removeIfOnlyLock(dir)
+	}
+	lock.Release()
+	return res, err
+}
+
+// removeIfOnlyLock removes dir when the lock file is all it holds.
+func removeIfOnlyLock(dir string) {
+	ents, err := os.ReadDir(dir)
+	if err != nil || len(ents) != 1 || ents[0].Name() != runlock.FileName {
+		return
+	}
+	if os.Remove(filepath.Join(dir, runlock.FileName)) == nil {
+		os.Remove(dir)
+	}
 }
 
 // TrainLocked is Train for a caller that already holds dir's lock (a sweep locks a cell before it
