@@ -101,19 +101,11 @@ func defaultAt(path string) float64 {
 // fieldAt finds the field at a dotted YAML path.
 func fieldAt(v reflect.Value, path string) (reflect.Value, bool) {
 	for _, name := range strings.Split(path, ".") {
-		if v.Kind() != reflect.Struct {
+		f, ok := fieldByYAML(v.Type(), name)
+		if !ok {
 			return reflect.Value{}, false
 		}
-		found := false
-		for i := 0; i < v.NumField(); i++ {
-			if yamlName(v.Type().Field(i)) == name {
-				v, found = v.Field(i), true
-				break
-			}
-		}
-		if !found {
-			return reflect.Value{}, false
-		}
+		v = v.FieldByIndex(f.Index)
 	}
 	return v, true
 }

@@ -105,16 +105,22 @@ func runBench(ctx context.Context, args []string) error {
 	return nil
 }
 
+// parseInts parses a non-empty comma-separated list of positive integers (intList, then the
+// positivity bench needs).
 func parseInts(s string) ([]int, error) {
-	var out []int
-	for _, f := range strings.Split(s, ",") {
-		var v int
-		if _, err := fmt.Sscan(strings.TrimSpace(f), &v); err != nil || v < 1 {
-			return nil, fmt.Errorf("%q is not a positive integer", f)
-		}
-		out = append(out, v)
+	vs, err := intList(s)
+	if err != nil {
+		return nil, err
 	}
-	return out, nil
+	if len(vs) == 0 {
+		return nil, fmt.Errorf("%q: want at least one positive integer", s)
+	}
+	for _, v := range vs {
+		if v < 1 {
+			return nil, fmt.Errorf("%d is not a positive integer", v)
+		}
+	}
+	return vs, nil
 }
 
 // benchGen times the sampler on a corpus of Gaussian rows: for each n, 4 positives of t rows
