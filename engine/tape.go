@@ -317,9 +317,13 @@ func (p *gradPool) get(n int) (Storage, error) {
 	// keeps one step's buffers reusable by a step of another size, so the pool is bounded by
 	// about one step at the largest size rather than by one step per class.
 	best := 0
-	for k, l := range p.free {
-		if k >= c && len(l) > 0 && (best == 0 || k < best) {
-			best = k
+	if len(p.free[c]) > 0 {
+		best = c // the usual case once a size has been seen: no scan
+	} else {
+		for k, l := range p.free {
+			if k >= c && len(l) > 0 && (best == 0 || k < best) {
+				best = k
+			}
 		}
 	}
 	if best > 0 {
