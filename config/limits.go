@@ -44,6 +44,7 @@ var sizeLimits = []limit{
 	{"train.keep_ckpts", 1 << 20},
 	{"train.workers", 1 << 10},
 	{"train.prefetch", 1 << 12},
+	{"train.set_bucket", 1 << 12},
 	{"loss.extra_negatives", 1 << 20},
 	{"loss.unmix.iters", 1 << 20},
 	{"eval.batches", 1 << 20},

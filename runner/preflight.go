@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/gelo-research/geloattack/config"
+	"github.com/gelo-research/geloattack/data/gelo"
 	"github.com/gelo-research/geloattack/models/settransformer"
 )
 
@@ -95,7 +96,7 @@ func EstimateRun(cfg config.Run, d, e int, mapped int64, onDevice bool) (Estimat
 
 	// Sizes in float32 elements, in float64 so no product overflows.
 	B := float64(cfg.Train.BatchSize)
-	n := float64(cfg.Sampler.MaxN())
+	n := float64(gelo.PadN(cfg.Sampler.MaxN(), cfg.Train.Bucket(cfg.Sampler)))
 	h, mlp, L, H := float64(m.Hidden), float64(m.MLPHidden), float64(m.Layers), float64(m.Heads)
 	D := float64(m.InputDim)
 	perRow := 10*h + 3*mlp // what one block saves per row: norms, q k v, projections, residuals, MLP

@@ -1,6 +1,10 @@
 package train
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/gelo-research/geloattack/data/gelo"
+)
 
 // Options is the trainer's section of a run config. Every field has a documented default in
 // DefaultOptions.
@@ -38,6 +42,20 @@ type Options struct {
 	Workers int `yaml:"workers" json:"workers"`
 	// Prefetch is the number of batches generated ahead of the step. Default 4.
 	Prefetch int `yaml:"prefetch" json:"prefetch"`
+	// SetBucket pads each batch's set size N (rows of U, before the CLS row) up to a multiple of
+	// it, in training and evaluation, so that ranged settings give a few repeated shapes and
+	// memory stops growing once each has been seen. 0 (the default) chooses: 32 when the
+	// sampler's set size is ranged (positives, tokens_per_text or shield_frac), else 1, which pads
+	// only to the batch's largest example.
+	SetBucket int `yaml:"set_bucket" json:"set_bucket"`
+}
+
+// Bucket is the set-size bucket a run with sampler config sc uses: SetBucket, or its default.
+func (o Options) Bucket(sc gelo.Config) int {
+	if o.SetBucket > 0 {
+		return o.SetBucket
+	}
+	return sc.DefaultSetBucket()
 }
 
 // DefaultOptions returns the documented defaults.
@@ -59,7 +77,7 @@ func (o Options) Validate() error {
 		{"steps", o.Steps, 1}, {"batch_size", o.BatchSize, 1}, {"warmup_steps", o.WarmupSteps, 0},
 		{"log_every", o.LogEvery, 1}, {"eval_every", o.EvalEvery, 1}, {"eval_batches", o.EvalBatches, 1},
 		{"ckpt_every", o.CkptEvery, 1}, {"keep_ckpts", o.KeepCkpts, 1}, {"workers", o.Workers, 1},
-		{"prefetch", o.Prefetch, 1},
+		{"prefetch", o.Prefetch, 1}, {"set_bucket", o.SetBucket, 0},
 	}
 	for _, f := range ints {
 		if f.v < f.min {

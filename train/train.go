@@ -145,7 +145,8 @@ func Train(ctx context.Context, r Run) (Result, error) {
 
 	pctx, cancelPipe := context.WithCancel(context.Background())
 	defer cancelPipe()
-	pipe := gelo.NewPipeline(pctx, r.Sampler, data.Train, o.BatchSize, o.Workers, o.Prefetch, start)
+	pipe := gelo.NewPipeline(pctx, r.Sampler, data.Train, o.BatchSize, o.Workers, o.Prefetch, start,
+		gelo.PadTo(o.Bucket(r.Sampler.Config())))
 	defer pipe.Close()
 
 	prog := newProgress(r.Progress, int64(o.Steps), start)
@@ -261,12 +262,16 @@ func resumeFrom(r Run) (checkpoints.Checkpoint, error) {
 // evaluate is the periodic evaluation of a run.
 func evaluate(ctx context.Context, r Run) (map[string]map[string]float64, error) {
 	o := r.Options
-	return Evaluate(ctx, r.Sampler, r.Task, EvalSpec{BatchSize: o.BatchSize, Batches: o.EvalBatches, Workers: o.Workers, Prefetch: o.Prefetch})
+	return Evaluate(ctx, r.Sampler, r.Task, EvalSpec{BatchSize: o.BatchSize, Batches: o.EvalBatches, Workers: o.Workers, Prefetch: o.Prefetch,
+		Bucket: o.Bucket(r.Sampler.Config())})
 }
 
 // EvalSpec says how many batches of which size an evaluation scores.
 type EvalSpec struct {
 	BatchSize, Batches, Workers, Prefetch int
+	// Bucket pads each batch's set size to a multiple of it (gelo.PadTo); 0 means the sampler
+	// config's default (gelo.Config.DefaultSetBucket).
+	Bucket int
 }
 
 // Evaluate scores spec.Batches fixed batches of each split: val from the start of its stream, train
@@ -280,7 +285,12 @@ func Evaluate(ctx context.Context, s *gelo.Sampler, task Task, spec EvalSpec) (m
 		if split == data.Train {
 			first = TrainEvalOffset / int64(spec.BatchSize)
 		}
-		pipe := gelo.NewFinitePipeline(ctx, s, split, spec.BatchSize, spec.Workers, spec.Prefetch, first, int64(spec.Batches))
+		bucket := spec.Bucket
+		if bucket == 0 {
+			bucket = s.Config().DefaultSetBucket()
+		}
+		pipe := gelo.NewFinitePipeline(ctx, s, split, spec.BatchSize, spec.Workers, spec.Prefetch, first, int64(spec.Batches),
+			gelo.PadTo(bucket))
 		ev := task.NewEvaluator()
 		for i := 0; i < spec.Batches; i++ {
 			b, err := pipe.Next()

@@ -80,7 +80,7 @@ func runEval(ctx context.Context, args []string) error {
 	if err := sess.LoadWeights(ck); err != nil {
 		return err
 	}
-	spec := train.EvalSpec{BatchSize: cfg.Train.BatchSize, Batches: cfg.Eval.Batches, Workers: cfg.Train.Workers, Prefetch: cfg.Train.Prefetch}
+	spec := train.EvalSpec{BatchSize: cfg.Train.BatchSize, Batches: cfg.Eval.Batches, Workers: cfg.Train.Workers, Prefetch: cfg.Train.Prefetch, Bucket: cfg.Train.SetBucket}
 	if *batches > 0 {
 		spec.Batches = *batches
 	}

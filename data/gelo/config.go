@@ -182,6 +182,24 @@ func (c Config) MaxN() int {
 	return clean + c.shieldCount(c.ShieldFrac.Max, clean)
 }
 
+// SetSizeVaries reports whether the config draws examples of different set sizes by design: a
+// ranged number of positives, tokens per text or shield fraction. (Texts shorter than
+// tokens_per_text also shorten a set, but only a few sizes below MaxN.)
+func (c Config) SetSizeVaries() bool {
+	ranged := func(r Range) bool { return r.Min != r.Max }
+	return ranged(c.Positives) || ranged(c.TokensPerText) || (c.ShieldRows == 0 && ranged(c.ShieldFrac))
+}
+
+// DefaultSetBucket is the set-size bucket used when a run does not choose one: 32 rows when the
+// set size varies by design (so that shapes repeat and memory stops growing), else 1 (padding
+// only to the batch's largest example, which leaves fixed-size runs bit-identical to unpadded ones).
+func (c Config) DefaultSetBucket() int {
+	if c.SetSizeVaries() {
+		return 32
+	}
+	return 1
+}
+
 // shieldCount is k for a drawn shield fraction and n_clean clean rows.
 func (c Config) shieldCount(frac float64, nClean int) int {
 	if c.ShieldRows > 0 {

@@ -25,9 +25,24 @@ type Batch struct {
 	Examples []*Example
 }
 
-// NewBatch pads examples into one Batch. Each example's UObs is copied into U and then made to
-// alias it, so that the batch holds one copy of the observations.
+// NewBatch pads examples into one Batch whose set size N is the largest example's. Each example's
+// UObs is copied into U and then made to alias it, so that the batch holds one copy of the
+// observations.
 func NewBatch(index int64, examples []*Example) (*Batch, error) {
+	return newBatch(index, examples, 1)
+}
+
+// PadN is the set size of a batch whose largest example has n observed rows, padded up to a
+// multiple of bucket (bucket < 2 pads nothing).
+func PadN(n, bucket int) int {
+	if bucket < 2 {
+		return n
+	}
+	return (n + bucket - 1) / bucket * bucket
+}
+
+// newBatch is NewBatch with N padded up to a multiple of bucket.
+func newBatch(index int64, examples []*Example, bucket int) (*Batch, error) {
 	if len(examples) == 0 {
 		return nil, errors.New("gelo batch: no examples")
 	}
@@ -39,9 +54,10 @@ func NewBatch(index int64, examples []*Example) (*Batch, error) {
 		}
 		n = max(n, ex.NObs)
 	}
+	n = PadN(n, bucket)
 	b := &Batch{Index: index, B: len(examples), N: n, D: d, Examples: examples}
-	b.U = make([]float32, b.B*n*d)
-	b.Mask = make([]bool, b.B*n)
+	b.U = make([]float32, b.B*n*d) // U: (B, N, D)
+	b.Mask = make([]bool, b.B*n)   // Mask: (B, N)
 	for i, ex := range examples {
 		block := b.U[i*n*d : i*n*d+ex.NObs*d]
 		copy(block, ex.UObs)
@@ -53,6 +69,17 @@ func NewBatch(index int64, examples []*Example) (*Batch, error) {
 	return b, nil
 }
 
+// PipelineOption changes how a Pipeline batches its examples.
+type PipelineOption func(*Pipeline)
+
+// PadTo pads every batch's set size N up to a multiple of bucket rows (with masked zero rows), so
+// that ranged settings, whose N changes from batch to batch, give few distinct shapes: the
+// model's activation arena and gradient pool then stop growing once each bucket has been seen,
+// and GEMM shapes stay steady. bucket < 2 pads only to the batch's largest example (the default).
+func PadTo(bucket int) PipelineOption {
+	return func(p *Pipeline) { p.bucket = bucket }
+}
+
 // ErrClosed is returned by Next after Close.
 var ErrClosed = errors.New("gelo pipeline: closed")
 
@@ -61,6 +88,7 @@ var ErrClosed = errors.New("gelo pipeline: closed")
 type Pipeline struct {
 	split     data.Split
 	batchSize int
+	bucket    int // N is padded to a multiple of it (PadTo)
 	first     int64
 	end       int64 // one past the last batch; -1 for an endless stream
 
@@ -98,24 +126,27 @@ type task struct {
 // uninterrupted run would. workers goroutines generate examples; at most prefetch batches are in
 // flight (generated or being generated, not yet returned). Values below 1 mean 1. Invalid
 // arguments surface as the error of the first Next. Cancel ctx or call Close to stop it.
-func NewPipeline(ctx context.Context, s *Sampler, split data.Split, batchSize, workers, prefetch int, firstBatch int64) *Pipeline {
-	return newPipeline(ctx, s, split, batchSize, workers, prefetch, firstBatch, -1)
+func NewPipeline(ctx context.Context, s *Sampler, split data.Split, batchSize, workers, prefetch int, firstBatch int64, opts ...PipelineOption) *Pipeline {
+	return newPipeline(ctx, s, split, batchSize, workers, prefetch, firstBatch, -1, opts)
 }
 
 // NewFinitePipeline is NewPipeline for evaluation: it produces numBatches batches starting at
 // firstBatch, after which Next returns io.EOF.
-func NewFinitePipeline(ctx context.Context, s *Sampler, split data.Split, batchSize, workers, prefetch int, firstBatch, numBatches int64) *Pipeline {
+func NewFinitePipeline(ctx context.Context, s *Sampler, split data.Split, batchSize, workers, prefetch int, firstBatch, numBatches int64, opts ...PipelineOption) *Pipeline {
 	if numBatches < 0 {
 		p := &Pipeline{err: fmt.Errorf("gelo pipeline: numBatches %d, want >= 0", numBatches)}
 		p.ctx, p.cancel = context.WithCancel(ctx)
 		return p
 	}
-	return newPipeline(ctx, s, split, batchSize, workers, prefetch, firstBatch, numBatches)
+	return newPipeline(ctx, s, split, batchSize, workers, prefetch, firstBatch, numBatches, opts)
 }
 
-func newPipeline(ctx context.Context, s *Sampler, split data.Split, batchSize, workers, prefetch int, firstBatch, numBatches int64) *Pipeline {
+func newPipeline(ctx context.Context, s *Sampler, split data.Split, batchSize, workers, prefetch int, firstBatch, numBatches int64, opts []PipelineOption) *Pipeline {
 	workers, prefetch = max(workers, 1), max(prefetch, 1)
 	p := &Pipeline{split: split, batchSize: batchSize, first: firstBatch, next: firstBatch, end: -1}
+	for _, o := range opts {
+		o(p)
+	}
 	p.ctx, p.cancel = context.WithCancel(ctx)
 	switch {
 	case s == nil:
@@ -197,7 +228,7 @@ func (p *Pipeline) work(s *Sampler, tasks <-chan task) {
 		b.examples[t.pos] = ex
 		if b.left.Add(-1) == 0 {
 			if b.err == nil { // every writer of b.err has finished: the counter orders them before us
-				b.batch, b.err = NewBatch(b.index, b.examples)
+				b.batch, b.err = newBatch(b.index, b.examples, p.bucket)
 			}
 			close(b.done)
 		}

@@ -247,3 +247,52 @@ func TestPipelineStopsOnCancelAndCloseWithoutLeaks(t *testing.T) {
 		t.Fatalf("%d goroutines after Close, %d before", n, before)
 	}
 }
+
+func TestPadToRoundsTheSetSizeUpAndMasksTheRest(t *testing.T) {
+	for _, tc := range []struct{ n, bucket, want int }{
+		{1, 0, 1}, {33, 1, 33}, {1, 32, 32}, {32, 32, 32}, {33, 32, 64}, {100, 64, 128},
+	} {
+		if got := PadN(tc.n, tc.bucket); got != tc.want {
+			t.Errorf("PadN(%d, %d) = %d, want %d", tc.n, tc.bucket, got, tc.want)
+		}
+	}
+	const d, bs, bucket = 8, 3, 16
+	c := testCorpus(t, 40, 6, 20, d, 11)
+	s := newSampler(t, c, pipelineConfig())
+	if got := s.Config().DefaultSetBucket(); got != 32 {
+		t.Errorf("default bucket of a ranged config: %d, want 32", got)
+	}
+	fixed := DefaultConfig()
+	fixed.Positives, fixed.TokensPerText, fixed.ShieldFrac = Fixed(3), Fixed(8), Fixed(0.25)
+	if got := fixed.DefaultSetBucket(); got != 1 {
+		t.Errorf("default bucket of a fixed-size config: %d, want 1", got)
+	}
+	plain := NewFinitePipeline(context.Background(), s, data.Train, bs, 2, 2, 0, 6)
+	padded := NewFinitePipeline(context.Background(), s, data.Train, bs, 2, 2, 0, 6, PadTo(bucket))
+	defer plain.Close()
+	defer padded.Close()
+	for j := 0; j < 6; j++ {
+		a, err := plain.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := padded.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b.N%bucket != 0 || b.N < a.N || b.N >= a.N+bucket {
+			t.Fatalf("batch %d: N %d unpadded, %d with bucket %d", j, a.N, b.N, bucket)
+		}
+		for k := 0; k < bs; k++ {
+			if !slices.Equal(a.U[k*a.N*d:(k+1)*a.N*d], b.U[k*b.N*d:k*b.N*d+a.N*d]) ||
+				!slices.Equal(a.Mask[k*a.N:(k+1)*a.N], b.Mask[k*b.N:k*b.N+a.N]) {
+				t.Fatalf("batch %d example %d: padding changed the rows before the old N", j, k)
+			}
+			for r := a.N; r < b.N; r++ {
+				if b.Mask[k*b.N+r] || slices.ContainsFunc(b.U[(k*b.N+r)*d:(k*b.N+r+1)*d], func(v float32) bool { return v != 0 }) {
+					t.Fatalf("batch %d example %d: padding row %d is not a masked zero row", j, k, r)
+				}
+			}
+		}
+	}
+}
