@@ -84,7 +84,7 @@ type entry struct {
 }
 
 // topKeys are the keys a sweep file may hold, with what each is for (shown in errors).
-var topKeys = []string{"name", "base", "base_config", "axes", "cells"}
+var topKeys = []string{"name", "base", "base_config", "axes", "cells", "cells_from"}
 
 // Load reads and expands a sweep file; see Parse.
 func Load(path string) (*Sweep, error) {
@@ -134,6 +134,7 @@ func Parse(name string, src []byte) (*Sweep, error) {
 		axes                  []axis
 		cells                 []entry
 		haveAxes, haveCells   bool
+		cellsFrom             *ast.MappingValueNode
 	)
 	seen := map[string]bool{}
 	for _, kv := range top.Values {
@@ -163,6 +164,8 @@ func Parse(name string, src []byte) (*Sweep, error) {
 			if cells, err = parseCells(name, kv.Value); err != nil {
 				return nil, err
 			}
+		case "cells_from":
+			cellsFrom = kv
 		default:
 			return nil, errAt(name, kv.Key, "", fmt.Sprintf("unknown key %q (want %s)", key, strings.Join(topKeys, ", ")))
 		}
@@ -172,8 +175,14 @@ func Parse(name string, src []byte) (*Sweep, error) {
 		return nil, &Error{Kind: "sweep", File: name, Msg: "no base: set base (a run config) or base_config (a path relative to the sweep file)"}
 	case baseNode != nil && baseCfgNode != nil:
 		return nil, errAt(name, baseCfgNode.Key, "base_config", "set base or base_config, not both")
+	case cellsFrom != nil && (haveAxes || haveCells):
+		return nil, errAt(name, cellsFrom.Key, "cells_from", "set cells_from or axes/cells, not both")
+	case cellsFrom != nil:
+		if axes, cells, err = borrowCells(name, cellsFrom); err != nil {
+			return nil, err
+		}
 	case !haveAxes && !haveCells:
-		return nil, &Error{Kind: "sweep", File: name, Msg: "nothing to sweep: set axes (a grid) and/or cells (a list of overrides)"}
+		return nil, &Error{Kind: "sweep", File: name, Msg: "nothing to sweep: set axes (a grid) and/or cells (a list of overrides), or cells_from"}
 	}
 	var base yaml.MapSlice
 	if baseNode != nil {
@@ -358,6 +367,65 @@ func setting(file, path string, n ast.Node) (Setting, error) {
 	}
 	line, col := pos(n)
 	return Setting{Path: path, Value: v, Text: valueText(v), Line: line, Col: col}, nil
+}
+
+// borrowCells reads the axes and cells (labels and paper figures included) of the sweep file that
+// cells_from names, relative to this one, so that one grid can run on another base (the paper's
+// rows on a CPU-size model, say) without copying its cells. Errors in them point into that file.
+func borrowCells(file string, kv *ast.MappingValueNode) ([]axis, []entry, error) {
+	var rel string
+	if err := yaml.NodeToValue(kv.Value, &rel); err != nil || rel == "" {
+		return nil, nil, errAt(file, kv.Value, "cells_from", "want the path of a sweep file, relative to this one")
+	}
+	p := rel
+	if !filepath.IsAbs(p) {
+		p = filepath.Join(filepath.Dir(file), rel)
+	}
+	src, err := config.ReadFile("sweep", p)
+	if err != nil {
+		return nil, nil, errAt(file, kv.Value, "cells_from", err.Error())
+	}
+	if err := config.CheckText("sweep", p, src); err != nil {
+		return nil, nil, err
+	}
+	f, err := parser.ParseBytes(src, 0)
+	if err != nil {
+		return nil, nil, yamlError(p, err)
+	}
+	var top *ast.MappingNode
+	for _, d := range f.Docs {
+		if m, ok := d.Body.(*ast.MappingNode); ok && top == nil {
+			top = m
+		}
+	}
+	if top == nil {
+		return nil, nil, errAt(file, kv.Value, "cells_from", fmt.Sprintf("%s is not a sweep file (a mapping)", p))
+	}
+	var (
+		axes  []axis
+		cells []entry
+		found bool
+	)
+	for _, c := range top.Values {
+		switch c.Key.String() {
+		case "axes":
+			found = true
+			if axes, err = parseAxes(p, c.Value); err != nil {
+				return nil, nil, err
+			}
+		case "cells":
+			found = true
+			if cells, err = parseCells(p, c.Value); err != nil {
+				return nil, nil, err
+			}
+		case "cells_from":
+			return nil, nil, errAt(p, c.Key, "cells_from", fmt.Sprintf("%s borrows its cells too: cells_from must name a sweep with axes or cells of its own", p))
+		}
+	}
+	if !found {
+		return nil, nil, errAt(file, kv.Value, "cells_from", fmt.Sprintf("%s has no axes or cells", p))
+	}
+	return axes, cells, nil
 }
 
 // fileBase reads base_config, relative to the sweep file, validated on its own.
