@@ -18,8 +18,11 @@ import (
 
 // runBaseline is `geloattack baseline`.
 func runBaseline(ctx context.Context, args []string) error {
+	if rest, ok := contentAttack(args); ok {
+		return runRecover(ctx, rest)
+	}
 	flags := flag.NewFlagSet("baseline", flag.ContinueOnError)
-	attack := flags.String("attack", "rowspace", "rowspace | fastica | jade | fobi | jd | anchor")
+	attack := flags.String("attack", "rowspace", "rowspace | fastica | jade | fobi | jd | anchor | content (sensitive-content recovery: the flags of `geloattack recover -h`)")
 	cfgPath := flags.String("config", "", "run config whose store and sampler draw the examples; empty = the embedded quickstart")
 	splitName := flags.String("split", "val", "split the examples and candidates come from: train or val")
 	examples := flags.Int("examples", 0, "examples to score (0 = train.eval_batches x train.batch_size for rowspace, 2 otherwise)")
@@ -157,4 +160,23 @@ func bssMethod(name string, seed uint64) baselines.BSSMethod {
 		},
 	}
 	return baselines.BSSMethod{Name: name, Run: run[name]}
+}
+
+// contentAttack reports whether args select -attack content and returns them without that flag:
+// the content attack has flags of its own (`geloattack recover`).
+func contentAttack(args []string) ([]string, bool) {
+	for i, a := range args {
+		if a == "--" {
+			break
+		}
+		switch a {
+		case "-attack=content", "--attack=content":
+			return append(append([]string(nil), args[:i]...), args[i+1:]...), true
+		case "-attack", "--attack":
+			if i+1 < len(args) && args[i+1] == "content" {
+				return append(append([]string(nil), args[:i]...), args[i+2:]...), true
+			}
+		}
+	}
+	return nil, false
 }

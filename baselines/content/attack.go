@@ -1,0 +1,332 @@
+package content
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"time"
+
+	"gonum.org/v1/gonum/mat"
+
+	"github.com/gelo-research/geloattack/baselines"
+	"github.com/gelo-research/geloattack/data"
+	"github.com/gelo-research/geloattack/data/gelo"
+)
+
+// Options configures Run.
+type Options struct {
+	// Template is the victim's prompt; Candidates its embedded candidate fills.
+	Template   Template
+	Candidates *Candidates
+	// Victims is the number of victim examples (each a fresh example with its own secret).
+	Victims int
+	// Split is the split the examples' other texts come from; FirstExample the index of the first
+	// example in that split's stream (victim v uses example FirstExample+v).
+	Split        data.Split
+	FirstExample int64
+	// Seed draws the secrets (uniformly among the candidates, independently per victim).
+	Seed uint64
+	// Score ranks the candidates; Compare lists further scores reported beside it (they cost
+	// a pass over every row of every candidate when they read more than the secret rows).
+	Score   Score
+	Compare []Score
+	// ClaimGap is the gap (decades) between the best and second-best candidate above which the
+	// attack claims a recovery, provided U's numerical rank is below d (0: 1 decade).
+	ClaimGap float64
+	// Progress, when not nil, receives a line every few seconds.
+	Progress io.Writer
+}
+
+// Victim is the record of one victim example.
+type Victim struct {
+	// Example is the example index; Secret the secret's candidate index; Value the secret itself.
+	Example int64  `json:"example"`
+	Secret  int    `json:"secret"`
+	Value   string `json:"value"`
+	// N, NObs: rows of X and observed rows of U; Rank the numerical rank of U_obs at RankTol.
+	N       int     `json:"n"`
+	NObs    int     `json:"n_obs"`
+	Rank    int     `json:"rank"`
+	RankTol float64 `json:"rank_tol"`
+	// VictimRows is how many of the victim's rows the sampler kept, of VictimTokens.
+	VictimRows   int `json:"victim_rows"`
+	VictimTokens int `json:"victim_tokens"`
+	// Outcomes per score, in Result.Scores order; Claimed says the attack claimed a recovery
+	// (primary score, rank < d, gap >= ClaimGap); Guess is the candidate it ranks first.
+	Outcomes []Outcome `json:"outcomes"`
+	Claimed  bool      `json:"claimed"`
+	Guess    string    `json:"guess"`
+}
+
+// Summary aggregates one score over the victims.
+type Summary struct {
+	Score string `json:"score"`
+	// Recovery is the fraction of victims whose secret is ranked first; Chance is 1/|C|.
+	Recovery float64 `json:"recovery"`
+	Chance   float64 `json:"chance"`
+	// MedianRank and MeanRank of the secret (1 = first).
+	MedianRank float64 `json:"median_rank"`
+	MeanRank   float64 `json:"mean_rank"`
+	// Margin quantiles (best wrong minus secret, decades): min, p5, p25, p50, p75, p95, max.
+	Margin [7]float64 `json:"margin_quantiles"`
+	// SecretMedian and BestWrongMedian are the median scores (log10 outside fraction).
+	SecretMedian    float64 `json:"secret_median"`
+	BestWrongMedian float64 `json:"best_wrong_median"`
+}
+
+// Result is the outcome of Run.
+type Result struct {
+	Template   Template `json:"template"`
+	Candidates int      `json:"candidates"`
+	Victims    []Victim `json:"victims"`
+	// Scores names the scores of Summaries and of each victim's Outcomes; the first is primary.
+	Scores    []string  `json:"scores"`
+	Summaries []Summary `json:"summaries"`
+	// D is the row width; N, NObs, Rank are means over the victims; RankMin, RankMax the extremes.
+	D       int     `json:"d"`
+	N       float64 `json:"n_mean"`
+	NObs    float64 `json:"n_obs_mean"`
+	Rank    float64 `json:"rank_mean"`
+	RankMin int     `json:"rank_min"`
+	RankMax int     `json:"rank_max"`
+	// FullRank is the fraction of victims whose U_obs has numerical rank d.
+	FullRank float64 `json:"full_rank"`
+	// Claimed is the fraction of victims where the attack claimed a recovery; ClaimedCorrect the
+	// fraction of those claims that were right (-1 without claims).
+	Claimed        float64 `json:"claimed"`
+	ClaimedCorrect float64 `json:"claimed_correct"`
+	// ObserveDtype is the sampler's; Seconds the wall time of the victims' loop (candidates
+	// embedded before); VictimSeconds per victim.
+	ObserveDtype  string  `json:"observe_dtype"`
+	Seconds       float64 `json:"seconds"`
+	VictimSeconds float64 `json:"victim_seconds"`
+}
+
+// Run places Victims victims in examples of s and ranks the candidates for each. The victims'
+// hidden states come from emb in a pass of their own (batched differently from the candidates',
+// as a deployer's pass would be).
+func Run(ctx context.Context, s *gelo.Sampler, emb *Embedder, opt Options) (*Result, error) {
+	c := opt.Candidates
+	if c == nil || c.Len() < 2 {
+		return nil, fmt.Errorf("content: need at least 2 candidates")
+	}
+	if opt.Victims < 1 {
+		return nil, fmt.Errorf("content: victims %d, want >= 1", opt.Victims)
+	}
+	if s.Corpus().D() != emb.D() {
+		return nil, fmt.Errorf("content: store rows are %d wide but the model's are %d", s.Corpus().D(), emb.D())
+	}
+	claimGap := opt.ClaimGap
+	if claimGap == 0 {
+		claimGap = 1
+	}
+	kinds := append([]Score{opt.Score}, opt.Compare...)
+	cfg := s.Config()
+	u, err := UnitRoundoff(string(cfg.ObserveDtype))
+	if err != nil {
+		return nil, err
+	}
+	res := &Result{Template: opt.Template, Candidates: c.Len(), D: emb.D(), ObserveDtype: string(cfg.ObserveDtype),
+		RankMin: math.MaxInt}
+	for _, k := range kinds {
+		res.Scores = append(res.Scores, k.String())
+	}
+
+	rng := rand.New(rand.NewPCG(opt.Seed, 0x71c7))
+	secrets := make([]int, opt.Victims)
+	texts := make([]string, opt.Victims)
+	for v := range secrets {
+		secrets[v] = rng.IntN(c.Len())
+		texts[v] = c.Texts[secrets[v]]
+	}
+	vrows, err := emb.Embed(ctx, texts, 0, 0, nil)
+	if err != nil {
+		return nil, fmt.Errorf("content: victims: %w", err)
+	}
+
+	ties := rand.New(rand.NewPCG(opt.Seed, 0x7135))
+	start, last := time.Now(), time.Now()
+	ws := new(gelo.Workspace)
+	d := emb.D()
+	for v := 0; v < opt.Victims; v++ {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		idx := opt.FirstExample + int64(v)
+		ex, _, err := s.ExampleWithVictim(ws, opt.Split, idx, vrows.Text(v))
+		if err != nil {
+			return nil, fmt.Errorf("content: victim %d: %w", v, err)
+		}
+		uObs := mat.NewDense(ex.NObs, d, nil) // (n_obs, d)
+		for i, x := range ex.UObs {
+			uObs.RawMatrix().Data[i] = float64(x)
+		}
+		tol := RankTol(uObs, u)
+		rs, err := baselines.NewRowSpace(uObs, tol)
+		if err != nil {
+			return nil, fmt.Errorf("content: victim %d (example %d): %w", v, idx, err)
+		}
+		var scores [][]float64
+		if rs.Rank() >= d {
+			// rowspace(U_obs) is all of R^d: Q Q^T = I and every row of every candidate is
+			// contained, its residual pure round-off. Scoring ~10^5 rows would only rank noise
+			// (and costs seconds a victim, every row refined in float64), so every candidate
+			// gets the same score and the tie is broken at random: recovery at chance.
+			scores = make([][]float64, len(kinds))
+			for k := range scores {
+				scores[k] = make([]float64, c.Len())
+				for i := range scores[k] {
+					scores[k][i] = math.Log10(floorFrac)
+				}
+			}
+		} else if scores, err = c.ScoreAll(rs, kinds); err != nil {
+			return nil, fmt.Errorf("content: victim %d: %w", v, err)
+		}
+		rec := Victim{Example: idx, Secret: secrets[v], Value: c.Values[secrets[v]], N: ex.N, NObs: ex.NObs,
+			Rank: rs.Rank(), RankTol: tol, VictimTokens: vrows.Off[v+1] - vrows.Off[v]}
+		for _, t := range ex.HText {
+			if t == gelo.VictimTextID {
+				rec.VictimRows++
+			}
+		}
+		for k := range kinds {
+			o, err := LocateTies(scores[k], secrets[v], ties)
+			if err != nil {
+				return nil, err
+			}
+			rec.Outcomes = append(rec.Outcomes, o)
+		}
+		best := 0
+		for i, x := range scores[0] {
+			if x < scores[0][best] {
+				best = i
+			}
+		}
+		rec.Guess = c.Values[best]
+		rec.Claimed = Claims(rec.Rank, d, rec.Outcomes[0], claimGap)
+		res.Victims = append(res.Victims, rec)
+		if opt.Progress != nil && (time.Since(last) > 5*time.Second || v == opt.Victims-1) {
+			last = time.Now()
+			el := time.Since(start).Seconds()
+			fmt.Fprintf(opt.Progress, "content: victim %d/%d, %.1f s (%.2f s each), rank %d of n %d\n",
+				v+1, opt.Victims, el, el/float64(v+1), rec.Rank, rec.N)
+		}
+	}
+	res.Seconds = time.Since(start).Seconds()
+	res.VictimSeconds = res.Seconds / float64(opt.Victims)
+	res.summarise(kinds)
+	return res, nil
+}
+
+// Claims is the attack's own decision, made without knowing the secret: it claims a recovery when
+// U_obs's numerical rank is below d (else every row of R^d is "contained" and the scores are
+// rounding noise) and the best candidate leads the second by at least gap decades.
+func Claims(rank, d int, o Outcome, gap float64) bool {
+	return rank < d && o.Gap >= gap
+}
+
+// summarise fills the aggregate fields from res.Victims.
+func (res *Result) summarise(kinds []Score) {
+	nv := float64(len(res.Victims))
+	var claims, right, full int
+	for _, v := range res.Victims {
+		res.N += float64(v.N) / nv
+		res.NObs += float64(v.NObs) / nv
+		res.Rank += float64(v.Rank) / nv
+		res.RankMin = min(res.RankMin, v.Rank)
+		res.RankMax = max(res.RankMax, v.Rank)
+		if v.Rank >= res.D {
+			full++
+		}
+		if v.Claimed {
+			claims++
+			if v.Outcomes[0].Rank == 1 {
+				right++
+			}
+		}
+	}
+	res.FullRank = float64(full) / nv
+	res.Claimed = float64(claims) / nv
+	res.ClaimedCorrect = -1
+	if claims > 0 {
+		res.ClaimedCorrect = float64(right) / float64(claims)
+	}
+	for k, kind := range kinds {
+		sm := Summary{Score: kind.String(), Chance: 1 / float64(res.Candidates)}
+		var ranks, margins, sec, bw []float64
+		for _, v := range res.Victims {
+			o := v.Outcomes[k]
+			if o.Rank == 1 {
+				sm.Recovery += 1 / nv
+			}
+			ranks = append(ranks, float64(o.Rank))
+			margins = append(margins, o.Margin)
+			sec = append(sec, o.Secret)
+			bw = append(bw, o.BestWrong)
+			sm.MeanRank += float64(o.Rank) / nv
+		}
+		sm.MedianRank = quantile(ranks, 0.5)
+		for i, q := range []float64{0, 0.05, 0.25, 0.5, 0.75, 0.95, 1} {
+			sm.Margin[i] = quantile(margins, q)
+		}
+		sm.SecretMedian, sm.BestWrongMedian = quantile(sec, 0.5), quantile(bw, 0.5)
+		res.Summaries = append(res.Summaries, sm)
+	}
+}
+
+// quantile is the q-quantile of x by linear interpolation between order statistics (x is sorted
+// in place).
+func quantile(x []float64, q float64) float64 {
+	if len(x) == 0 {
+		return math.NaN()
+	}
+	slices.Sort(x)
+	p := q * float64(len(x)-1)
+	i := int(p)
+	if i >= len(x)-1 {
+		return x[len(x)-1]
+	}
+	return x[i] + (p-float64(i))*(x[i+1]-x[i])
+}
+
+// Table renders the result's summaries as a Markdown table.
+func (res *Result) Table() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "template %q, |C| = %d, %d victims, observe %s: n %.1f, n_obs %.1f, rank %.1f (min %d, max %d) of d %d, full rank %.2f; claimed %.2f (right %.2f); %.1f s (%.3f s/victim)\n\n",
+		res.Template.Pattern, res.Candidates, len(res.Victims), orNone(res.ObserveDtype), res.N, res.NObs, res.Rank, res.RankMin, res.RankMax, res.D,
+		res.FullRank, res.Claimed, res.ClaimedCorrect, res.Seconds, res.VictimSeconds)
+	b.WriteString("| score | recovery | chance | median rank | mean rank | margin min | p5 | p50 | p95 | secret med | best wrong med |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|\n")
+	for _, s := range res.Summaries {
+		fmt.Fprintf(&b, "| %s | %.3f | %.2g | %.1f | %.1f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f |\n",
+			s.Score, s.Recovery, s.Chance, s.MedianRank, s.MeanRank, s.Margin[0], s.Margin[1], s.Margin[3], s.Margin[5], s.SecretMedian, s.BestWrongMedian)
+	}
+	return b.String()
+}
+
+// orNone spells an empty dtype as none.
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
+}
+
+// Embed builds the candidates of template t from values: fills, forward pass, secret rows.
+func Embed(ctx context.Context, emb *Embedder, t Template, values []string, progress io.Writer) (*Candidates, error) {
+	c := &Candidates{Values: values, Texts: make([]string, len(values))}
+	for i, v := range values {
+		c.Texts[i] = t.Fill(v)
+	}
+	rows, err := emb.Embed(ctx, c.Texts, 0, 0, progress)
+	if err != nil {
+		return nil, err
+	}
+	c.Rows = rows
+	c.Slot = emb.SlotRows(t, rows)
+	return c, nil
+}
