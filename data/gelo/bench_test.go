@@ -40,29 +40,33 @@ func cpuSeconds() float64 {
 }
 
 // BenchmarkExample times one example on one goroutine with a reused Workspace and
-// single-threaded BLAS (so that cpu-ms/example counts no spinning BLAS threads).
+// single-threaded BLAS (so that cpu-ms/example counts no spinning BLAS threads), with A drawn by
+// each path of mixPaths (the scalar Go QR, and LAPACK when present) side by side.
 func BenchmarkExample(b *testing.B) {
 	c := benchCorpus(b)
 	blas.SetThreads(1)
 	defer blas.SetThreads(0)
 	for _, n := range []int{64, 256, 1024} {
-		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) {
-			s := benchSampler(b, c, n)
-			ws := new(Workspace)
-			b.ResetTimer()
-			cpu0 := cpuSeconds()
-			for i := 0; i < b.N; i++ {
-				ex, err := s.ExampleWith(ws, data.Train, int64(i))
-				if err != nil || ex.N != n {
-					b.Fatal(ex.N, err)
+		for _, p := range mixPaths(b) {
+			b.Run(fmt.Sprintf("n=%d/%s", n, p.name), func(b *testing.B) {
+				s := benchSampler(b, c, n)
+				ws := new(Workspace)
+				ws.mx.lib = p.lib
+				b.ResetTimer()
+				cpu0 := cpuSeconds()
+				for i := 0; i < b.N; i++ {
+					ex, err := s.ExampleWith(ws, data.Train, int64(i))
+					if err != nil || ex.N != n {
+						b.Fatal(ex.N, err)
+					}
 				}
-			}
-			cpu := cpuSeconds() - cpu0
-			sec := b.Elapsed().Seconds()
-			b.ReportMetric(float64(b.N)/sec, "examples/s")
-			b.ReportMetric(float64(b.N*n)/sec, "rows/s")
-			b.ReportMetric(1000*cpu/float64(b.N), "cpu-ms/example")
-		})
+				cpu := cpuSeconds() - cpu0
+				sec := b.Elapsed().Seconds()
+				b.ReportMetric(float64(b.N)/sec, "examples/s")
+				b.ReportMetric(float64(b.N*n)/sec, "rows/s")
+				b.ReportMetric(1000*cpu/float64(b.N), "cpu-ms/example")
+			})
+		}
 	}
 }
 
@@ -110,20 +114,25 @@ func BenchmarkPipeline(b *testing.B) {
 	}
 }
 
-// BenchmarkHaar times one Haar draw (float64 Householder QR, Q formed, sign fix).
+// BenchmarkHaar times one Haar draw (float64 Householder QR, Q formed, sign fix) on each path of
+// mixPaths, BLAS single-threaded.
 func BenchmarkHaar(b *testing.B) {
-	for _, n := range []int{256, 1024} {
-		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) {
-			var mx mixer
-			rng := stream(0, data.Train, 0, stageMix)
-			a := make([]float32, n*n)
-			cpu0 := cpuSeconds()
-			for i := 0; i < b.N; i++ {
-				mx.orthogonal(rng, n, a)
-			}
-			cpu := cpuSeconds() - cpu0
-			b.ReportMetric(1000*cpu/float64(b.N), "cpu-ms/op")
-			b.ReportMetric(8.0/3*float64(n*n*n)/cpu*float64(b.N)/1e9, "GFLOPS")
-		})
+	blas.SetThreads(1)
+	defer blas.SetThreads(0)
+	for _, n := range []int{64, 256, 1024} {
+		for _, p := range mixPaths(b) {
+			b.Run(fmt.Sprintf("n=%d/%s", n, p.name), func(b *testing.B) {
+				mx := mixer{lib: p.lib}
+				rng := stream(0, data.Train, 0, stageMix)
+				a := make([]float32, n*n)
+				cpu0 := cpuSeconds()
+				for i := 0; i < b.N; i++ {
+					mx.orthogonal(rng, n, a)
+				}
+				cpu := cpuSeconds() - cpu0
+				b.ReportMetric(1000*cpu/float64(b.N), "cpu-ms/op")
+				b.ReportMetric(8.0/3*float64(n*n*n)/cpu*float64(b.N)/1e9, "GFLOPS")
+			})
+		}
 	}
 }

@@ -1,15 +1,35 @@
 package gelo
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
+
+	"github.com/gelo-research/geloattack/engine/blas"
 )
 
 // mixer holds the float64 scratch of one worker for drawing mixing matrices. It is not safe for
-// concurrent use; each worker owns one.
+// concurrent use; each worker owns one; the zero value is ready.
+//
+// Which QR runs: LAPACK's dgeqrf/dorgqr (engine/blas QRColMajor) when the library (lib, nil
+// meaning blas.Default()) has LAPACK, which is the case whenever OpenBLAS loads; otherwise
+// (GELOATTACK_BLAS=gonum, or no OpenBLAS on the machine) the scalar Go Householder QR below
+// (haarGo), which is faster than gonum's Dgeqrf/Dorgqr at these sizes. Both take the same
+// Gaussian draws in the same order and give the same Q to round-off.
 type mixer struct {
-	g, q, q2 []float64 // (n, n) column-major
-	tau, dg  []float64 // (n)
+	lib      *blas.Library // nil: blas.Default()
+	g, q, q2 []float64     // (n, n) column-major
+	prod     []float64     // (n, n) row-major float64 product Q1 diag(s) Q2^T
+	tau, dg  []float64     // (n)
+	qrw      blas.QRWork
+}
+
+// library is the BLAS/LAPACK the mixer computes with.
+func (mx *mixer) library() *blas.Library {
+	if mx.lib == nil {
+		mx.lib = blas.Default()
+	}
+	return mx.lib
 }
 
 // grow returns buf resized to n, reusing its storage when large enough.
@@ -22,10 +42,30 @@ func grow[T any](buf []T, n int) []T {
 
 // haar draws a Haar-distributed orthogonal matrix into q (n x n, column-major, q(i,j) = q[j*n+i]):
 // the Q of a Householder QR of a standard Gaussian matrix with column j multiplied by sign(R_jj).
-// Without that sign fix (signFix false, for tests only) the distribution is not Haar: Householder
+// The n^2 Gaussian draws fill q column by column (draw k is G(k mod n, k div n)), whichever QR runs.
+// Without the sign fix (signFix false, for tests only) the distribution is not Haar: Householder
 // chooses R_jj = -sign(x_0)||x||, which biases the diagonal of Q.
-// Cost 8/3 n^3 flops, single-threaded: callers parallelise over examples.
+// Cost 8/3 n^3 flops on LAPACK (blocked, with the library's threads) or in scalar Go.
+//
+// It panics when LAPACK refuses its arguments: the sizes are the mixer's own, so that is a bug.
 func (mx *mixer) haar(rng *rand.Rand, n int, q []float64, signFix bool) {
+	lib := mx.library()
+	if !lib.HasLAPACK() {
+		mx.haarGo(rng, n, q, signFix)
+		return
+	}
+	q = q[:n*n]
+	for i := range q {
+		q[i] = rng.NormFloat64()
+	}
+	if err := lib.QRColMajor(n, n, q, n, signFix, &mx.qrw); err != nil {
+		panic(fmt.Sprintf("gelo: Haar draw, n = %d: %v", n, err))
+	}
+}
+
+// haarGo is haar in scalar Go: the same draws into the same places, an unblocked Householder QR
+// and the backward accumulation of Q. Single-threaded: callers parallelise over examples.
+func (mx *mixer) haarGo(rng *rand.Rand, n int, q []float64, signFix bool) {
 	g := grow(mx.g, n*n)
 	mx.g = g
 	tau := grow(mx.tau, n)
@@ -109,23 +149,12 @@ func (mx *mixer) nonOrthogonal(rng *rand.Rand, n int, kappa float64, a []float32
 			col[i] *= s[j]
 		}
 	}
-	// Row i of A accumulates sum_j (Q1(i,j) s_j) Q2(:,j)^T, four j at a time so that each
-	// load and store of the row serves four columns of Q2.
-	row := grow(mx.tau, n) // row: (n), the float64 accumulator of one row of A; tau is free now
-	mx.tau = row
-	for i := 0; i < n; i++ {
-		clear(row)
-		j := 0
-		for ; j+4 <= n; j += 4 {
-			axpy4(q1[j*n+i], q1[(j+1)*n+i], q1[(j+2)*n+i], q1[(j+3)*n+i],
-				q2[j*n:(j+1)*n], q2[(j+1)*n:(j+2)*n], q2[(j+2)*n:(j+3)*n], q2[(j+3)*n:(j+4)*n], row)
-		}
-		for ; j < n; j++ {
-			axpy(q1[j*n+i], q2[j*n:(j+1)*n], row)
-		}
-		for l, x := range row {
-			a[i*n+l] = float32(x)
-		}
+	// A = (Q1 diag(s)) Q2^T in float64, then rounded. Column-major storage of X read as
+	// row-major is X^T: q1 holds (Q1 diag(s))^T and q2 holds Q2^T, so A = q1^T q2.
+	mx.prod = grow(mx.prod, n*n)
+	mx.library().Dgemm(true, false, n, n, n, 1, q1, n, q2, n, 0, mx.prod, n)
+	for i, x := range mx.prod {
+		a[i] = float32(x)
 	}
 }
 
@@ -158,15 +187,6 @@ func axpy(alpha float64, x, y []float64) {
 	}
 	for ; i < len(x); i++ {
 		y[i] += alpha * x[i]
-	}
-}
-
-// axpy4 is y += a0 x0 + a1 x1 + a2 x2 + a3 x3 over len(y) (each x at least as long).
-func axpy4(a0, a1, a2, a3 float64, x0, x1, x2, x3, y []float64) {
-	n := len(y)
-	x0, x1, x2, x3 = x0[:n], x1[:n], x2[:n], x3[:n]
-	for i := range y {
-		y[i] += a0*x0[i] + a1*x1[i] + a2*x2[i] + a3*x3[i]
 	}
 }
 

@@ -30,11 +30,13 @@ type Library struct {
 	setThr func(n int)
 	// dgemm is the float64 GEMM and qr the float64 QR (nil: gonum's); lapack says
 	// qr is the library's LAPACK.
-	dgemm   func(transA, transB bool, m, n, k int, alpha float64, a []float64, lda int, b []float64, ldb int, beta float64, c []float64, ldc int)
-	qr      rowQR
-	lapack  bool
-	mu      sync.Mutex
-	threads int
+	dgemm  func(transA, transB bool, m, n, k int, alpha float64, a []float64, lda int, b []float64, ldb int, beta float64, c []float64, ldc int)
+	qr     rowQR
+	lapack bool
+	// lapackRaw are the Fortran routines behind qr (nil without LAPACK), for QRColMajor.
+	lapackRaw *lapackRoutines
+	mu        sync.Mutex
+	threads   int
 }
 
 // Name says which implementation is loaded, e.g. "OpenBLAS 0.3.21 ... (libopenblas.so.0)" or "gonum".

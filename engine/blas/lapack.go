@@ -100,17 +100,26 @@ func (f *lapackFactored) FormQ() error {
 	return nil
 }
 
-// lapackQR binds dgeqrf_/dorgqr_ from the opened library h; ok is false when either is missing.
-func lapackQR(h uintptr) (rowQR, bool) {
+// lapackRoutines are the Fortran QR routines bound from a library, for the column-major QR
+// (QRColMajor) that calls them on the caller's storage directly.
+type lapackRoutines struct {
+	geqrf fortranGeqrf
+	orgqr fortranOrgqr
+}
+
+// lapackQR binds dgeqrf_/dorgqr_ from the opened library h: the row-major QR and the raw
+// routines; ok is false when either is missing.
+func lapackQR(h uintptr) (rowQR, *lapackRoutines, bool) {
 	fs, err1 := purego.Dlsym(h, "dgeqrf_")
 	gs, err2 := purego.Dlsym(h, "dorgqr_")
 	if err1 != nil || err2 != nil {
-		return nil, false
+		return nil, nil, false
 	}
 	var geqrf fortranGeqrf
 	var orgqr fortranOrgqr
 	purego.RegisterFunc(&geqrf, fs)
 	purego.RegisterFunc(&orgqr, gs)
+	raw := &lapackRoutines{geqrf: geqrf, orgqr: orgqr}
 	return func(m, n int, a []float64, lda int) (factored, error) {
 		f := &lapackFactored{m: m, n: n, lda: lda, a: a, w: make([]float64, m*n), tau: make([]float64, n), orgqr: orgqr}
 		transpose(f.w, m, a, lda, m, n) // w: (n, m) row-major = (m, n) column-major
@@ -128,7 +137,7 @@ func lapackQR(h uintptr) (rowQR, bool) {
 			return nil, fmt.Errorf("blas: dgeqrf (%d x %d): info %d", m, n, info)
 		}
 		return f, nil
-	}, true
+	}, raw, true
 }
 
 // transpose writes the transpose of src: (rows, cols), row stride lds, into dst: (cols, rows),

@@ -83,7 +83,7 @@ func openOne(path string) (*Library, error) {
 		lib.setThr = func(n int) { set(int32(n)) }
 	}
 	lib.dgemm, _ = openblasDgemm(h)
-	lib.qr, lib.lapack = lapackQR(h)
+	lib.qr, lib.lapackRaw, lib.lapack = lapackQR(h)
 	lib.sgemm = func(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
 		// k == 0 leaves A and B empty; a valid pointer is still required.
 		var dummy float32
