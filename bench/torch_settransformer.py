@@ -118,6 +118,11 @@ GO_NUM_PARAMS = {
 }
 
 
+# Features of recent releases, with the fallbacks this file uses on older ones (the Debian
+# python3-torch 1.13 of the CPU comparison): RMSNorm written out, attention as matmul-softmax-matmul.
+HAS_RMS_NORM = hasattr(F, "rms_norm")
+HAS_SDPA = hasattr(F, "scaled_dot_product_attention")
+
 # ---------------------------------------------------------------------------------------------
 # Model.
 # ---------------------------------------------------------------------------------------------
@@ -133,7 +138,10 @@ class RMSNorm(nn.Module):
     def forward(self, x):
         # The weight is cast to x's dtype so that the fused kernel sees one dtype under autocast
         # (x bf16, weight fp32 master); in fp32 the cast is a no-op.
-        return F.rms_norm(x, (x.shape[-1],), self.weight.to(x.dtype), RMS_EPS)
+        w = self.weight.to(x.dtype)
+        if HAS_RMS_NORM:
+            return F.rms_norm(x, (x.shape[-1],), w, RMS_EPS)
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + RMS_EPS) * w  # torch < 2.4
 
 
 def linear(n_in, n_out, std):
@@ -153,7 +161,7 @@ class Attention(nn.Module):
     def __init__(self, h, heads, out_std, use_sdpa):
         super().__init__()
         self.heads = heads
-        self.use_sdpa = use_sdpa
+        self.use_sdpa = use_sdpa and HAS_SDPA
         self.q_proj = linear(h, h, INIT_STD)
         self.k_proj = linear(h, h, INIT_STD)
         self.v_proj = linear(h, h, INIT_STD)
@@ -255,7 +263,7 @@ class RetrievalModel(nn.Module):
         # u: (B, N, d); mask: (B, N) bool or None; cand: (C, e); pos: (B, C) bool -> loss ().
         x = self.enc(u, mask)  # x: (B, N+1, h)
         r = self.retrieval_head(x[:, 0])  # r: (B, e)
-        with torch.autocast(device_type="cuda", enabled=False):
+        with torch.autocast(device_type=r.device.type, enabled=False):
             q = F.normalize(r.float(), dim=-1, eps=1e-12)  # q: (B, e), the model's output
             # Cosine as the Go tape's CosineScores: both sides L2-normalised (q a second time).
             qn = F.normalize(q, dim=-1, eps=1e-12)
@@ -363,7 +371,7 @@ class UnmixModel(nn.Module):
         z = self.dec(e, mask)  # z: (B, S, h)
         h_hat = self.row_head(z)  # h_hat: (B, S, d)
         a_hat = self.mix_head(e, z)  # a_hat: (B, N, S)
-        with torch.autocast(device_type="cuda", enabled=False):
+        with torch.autocast(device_type=u.device.type, enabled=False):
             return unmix_loss(h_hat.float(), a_hat.float(), u, h_clean, mean_norm)
 
 
@@ -445,10 +453,19 @@ def build(task, preset, args, device):
     return model, inputs, B * N, info
 
 
-def amp_context(precision):
-    if precision == "bf16":
+def amp_context(precision, device_type="cuda"):
+    """bf16 autocast on the device's type, or autocast off (fp32, tf32; and always on the CPU)."""
+    if precision == "bf16" and device_type == "cuda":
         return torch.autocast(device_type="cuda", dtype=torch.bfloat16)
-    return torch.autocast(device_type="cuda", enabled=False)
+    return torch.autocast(device_type=device_type, enabled=False)
+
+
+try:
+    from torch.utils.flop_counter import FlopCounterMode  # noqa: F401  (torch >= 2.1)
+
+    HAS_FLOP_COUNTER = True
+except ImportError:
+    HAS_FLOP_COUNTER = False
 
 
 def count_flops(model, inputs, precision):
@@ -465,6 +482,31 @@ def count_flops(model, inputs, precision):
     return counter.get_total_flops()
 
 
+def sync(device):
+    """Wait for the device's queued work (a no-op on the CPU)."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def peak_mib(device):
+    """Peak memory in MiB: allocated device memory on a GPU, the process's peak RSS on the CPU."""
+    if device.type == "cuda":
+        return torch.cuda.max_memory_allocated(device) / 2**20
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+
+
+def make_optimizer(model, args):
+    """AdamW as bench.go's step: decay groups of engine.DefaultDecay, foreach (or fused) kernels."""
+    opt_kwargs = {"lr": args.lr, "betas": (0.9, 0.999), "eps": 1e-8}
+    if args.fused_adamw:
+        opt_kwargs["fused"] = True
+    else:
+        opt_kwargs["foreach"] = True
+    return torch.optim.AdamW(decay_groups(model, args.weight_decay), **opt_kwargs)
+
+
 def run_one(task, preset, args, device):
     torch.manual_seed(1)
     model, inputs, rows, info = build(task, preset, args, device)
@@ -472,18 +514,13 @@ def run_one(task, preset, args, device):
     go_params = None
     if not args.rows:  # S = N, so the unmix count depends on N
         go_params = GO_NUM_PARAMS[preset][0 if task == "retrieval" else 1]
-    opt_kwargs = {"lr": args.lr, "betas": (0.9, 0.999), "eps": 1e-8}
-    if args.fused_adamw:
-        opt_kwargs["fused"] = True
-    else:
-        opt_kwargs["foreach"] = True
-    opt = torch.optim.AdamW(decay_groups(model, args.weight_decay), **opt_kwargs)
+    opt = make_optimizer(model, args)
     fwd = torch.compile(model) if args.compile else model
     params = [p for p in model.parameters()]
 
     def step():
         opt.zero_grad(set_to_none=True)
-        with amp_context(args.precision):
+        with amp_context(args.precision, device.type):
             loss = fwd(*inputs)
         loss.backward()
         if args.clip > 0:
@@ -491,30 +528,39 @@ def run_one(task, preset, args, device):
         opt.step()
         return loss
 
-    torch.cuda.synchronize()
-    torch.cuda.reset_peak_memory_stats()
+    on_gpu = device.type == "cuda"
+    sync(device)
+    if on_gpu:
+        torch.cuda.reset_peak_memory_stats()
     first_loss = None
     for i in range(args.warmup):
         loss = step()
         if i == 0:
             first_loss = loss.item()  # outside the timed steps; also checks the first step ran
-    torch.cuda.synchronize()
+    sync(device)
 
-    starts = [torch.cuda.Event(enable_timing=True) for _ in range(args.steps)]
-    ends = [torch.cuda.Event(enable_timing=True) for _ in range(args.steps)]
+    ms = []
     t0 = time.perf_counter()
-    for i in range(args.steps):
-        starts[i].record()
-        loss = step()
-        ends[i].record()
-    torch.cuda.synchronize()
+    if on_gpu:
+        starts = [torch.cuda.Event(enable_timing=True) for _ in range(args.steps)]
+        ends = [torch.cuda.Event(enable_timing=True) for _ in range(args.steps)]
+        for i in range(args.steps):
+            starts[i].record()
+            loss = step()
+            ends[i].record()
+        torch.cuda.synchronize()
+        ms = [s.elapsed_time(e) for s, e in zip(starts, ends)]
+    else:
+        for i in range(args.steps):
+            t = time.perf_counter()
+            loss = step()
+            ms.append(1000 * (time.perf_counter() - t))
     wall = time.perf_counter() - t0
-    ms = [s.elapsed_time(e) for s, e in zip(starts, ends)]
-    peak_mib = torch.cuda.max_memory_allocated() / 2**20
+    peak = peak_mib(device)
     last_loss = loss.item()
 
     # FLOPs of one forward + backward on the eager model (after timing, so they do not disturb it).
-    flops = count_flops(model, inputs, args.precision)
+    flops = count_flops(model, inputs, args.precision) if HAS_FLOP_COUNTER else None
 
     step_ms = statistics.median(ms)
     rec = {
@@ -522,16 +568,16 @@ def run_one(task, preset, args, device):
         "task": task,
         "preset": preset,
         "precision": args.precision,
-        "sdpa": int(args.sdpa),
+        "sdpa": int(args.sdpa and HAS_SDPA),
         # the comparison figures first
-        "step_ms": round(step_ms, 3),  # median over the timed steps (CUDA events)
+        "step_ms": round(step_ms, 3),  # median over the timed steps (CUDA events; host clock on the CPU)
         "rows_per_s": round(rows / (step_ms / 1000), 1),
-        "peak_mib": round(peak_mib, 1),
-        "gflop_per_step": round(flops / 1e9, 3),
-        "mfu": round(flops / (step_ms / 1000) / (args.peak_tflops * 1e12), 4),
+        "peak_mib": round(peak, 1),
+        "gflop_per_step": round(flops / 1e9, 3) if flops else None,
+        "mfu": round(flops / (step_ms / 1000) / (args.peak_tflops * 1e12), 4) if flops and on_gpu else None,
         # then the details
-        "tflops": round(flops / (step_ms / 1000) / 1e12, 2),
-        "peak_tflops": args.peak_tflops,
+        "tflops": round(flops / (step_ms / 1000) / 1e12, 2) if flops else None,
+        "peak_tflops": args.peak_tflops if on_gpu else None,
         "step_ms_mean": round(statistics.fmean(ms), 3),
         "step_ms_min": round(min(ms), 3),
         "step_ms_wall": round(1000 * wall / args.steps, 3),  # host clock over the timed loop / steps
@@ -549,6 +595,154 @@ def run_one(task, preset, args, device):
     }
     del model, fwd, opt, inputs, params
     return rec
+
+
+# ---------------------------------------------------------------------------------------------
+# End to end (--e2e): generation included, as `geloattack bench -what train` runs it.
+# ---------------------------------------------------------------------------------------------
+
+# The paper-size run of runner/benchtrain.go: 4 positives x 58 window tokens + ceil(0.1 x 232) = 24
+# gaussian shields = 256 rows a set, B = 16 sets, orthogonal mixing, every row observed, the
+# store's texts 64..96 tokens of d = 4096 float32 rows with e = 4096 embeddings.
+E2E_POSITIVES = 4
+E2E_TOKENS = 58
+E2E_SHIELD_FRAC = 0.1
+E2E_SHIELD_SCALE = 0.5  # gelo.DefaultConfig's shield_scale
+E2E_BATCH = 16
+E2E_TEXTS = 64
+
+
+class Generator:
+    """The GELO examples a PyTorch user would write: windows of a host store, gaussian shields,
+    a shuffled X = [H; S] copied to the device, and there a fresh Haar A per set from
+    torch.linalg.qr of a float64 Gaussian with the sign fix, U = A X in fp32 (optionally rounded
+    to bf16, --observe bf16), and the task's targets (candidates or clean rows).
+    """
+
+    def __init__(self, device, seed=1):
+        self.device = device
+        self.g = torch.Generator().manual_seed(seed)  # host stream: texts, windows, shields, order
+        self.gd = torch.Generator(device=device).manual_seed(seed + 1)  # device stream: A
+        lengths = torch.randint(64, 97, (E2E_TEXTS,), generator=self.g)
+        # The store: (texts, 96, d) host rows, of which text t uses lengths[t]; (texts, e) embeddings.
+        self.rows = torch.randn(E2E_TEXTS, 96, INPUT_DIM, generator=self.g)
+        self.lengths = lengths
+        self.emb = torch.randn(E2E_TEXTS, CANDIDATE_DIM, generator=self.g)
+        self.clean = E2E_POSITIVES * E2E_TOKENS
+        self.k = math.ceil(E2E_SHIELD_FRAC * self.clean)
+        self.n = self.clean + self.k
+
+    def batch(self, task, observe):
+        """One step's inputs for task: (u, mask, cand, pos) or (u, mask, h_clean, mean_norm)."""
+        B, n, d = E2E_BATCH, self.n, INPUT_DIM
+        x = torch.empty(B, n, d)  # x: (B, n, d) host, X = [H; S] shuffled
+        h = torch.empty(B, self.clean, d)  # h: (B, n_clean, d) host, clean rows in draw order
+        mean_norm = torch.empty(B)
+        texts = torch.empty(B, E2E_POSITIVES, dtype=torch.long)
+        for b in range(B):
+            texts[b] = torch.randperm(E2E_TEXTS, generator=self.g)[:E2E_POSITIVES]
+            for j, t in enumerate(texts[b].tolist()):
+                off = int(torch.randint(0, int(self.lengths[t]) - E2E_TOKENS + 1, (1,), generator=self.g))
+                h[b, j * E2E_TOKENS:(j + 1) * E2E_TOKENS] = self.rows[t, off:off + E2E_TOKENS]
+            m = h[b].norm(dim=1).mean()
+            mean_norm[b] = m
+            s = torch.randn(self.k, d, generator=self.g) * (E2E_SHIELD_SCALE * m / math.sqrt(d))  # (k, d)
+            perm = torch.randperm(n, generator=self.g)
+            x[b] = torch.cat([h[b], s])[perm]
+        xd = x.to(self.device, non_blocking=True)
+        # A: (B, n, n), Haar: Q of a Gaussian's QR with column j times sign(R_jj).
+        gauss = torch.randn(B, n, n, dtype=torch.float64, device=self.device, generator=self.gd)
+        q, r = torch.linalg.qr(gauss)
+        q = q * torch.sign(torch.diagonal(r, dim1=-2, dim2=-1)).unsqueeze(-2)
+        u = torch.bmm(q.float(), xd)  # u: (B, n, d) = A X
+        if observe == "bf16":
+            u = u.bfloat16().float()
+        if task == "retrieval":
+            C = B * E2E_POSITIVES
+            cand = self.emb[texts.reshape(-1)].to(self.device)  # cand: (C, e), in-batch positives
+            pos = torch.zeros(B, C, dtype=torch.bool)
+            for b in range(B):
+                pos[b, b * E2E_POSITIVES:(b + 1) * E2E_POSITIVES] = True
+            return (u, None, cand, pos.to(self.device))
+        return (u, None, h.to(self.device), mean_norm.to(self.device))
+
+
+def run_e2e(task, preset, args, device):
+    """Time --steps steps after --warmup of generation + the training step, as bench -what train."""
+    torch.manual_seed(1)
+    h, layers, heads, mlp = PRESETS[preset]
+    gen = Generator(device)
+    n = gen.n
+    if task == "retrieval":
+        model = RetrievalModel(h, layers, heads, mlp, args.sdpa)
+    else:
+        model = UnmixModel(h, layers, heads, mlp, BENCH_DEC_LAYERS, n, args.sdpa)
+    model = model.to(device)
+    opt = make_optimizer(model, args)
+    params = [p for p in model.parameters()]
+    rows = E2E_BATCH * n
+
+    def step():
+        c0 = time.process_time()  # process CPU time, every thread
+        t0 = time.perf_counter()
+        inputs = gen.batch(task, args.observe)
+        sync(device)
+        t1 = time.perf_counter()
+        opt.zero_grad(set_to_none=True)
+        with amp_context(args.precision, device.type):
+            loss = model(*inputs)
+        loss.backward()
+        if args.clip > 0:
+            torch.nn.utils.clip_grad_norm_(params, args.clip)
+        opt.step()
+        lv = loss.item()  # as the Go loop: the loss comes back to the host every step
+        sync(device)
+        t2 = time.perf_counter()
+        return 1000 * (t2 - t0), 1000 * (t1 - t0), lv, time.process_time() - c0
+
+    for _ in range(args.warmup):
+        step()
+    steps, gens, losses, cpus = [], [], [], []
+    for _ in range(args.steps):
+        st, gt, lv, ct = step()
+        steps.append(st)
+        gens.append(gt)
+        losses.append(lv)
+        cpus.append(ct)
+    step_ms = statistics.median(steps)
+    gen_ms = statistics.median(gens)
+    cpu_s = statistics.fmean(cpus)
+    cores = torch.get_num_threads() if device.type == "cpu" else 1
+    return {
+        "impl": "torch",
+        "mode": "e2e",
+        "task": task,
+        "preset": preset,
+        "precision": args.precision,
+        "device": str(device),
+        "step_ms": round(step_ms, 3),  # median of generation + step, host clock after a sync
+        "rows_per_s": round(rows / (step_ms / 1000), 1),
+        "gen_ms": round(gen_ms, 3),  # median of the generation part
+        "gen_share": round(gen_ms / step_ms, 4),
+        # process CPU time per step (all threads) and the rows/s it would give on `threads`
+        # dedicated cores (the CPU figure to compare on a shared machine; host share on a GPU)
+        "cpu_s_per_step": round(cpu_s, 3),
+        "cpu_rows_per_s": round(rows / (cpu_s / cores), 1) if cpu_s > 0 else None,
+        "step_ms_mean": round(statistics.fmean(steps), 3),
+        "step_ms_min": round(min(steps), 3),
+        "step_ms_max": round(max(steps), 3),
+        "peak_mib": round(peak_mib(device), 1),
+        "threads": torch.get_num_threads(),
+        "B": E2E_BATCH,
+        "N": n,
+        "d": INPUT_DIM,
+        "observe": args.observe,
+        "params": sum(p.numel() for p in params),
+        "steps": args.steps,
+        "warmup": args.warmup,
+        "loss_first": round(losses[0], 5),
+        "loss_last": round(losses[-1], 5),
+    }
 
 
 def fmt_line(rec):
@@ -594,6 +788,16 @@ def main():
     ap.add_argument("--json", default="", help="append one JSON object per result line to this file")
     ap.add_argument("--list-params", action="store_true",
                     help="print the parameters (Go names, shapes) and totals, then exit (no GPU needed)")
+    ap.add_argument("--device", default="cuda",
+                    help="cuda (default), cuda:N or cpu; the CPU computes in fp32 whatever --precision says")
+    ap.add_argument("--threads", type=int, default=0,
+                    help="CPU threads (torch.set_num_threads); default: every core (os.cpu_count)")
+    ap.add_argument("--e2e", action="store_true",
+                    help="end to end: each step generates its batch (store windows, shields, Haar A by "
+                         "torch.linalg.qr, U = A X on the device) before training on it; paper-size sets "
+                         "of runner/benchtrain.go (B16 n256), as `geloattack bench -what train`")
+    ap.add_argument("--observe", choices=["none", "bf16"], default="none",
+                    help="--e2e: round U to bf16 before the model sees it (the sampler's observe_dtype)")
     args = ap.parse_args()
 
     tasks = parse_list(args.task, ["retrieval", "unmix"], "task")
@@ -609,8 +813,22 @@ def main():
         return
     if not args.peak_tflops:
         args.peak_tflops = PEAK_TFLOPS[args.precision]
-    if not torch.cuda.is_available():
-        sys.exit("no CUDA device visible to torch")
+    device = torch.device(args.device)
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            sys.exit("no CUDA device visible to torch (--device cpu runs on the CPU)")
+        dev_name = torch.cuda.get_device_name(device).replace(" ", "_")
+        cuda = torch.version.cuda
+    elif device.type == "cpu":
+        import os
+
+        torch.set_num_threads(args.threads or os.cpu_count())
+        if args.precision != "fp32":
+            print(f"torch-note --precision {args.precision} ignored on the CPU: fp32", flush=True)
+            args.precision = "fp32"
+        dev_name, cuda = f"cpu_{torch.get_num_threads()}_threads", None
+    else:
+        sys.exit(f"--device {args.device}: want cuda, cuda:N or cpu")
 
     # fp32 matmul precision: PyTorch's default ("highest", no TF32) unless tf32 is asked for; bf16
     # runs the model's GEMMs in bf16 through autocast and the fp32 loss GEMMs stay strict fp32.
@@ -619,10 +837,9 @@ def main():
     if args.precision == "tf32":
         torch.set_float32_matmul_precision("high")
 
-    device = torch.device("cuda")
-    dev_name = torch.cuda.get_device_name(device).replace(" ", "_")
-    print(f"torch-env torch={torch.__version__} cuda={torch.version.cuda} device={dev_name} "
-          f"fp32_matmul={torch.get_float32_matmul_precision()} peak_tflops={args.peak_tflops} (MFU denominator)",
+    print(f"torch-env torch={torch.__version__} cuda={cuda} device={dev_name} "
+          f"fp32_matmul={torch.get_float32_matmul_precision()} peak_tflops={args.peak_tflops} (MFU denominator) "
+          f"sdpa_available={int(HAS_SDPA)} rms_norm_available={int(HAS_RMS_NORM)}",
           flush=True)
 
     out = open(args.json, "a") if args.json else None
@@ -630,7 +847,7 @@ def main():
     for task in tasks:
         for preset in presets:
             try:
-                rec = run_one(task, preset, args, device)
+                rec = (run_e2e if args.e2e else run_one)(task, preset, args, device)
                 rec["device"] = dev_name
                 rec["torch"] = torch.__version__
             except torch.cuda.OutOfMemoryError as err:
@@ -642,7 +859,8 @@ def main():
                 out.write(json.dumps(rec) + "\n")
                 out.flush()
             gc.collect()
-            torch.cuda.empty_cache()
+            if device.type == "cuda":
+                torch.cuda.empty_cache()
     if out:
         out.close()
     sys.exit(1 if failed else 0)
