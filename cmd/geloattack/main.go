@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"sort"
 	"syscall"
 
@@ -69,6 +70,7 @@ func main() {
 		usage()
 		os.Exit(2)
 	}
+	setGCPercent()
 	// The first SIGINT/SIGTERM cancels the context so long work can checkpoint and exit cleanly;
 	// a second one kills the process the usual way.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -88,5 +90,20 @@ func main() {
 		}
 		fmt.Fprintf(os.Stderr, "geloattack %s: %v\n", name, err)
 		os.Exit(1)
+	}
+}
+
+// defaultGCPercent is the garbage collector's target when GOGC is not set. A training process's
+// heap is mostly long-lived and pointer-free (parameters, AdamW moments, the activation arena, the
+// gradient pool), while the pipeline discards every batch it hands out. With Go's default of 100
+// the garbage may grow to the size of all the live memory before a collection (a paper-size run
+// would creep from 7 GiB to 14 GiB); at 20 it is held to a fifth, and a collection, which scans
+// almost nothing in pointer-free memory, costs about 10 ms.
+const defaultGCPercent = 20
+
+// setGCPercent applies defaultGCPercent unless the user chose with GOGC.
+func setGCPercent() {
+	if _, set := os.LookupEnv("GOGC"); !set {
+		debug.SetGCPercent(defaultGCPercent)
 	}
 }
