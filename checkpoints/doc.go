@@ -53,6 +53,11 @@
 // never come from different saves. The moments make a checkpoint about three times the size of the
 // weights; an exported model for other tools is written with Save alone.
 //
+// Restore is the one path from a loaded checkpoint into a model: it copies the weights into an
+// engine.Params after checking every name and shape (all or nothing, the error naming the file and
+// each tensor that differs) and, for a resumed run, sets the AdamW moments and step. On resume the
+// checkpoint is read once, by runner.Train through LoadLatestGood, and handed to train.Train.
+//
 // A run directory holds the checkpoints and a pointer file "latest" whose content is the file name of
 // the newest complete checkpoint followed by a newline. SaveCheckpoint writes the checkpoint to a
 // temporary file, fsyncs it, renames it into place, fsyncs the directory, and only then replaces

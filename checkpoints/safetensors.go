@@ -224,7 +224,7 @@ func LoadInto(path string, want []Spec, dst map[string][]float32) (metadata map[
 		byName[r.name] = i
 		have[i] = Spec{Name: r.name, Shape: r.shape}
 	}
-	if err := matchSpecs(have, want, dst); err != nil {
+	if err := matchSpecs(have, want, lenIn(dst)); err != nil {
 		return nil, fmt.Errorf("checkpoints: load %s: %w", path, err)
 	}
 	for _, w := range want {
@@ -236,23 +236,11 @@ func LoadInto(path string, want []Spec, dst map[string][]float32) (metadata map[
 // CopyInto is LoadInto for tensors already in memory (for example the weights of a Checkpoint, or
 // the result of LoadAny): it checks tensors against want and copies them into dst, all or nothing.
 func CopyInto(tensors []Tensor, want []Spec, dst map[string][]float32) error {
-	have := make([]Spec, len(tensors))
-	byName := make(map[string]int, len(tensors))
-	for i, t := range tensors {
-		n, err := numElements(t.Shape)
-		if err != nil {
-			return fmt.Errorf("checkpoints: tensor %q: %w", t.Name, err)
-		}
-		if n != len(t.Data) {
-			return fmt.Errorf("checkpoints: tensor %q: shape %v has %d elements but data has %d", t.Name, t.Shape, n, len(t.Data))
-		}
-		if _, dup := byName[t.Name]; dup {
-			return fmt.Errorf("checkpoints: tensor %q appears twice", t.Name)
-		}
-		byName[t.Name] = i
-		have[i] = Spec{Name: t.Name, Shape: t.Shape}
+	have, byName, err := specsOf(tensors)
+	if err != nil {
+		return err
 	}
-	if err := matchSpecs(have, want, dst); err != nil {
+	if err := matchSpecs(have, want, lenIn(dst)); err != nil {
 		return fmt.Errorf("checkpoints: %w", err)
 	}
 	for _, w := range want {
@@ -261,9 +249,40 @@ func CopyInto(tensors []Tensor, want []Spec, dst map[string][]float32) error {
 	return nil
 }
 
+// specsOf is the name and shape of each of tensors, in order, and the index of each name; it
+// refuses a tensor whose data does not fill its shape and a name that appears twice.
+func specsOf(tensors []Tensor) (have []Spec, byName map[string]int, err error) {
+	have = make([]Spec, len(tensors))
+	byName = make(map[string]int, len(tensors))
+	for i, t := range tensors {
+		n, err := numElements(t.Shape)
+		if err != nil {
+			return nil, nil, fmt.Errorf("checkpoints: tensor %q: %w", t.Name, err)
+		}
+		if n != len(t.Data) {
+			return nil, nil, fmt.Errorf("checkpoints: tensor %q: shape %v has %d elements but data has %d", t.Name, t.Shape, n, len(t.Data))
+		}
+		if _, dup := byName[t.Name]; dup {
+			return nil, nil, fmt.Errorf("checkpoints: tensor %q appears twice", t.Name)
+		}
+		byName[t.Name] = i
+		have[i] = Spec{Name: t.Name, Shape: t.Shape}
+	}
+	return have, byName, nil
+}
+
+// lenIn is the destination lookup of matchSpecs for destination slices keyed by name.
+func lenIn(dst map[string][]float32) func(name string) (int, bool) {
+	return func(name string) (int, bool) {
+		d, ok := dst[name]
+		return len(d), ok
+	}
+}
+
 // matchSpecs reports every difference between the tensors a file has (unique names) and those the
-// caller wants, and every destination that is missing or of the wrong length.
-func matchSpecs(have, want []Spec, dst map[string][]float32) error {
+// caller wants, and every destination that is missing or of the wrong length; dstLen gives the
+// number of elements of the destination of a name, and false when there is none.
+func matchSpecs(have, want []Spec, dstLen func(name string) (int, bool)) error {
 	haveShape := make(map[string][]int, len(have))
 	for _, s := range have {
 		haveShape[s.Name] = s.Shape
@@ -288,12 +307,12 @@ func matchSpecs(have, want []Spec, dst map[string][]float32) error {
 		case !slices.Equal(got, w.Shape):
 			problems = append(problems, fmt.Sprintf("tensor %q has shape %v, want %v", w.Name, got, w.Shape))
 		}
-		d, ok := dst[w.Name]
+		d, ok := dstLen(w.Name)
 		switch {
 		case !ok:
 			problems = append(problems, fmt.Sprintf("no destination for tensor %q", w.Name))
-		case len(d) != n:
-			problems = append(problems, fmt.Sprintf("destination for tensor %q has %d elements, shape %v needs %d", w.Name, len(d), w.Shape, n))
+		case d != n:
+			problems = append(problems, fmt.Sprintf("destination for tensor %q has %d elements, shape %v needs %d", w.Name, d, w.Shape, n))
 		}
 	}
 	for _, s := range have {

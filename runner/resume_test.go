@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -55,6 +56,69 @@ func TestResumeFallsBackToTheNewestGoodCheckpoint(t *testing.T) {
 	if !bytes.Equal(want, got) {
 		t.Errorf("metrics after the fallback differ from an uninterrupted run\nwant:\n%s\ngot:\n%s", want, got)
 	}
+}
+
+// -resume reads the checkpoint once: runner.Train loads it to compare configs and hands it to
+// train.Train, which restores it without reading the directory again. The checkpoints are removed
+// as soon as the run header is printed (after the comparison, before training starts), and the
+// run still resumes from step 4 and ends with the metrics of an uninterrupted run.
+func TestResumeReadsTheCheckpointOnce(t *testing.T) {
+	root := t.TempDir()
+	cfg := tinyRun(t, "device: cpu\n")
+	cfg.Train.Steps, cfg.Train.KeepCkpts = 8, 3
+	ref := filepath.Join(root, "ref")
+	if _, err := Train(context.Background(), cfg, ref, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	run := filepath.Join(root, "run")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if _, err := Train(ctx, cfg, run, false, &cancelOn{s: "eval @ step 4", cancel: cancel}); !errors.Is(err, train.ErrInterrupted) {
+		t.Fatalf("interrupted run: %v", err)
+	}
+	log := removeOn{s: "run " + run + ": ", remove: func() error {
+		names, err := filepath.Glob(filepath.Join(run, "ckpt-*.safetensors"))
+		if err != nil || len(names) == 0 {
+			return fmt.Errorf("no checkpoint to remove in %s (%v)", run, err)
+		}
+		for _, n := range append(names, filepath.Join(run, "latest")) {
+			if err := os.Remove(n); err != nil {
+				return err
+			}
+		}
+		return nil
+	}}
+	if _, err := Train(context.Background(), cfg, run, true, &log); err != nil {
+		t.Fatalf("resume with the checkpoints gone after the config check: %v\n%s", err, log.buf.String())
+	}
+	if log.err != nil || !log.done {
+		t.Fatalf("removing the checkpoints: done %v, %v\n%s", log.done, log.err, log.buf.String())
+	}
+	if want := "resuming " + filepath.Join(run, "ckpt-4.safetensors") + " at step 4"; !strings.Contains(log.buf.String(), want) {
+		t.Errorf("resume log lacks %q:\n%s", want, log.buf.String())
+	}
+	want, _ := os.ReadFile(filepath.Join(ref, "metrics.jsonl"))
+	got, _ := os.ReadFile(filepath.Join(run, "metrics.jsonl"))
+	if !bytes.Equal(want, got) {
+		t.Errorf("metrics of the resumed run differ from an uninterrupted run\nwant:\n%s\ngot:\n%s", want, got)
+	}
+}
+
+// removeOn runs remove once, when the progress output first contains s.
+type removeOn struct {
+	buf    bytes.Buffer
+	s      string
+	remove func() error
+	done   bool
+	err    error
+}
+
+func (r *removeOn) Write(p []byte) (int, error) {
+	r.buf.Write(p)
+	if !r.done && strings.Contains(r.buf.String(), r.s) {
+		r.done, r.err = true, r.remove()
+	}
+	return len(p), nil
 }
 
 // cancelOn cancels a context once the progress output contains s.

@@ -320,7 +320,8 @@ func TrainLocked(ctx context.Context, cfg config.Run, dir string, resume bool, p
 		}
 	} else {
 		// The newest checkpoint that loads and verifies; damaged newer ones are named and
-		// skipped (they are overwritten as the run passes their steps again).
+		// skipped (they are overwritten as the run passes their steps again). This is the only
+		// read of it: its config is compared here, and train.Train restores it (Run.From).
 		ck, skipped, err := checkpoints.LoadLatestGood(dir)
 		if errors.Is(err, fs.ErrNotExist) {
 			return train.Result{}, fmt.Errorf("resume: run directory %s has no checkpoint to resume from", dir)
@@ -383,7 +384,7 @@ func TrainLocked(ctx context.Context, cfg config.Run, dir string, resume bool, p
 	}
 	res, err := train.Train(ctx, train.Run{
 		Dir: dir, Options: sess.Cfg.Train, Task: sess.Task, Sampler: sess.Sampler,
-		Metadata: meta, Resume: resume, From: from, Progress: progress,
+		Metadata: meta, From: from, Progress: progress,
 		Seed: sess.Cfg.Seed,
 	})
 	if err != nil {
@@ -420,22 +421,8 @@ func ConfigOf(ck checkpoints.Checkpoint) (config.Run, error) {
 	return cfg, nil
 }
 
-// LoadWeights copies a checkpoint's weights into the session's model, checking every name and shape.
+// LoadWeights copies a checkpoint's weights into the session's model (checkpoints.Restore without
+// the optimizer state), checking every name and shape.
 func (s *Session) LoadWeights(ck checkpoints.Checkpoint) error {
-	var want []checkpoints.Spec
-	dst := map[string][]float32{}
-	views := s.Task.Params().Views()
-	for _, pv := range views {
-		want = append(want, checkpoints.Spec{Name: pv.Name, Shape: pv.Shape})
-		dst[pv.Name] = make([]float32, pv.Size)
-	}
-	if err := checkpoints.CopyInto(ck.Weights, want, dst); err != nil {
-		return fmt.Errorf("checkpoint %s: %w", ck.Path, err)
-	}
-	for _, pv := range views {
-		if err := pv.Tensor.CopyFrom(dst[pv.Name]); err != nil {
-			return err
-		}
-	}
-	return nil
+	return checkpoints.Restore(ck, s.Task.Params(), nil)
 }

@@ -54,15 +54,14 @@ type Run struct {
 	Sampler *gelo.Sampler
 	// Metadata is stored in every checkpoint (the resolved config as JSON under "config").
 	Metadata map[string]string
-	// From is the checkpoint to resume from, already loaded and verified by the caller (nil:
-	// Train loads the newest good one of Dir itself, see checkpoints.LoadLatestGood).
+	// From is the checkpoint to resume from, already loaded and verified by the caller (see
+	// checkpoints.LoadLatestGood); Train restores it (checkpoints.Restore) and never reads a
+	// checkpoint itself. nil starts afresh.
 	From *checkpoints.Checkpoint
 	// Seed is the run's base seed (the config's seed key). Every checkpoint records it as
 	// State.Seed, beside the best evaluation so far (State.Best, State.BestStep: the highest val
 	// pos_mass or unmix_mass; see bestEval); a resume refuses a checkpoint of another seed.
 	Seed uint64
-	// Resume continues from the latest checkpoint in Dir instead of starting afresh.
-	Resume bool
 	// Progress receives the human-readable progress (a bar on a terminal, plain lines otherwise).
 	Progress io.Writer
 }
@@ -111,13 +110,10 @@ func Train(ctx context.Context, r Run) (Result, error) {
 	// best is the best evaluation so far (see bestEval); it is saved in checkpoints so that a
 	// resumed run keeps the one it found before the interruption.
 	var best bestEval
-	if r.Resume {
-		ck, err := resumeFrom(r)
-		if err != nil {
-			return Result{}, err
-		}
-		if err := restore(ps, opt, ck); err != nil {
-			return Result{}, fmt.Errorf("resume %s: %w", ck.Path, err)
+	if r.From != nil {
+		ck := r.From
+		if err := checkpoints.Restore(*ck, ps, opt); err != nil {
+			return Result{}, fmt.Errorf("resume: %w", err)
 		}
 		// Checkpoints written before the seed was recorded hold 0: nothing to compare then.
 		if ck.State.Seed != 0 && ck.State.Seed != r.Seed {
@@ -238,25 +234,6 @@ func Train(ctx context.Context, r Run) (Result, error) {
 	}
 	prog.finish()
 	return res, nil
-}
-
-// resumeFrom is the checkpoint a resumed run continues from: r.From, or the newest good
-// checkpoint of r.Dir, saying which damaged ones it skipped and why.
-func resumeFrom(r Run) (checkpoints.Checkpoint, error) {
-	if r.From != nil {
-		return *r.From, nil
-	}
-	ck, skipped, err := checkpoints.LoadLatestGood(r.Dir)
-	if err != nil {
-		return ck, fmt.Errorf("resume %s: %w", r.Dir, err)
-	}
-	for _, s := range skipped {
-		fmt.Fprintf(r.Progress, "skipping damaged checkpoint: %s\n", s)
-	}
-	for _, n := range ck.Notes {
-		fmt.Fprintf(r.Progress, "note: %s\n", n)
-	}
-	return ck, nil
 }
 
 // evaluate is the periodic evaluation of a run.
@@ -383,50 +360,6 @@ func saveCheckpoint(r Run, ps *engine.Params, opt *engine.AdamW, steps int64, wi
 	}
 	_, err := checkpoints.Prune(r.Dir, r.Options.KeepCkpts)
 	return err
-}
-
-// restore loads a checkpoint's weights and optimizer state, checking every name and shape.
-func restore(ps *engine.Params, opt *engine.AdamW, ck checkpoints.Checkpoint) error {
-	byName := map[string]checkpoints.Tensor{}
-	for _, t := range ck.Weights {
-		byName[t.Name] = t
-	}
-	st := engine.AdamWState{Step: int(ck.State.Step), M: map[string][]float32{}, V: map[string][]float32{}}
-	for _, t := range ck.State.AdamM {
-		st.M[t.Name] = t.Data
-	}
-	for _, t := range ck.State.AdamV {
-		st.V[t.Name] = t.Data
-	}
-	views := ps.Views()
-	if len(views) != len(byName) {
-		return fmt.Errorf("checkpoint has %d tensors, model has %d", len(byName), len(views))
-	}
-	for _, pv := range views {
-		t, ok := byName[pv.Name]
-		if !ok {
-			return fmt.Errorf("checkpoint lacks %s", pv.Name)
-		}
-		if !sameShape(t.Shape, pv.Shape) {
-			return fmt.Errorf("%s: checkpoint shape %v, model shape %v", pv.Name, t.Shape, pv.Shape)
-		}
-		if err := pv.Tensor.CopyFrom(t.Data); err != nil {
-			return err
-		}
-	}
-	return opt.SetState(st)
-}
-
-func sameShape(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // WriteReport writes report.json and report.md for the final evaluation of a run.

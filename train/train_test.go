@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -228,14 +229,72 @@ func TestCheckpointRecordsSeedAndBest(t *testing.T) {
 		check("first part", 4, 4)
 		check("interrupted", 9, 8)
 		task.onStep = nil
-		if _, err := Train(context.Background(), Run{Dir: dir, Options: opts, Task: task, Sampler: s, Seed: 42, Resume: true, Progress: io.Discard}); err != nil {
+		if _, err := Train(context.Background(), Run{Dir: dir, Options: opts, Task: task, Sampler: s, Seed: 42, From: latest(t, dir), Progress: io.Discard}); err != nil {
 			t.Fatalf("%s: resume: %v", key, err)
 		}
 		check("resumed", 12, 8)
 		check("resumed", 16, 8)
-		_, err = Train(context.Background(), Run{Dir: dir, Options: opts, Task: task, Sampler: s, Seed: 43, Resume: true, Progress: io.Discard})
+		_, err = Train(context.Background(), Run{Dir: dir, Options: opts, Task: task, Sampler: s, Seed: 43, From: latest(t, dir), Progress: io.Discard})
 		if err == nil || !strings.Contains(err.Error(), "seed 42, this run has seed 43") {
 			t.Fatalf("%s: resume with another seed: %v", key, err)
+		}
+	}
+}
+
+// latest is the newest good checkpoint of dir, as runner.Train hands it to Train on -resume.
+func latest(t *testing.T, dir string) *checkpoints.Checkpoint {
+	t.Helper()
+	ck, _, err := checkpoints.LoadLatestGood(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &ck
+}
+
+// A resumed run restores the checkpoint it is handed (Run.From), weights and optimizer state, and
+// reads none itself: resumed from another run's step-4 checkpoint in a directory that holds no
+// checkpoint, it writes at step 8 exactly the weights, moments and step of the run it came from.
+func TestResumeRestoresTheCheckpointItIsHanded(t *testing.T) {
+	s := unmixTestSampler(t, unmixTestCorpus(t, 40), false)
+	opts := DefaultOptions()
+	opts.Steps, opts.BatchSize, opts.WarmupSteps = 8, 2, 0
+	opts.LogEvery, opts.EvalEvery, opts.EvalBatches, opts.CkptEvery, opts.KeepCkpts = 4, 4, 1, 4, 10
+	ref := t.TempDir()
+	if _, err := Train(context.Background(), Run{Dir: ref, Options: opts, Task: newFakeTask(t), Sampler: s, Seed: 42, Progress: io.Discard}); err != nil {
+		t.Fatal(err)
+	}
+	load := func(dir string, step int64) checkpoints.Checkpoint {
+		t.Helper()
+		ck, err := checkpoints.LoadCheckpoint(filepath.Join(dir, checkpoints.CheckpointName(step)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ck
+	}
+	from := load(ref, 4)
+	dir := t.TempDir()
+	var log bytes.Buffer
+	if _, err := Train(context.Background(), Run{Dir: dir, Options: opts, Task: newFakeTask(t), Sampler: s, Seed: 42, From: &from, Progress: &log}); err != nil {
+		t.Fatalf("resume from a handed checkpoint: %v\n%s", err, log.String())
+	}
+	if want := "resuming " + from.Path + " at step 4"; !strings.Contains(log.String(), want) {
+		t.Errorf("progress lacks %q:\n%s", want, log.String())
+	}
+	want, got := load(ref, 8), load(dir, 8)
+	if got.State.Step != want.State.Step {
+		t.Errorf("step %d, want %d", got.State.Step, want.State.Step)
+	}
+	for _, part := range []struct {
+		name      string
+		want, got []checkpoints.Tensor
+	}{{"weights", want.Weights, got.Weights}, {"adam.m", want.State.AdamM, got.State.AdamM}, {"adam.v", want.State.AdamV, got.State.AdamV}} {
+		if len(part.got) != len(part.want) {
+			t.Fatalf("%s: %d tensors, want %d", part.name, len(part.got), len(part.want))
+		}
+		for i := range part.want {
+			if !slices.Equal(part.got[i].Data, part.want[i].Data) {
+				t.Errorf("%s %s at step 8: %v, want %v (the uninterrupted run's)", part.name, part.want[i].Name, part.got[i].Data, part.want[i].Data)
+			}
 		}
 	}
 }
