@@ -12,6 +12,7 @@ import (
 	"github.com/gelo-research/geloattack/checkpoints"
 	"github.com/gelo-research/geloattack/config"
 	"github.com/gelo-research/geloattack/data/gelo"
+	"github.com/gelo-research/geloattack/models/settransformer"
 	"github.com/gelo-research/geloattack/sweep"
 )
 
@@ -257,5 +258,31 @@ func TestUnreadableCellIsListedNotDropped(t *testing.T) {
 	}
 	if len(r.Rows) != 1 || len(r.Unfinished) != 1 || !strings.HasPrefix(r.Unfinished[0].State, "unreadable: ") {
 		t.Fatalf("rows %d, unfinished %+v", len(r.Rows), r.Unfinished)
+	}
+}
+
+// TestUnmixTableShowsTheRandomRowsFloor: on real stores random rows of the split can score far
+// above 1/K (0.60-0.82 on MiniLM layer 3, docs/paper-reproduction.md), so the unmix table must
+// print their mass beside the attack's.
+func TestUnmixTableShowsTheRandomRowsFloor(t *testing.T) {
+	dir := t.TempDir()
+	unmix := func(c *config.Run) {
+		c.Model.Task = settransformer.TaskUnmix
+		c.Model.Slots, c.Model.DecLayers = 8, 1
+	}
+	final := map[string]map[string]float64{
+		"train": {"unmix_mass": 0.61, "unmix_mass_chance": 0.0625, "unmix_mass_se": 0.01, "random_mass": 0.66},
+		"val": {"unmix_mass": 0.6430, "unmix_mass_chance": 0.0625, "unmix_mass_se": 0.0101, "random_mass": 0.6658,
+			"cos_mean": 0.27, "cos_p95": 0.39, "random_cos_p95": 0.82},
+	}
+	makeSweep(t, dir, []cell{{name: "m", edit: unmix, final: final}})
+	r, err := Collect(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	md := string(r.Markdown(nil))
+	if !strings.Contains(md, "| chance (train / val) | val random mass | val cos mean |") ||
+		!strings.Contains(md, "| 0.0625 / 0.0625 | 0.6658 | 0.2700 |") {
+		t.Fatalf("unmix table without the random-rows mass beside chance:\n%s", md)
 	}
 }

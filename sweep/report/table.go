@@ -22,7 +22,7 @@ type taskMetrics struct {
 
 var metricsOf = map[string]taskMetrics{
 	"retrieval": {title: "Text presence (task retrieval): positive mass", mass: "pos_mass", extra: []string{"top1", "recall"}},
-	"unmix":     {title: "Unmixing (task unmix): same-embedding mass", mass: "unmix_mass", extra: []string{"cos_mean", "cos_p95", "random_cos_p95"}},
+	"unmix":     {title: "Unmixing (task unmix): same-embedding mass", mass: "unmix_mass", extra: []string{"random_mass", "cos_mean", "cos_p95", "random_cos_p95"}},
 }
 
 // metricsFor falls back, for a task this package does not know, to the first metric with a
