@@ -20,10 +20,10 @@ import (
 
 	"github.com/gelo-research/geloattack/data/gelo"
 	"github.com/gelo-research/geloattack/data/synth"
-	"github.com/gelo-research/geloattack/engine/device"
-	"github.com/gelo-research/geloattack/losses/ot"
-	"github.com/gelo-research/geloattack/models/settransformer"
-	"github.com/gelo-research/geloattack/train"
+	"github.com/gelo-research/geloattack/engine/device/devspec"
+	"github.com/gelo-research/geloattack/losses/ot/otcfg"
+	"github.com/gelo-research/geloattack/models/settransformer/modelcfg"
+	"github.com/gelo-research/geloattack/train/trainopts"
 )
 
 // Run is a whole run configuration: where the hidden states come from, how examples are drawn,
@@ -50,9 +50,9 @@ type Run struct {
 	// Sampler is SPEC §3: positives, tokens, shields, mixing, observation.
 	Sampler gelo.Config `yaml:"sampler" json:"sampler"`
 	// Model is SPEC §4; input_dim and candidate_dim default to the store's d and e.
-	Model settransformer.Config `yaml:"model" json:"model"`
+	Model modelcfg.Config `yaml:"model" json:"model"`
 	// Train is the optimizer, schedule, logging, evaluation and checkpoint cadence.
-	Train train.Options `yaml:"train" json:"train"`
+	Train trainopts.Options `yaml:"train" json:"train"`
 	// Loss holds the SPEC §5 settings not owned by the model.
 	Loss Loss `yaml:"loss" json:"loss"`
 	// Eval holds the SPEC §6 settings.
@@ -77,7 +77,7 @@ type Loss struct {
 	ExtraNegatives int `yaml:"extra_negatives" json:"extra_negatives"`
 	// Unmix is the unmixing loss (task unmix): Sinkhorn OT variant, eps, iterations, rho, and the
 	// weights of the cycle, OT and regularisation terms.
-	Unmix ot.Config `yaml:"unmix" json:"unmix"`
+	Unmix otcfg.Config `yaml:"unmix" json:"unmix"`
 }
 
 // Eval holds evaluation settings.
@@ -92,18 +92,18 @@ type Eval struct {
 
 // Default returns the documented defaults of every field.
 func Default() Run {
-	m, _ := settransformer.Preset("tiny")
+	m, _ := modelcfg.Preset("tiny")
 	m.InputDim, m.CandidateDim = 0, 0 // from the store
 	return Run{
 		Name:      "run",
 		Seed:      1,
-		Device:    device.Auto,
-		Precision: device.FP32,
+		Device:    devspec.Auto,
+		Precision: devspec.FP32,
 		Store:     Store{Synth: synth.DefaultConfig()},
 		Sampler:   gelo.DefaultConfig(),
 		Model:     m,
-		Train:     train.DefaultOptions(),
-		Loss:      Loss{Unmix: ot.DefaultConfig()},
+		Train:     trainopts.DefaultOptions(),
+		Loss:      Loss{Unmix: otcfg.DefaultConfig()},
 		Eval:      Eval{Batches: 32, PoolK: 16, Tau: 0.05},
 	}
 }
@@ -342,11 +342,11 @@ func (r Run) Validate() error {
 	if !validName.MatchString(r.Name) || r.Name == "." || r.Name == ".." {
 		return &sectionError{"", reflect.TypeOf(r), fmt.Errorf("name: %q, want letters, digits and . _ - + = , not starting with . or - (it names the run directory)", r.Name)}
 	}
-	if _, err := device.ParseSpec(r.Device); err != nil {
-		return &sectionError{"", reflect.TypeOf(r), fmt.Errorf("device: %q, want %s", r.Device, device.SpecHelp)}
+	if _, err := devspec.ParseSpec(r.Device); err != nil {
+		return &sectionError{"", reflect.TypeOf(r), fmt.Errorf("device: %q, want %s", r.Device, devspec.SpecHelp)}
 	}
-	if r.Precision == "" || device.ValidPrecision(r.Precision) != nil {
-		return &sectionError{"", reflect.TypeOf(r), fmt.Errorf("precision: %q, want %s", r.Precision, device.PrecisionHelp)}
+	if r.Precision == "" || devspec.ValidPrecision(r.Precision) != nil {
+		return &sectionError{"", reflect.TypeOf(r), fmt.Errorf("precision: %q, want %s", r.Precision, devspec.PrecisionHelp)}
 	}
 	if err := r.checkLimits(); err != nil {
 		return err

@@ -18,74 +18,48 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
-	"strconv"
 	"strings"
 
 	"github.com/gelo-research/geloattack/engine"
 	"github.com/gelo-research/geloattack/engine/cuda"
+	"github.com/gelo-research/geloattack/engine/device/devspec"
 )
 
-// Kinds of device a spec names.
+// Kinds of device a spec names (see devspec).
 const (
-	Auto = "auto"
-	CPU  = "cpu"
-	CUDA = "cuda"
+	// Auto is GPU 0 when the CUDA backend opens, else the CPU.
+	Auto = devspec.Auto
+	// CPU is the CPU backend.
+	CPU = devspec.CPU
+	// CUDA is the CUDA backend ("cuda" is GPU 0, "cuda:N" GPU N).
+	CUDA = devspec.CUDA
 )
 
 // Precisions of the CUDA backend's GEMMs (cuda.BackendOptions.Precision); the CPU computes in fp32.
 const (
-	FP32 = "fp32"
-	TF32 = "tf32"
-	BF16 = "bf16"
+	// FP32 multiplies in full fp32.
+	FP32 = devspec.FP32
+	// TF32 rounds GEMM inputs to tf32, accumulating in fp32.
+	TF32 = devspec.TF32
+	// BF16 rounds GEMM inputs to bf16, accumulating in fp32.
+	BF16 = devspec.BF16
 )
 
 // SpecHelp lists the accepted device specs, as error messages and flag help say it.
-const SpecHelp = "auto, cpu, cuda or cuda:N"
+const SpecHelp = devspec.SpecHelp
 
 // PrecisionHelp lists the accepted precisions.
-const PrecisionHelp = "fp32, tf32 or bf16"
+const PrecisionHelp = devspec.PrecisionHelp
 
-// Spec is a parsed device spec.
-type Spec struct {
-	// Kind is Auto, CPU or CUDA.
-	Kind string
-	// Ordinal is the GPU index for CUDA ("cuda" is 0) and Auto (0); 0 for CPU.
-	Ordinal int
-}
+// Spec is a parsed device spec (devspec.Spec).
+type Spec = devspec.Spec
 
-// String writes the spec back: "auto", "cpu", "cuda" for GPU 0, "cuda:N" otherwise.
-func (s Spec) String() string {
-	if s.Kind == CUDA && s.Ordinal != 0 {
-		return fmt.Sprintf("cuda:%d", s.Ordinal)
-	}
-	return s.Kind
-}
+// ParseSpec parses "auto", "cpu", "cuda" or "cuda:N" (devspec.ParseSpec).
+func ParseSpec(spec string) (Spec, error) { return devspec.ParseSpec(spec) }
 
-// ParseSpec parses "auto", "cpu", "cuda" or "cuda:N" (N a non-negative decimal integer). Anything
-// else, the empty string included, is an error such as `device "gpu": want auto, cpu, cuda or
-// cuda:N`.
-func ParseSpec(spec string) (Spec, error) {
-	switch spec {
-	case Auto, CPU, CUDA:
-		return Spec{Kind: spec}, nil
-	}
-	if rest, ok := strings.CutPrefix(spec, CUDA+":"); ok && rest != "" && strings.Trim(rest, "0123456789") == "" {
-		n, err := strconv.Atoi(rest)
-		if err == nil {
-			return Spec{Kind: CUDA, Ordinal: n}, nil
-		}
-	}
-	return Spec{}, fmt.Errorf("device %q: want %s", spec, SpecHelp)
-}
-
-// ValidPrecision is nil for "" (fp32), "fp32", "tf32" and "bf16" (cuda.ValidPrecision), and an
-// error naming the choices otherwise.
-func ValidPrecision(p string) error {
-	if err := cuda.ValidPrecision(p); err != nil {
-		return fmt.Errorf("precision %q: want %s", p, PrecisionHelp)
-	}
-	return nil
-}
+// ValidPrecision is nil for "" (fp32), "fp32", "tf32" and "bf16", and an error naming the
+// choices otherwise (devspec.ValidPrecision).
+func ValidPrecision(p string) error { return devspec.ValidPrecision(p) }
 
 // Options configure OpenWith.
 type Options struct {

@@ -59,6 +59,16 @@ func TestValidPrecision(t *testing.T) {
 	}
 }
 
+// TestPrecisionsMatchCUDA holds devspec's precisions (which config checks without linking CUDA)
+// to the set the CUDA backend accepts.
+func TestPrecisionsMatchCUDA(t *testing.T) {
+	for _, p := range []string{"", FP32, TF32, BF16, cuda.PrecisionFP32, cuda.PrecisionTF32, cuda.PrecisionBF16, "fp16", "FP32", "bf16 ", "int8"} {
+		if got, want := ValidPrecision(p) == nil, cuda.ValidPrecision(p) == nil; got != want {
+			t.Errorf("precision %q: devspec accepts %v, cuda accepts %v", p, got, want)
+		}
+	}
+}
+
 // logLines collects what Open logs.
 func logLines() (*[]string, func(string)) {
 	var lines []string

@@ -1,123 +1,47 @@
 package ot
 
 import (
-	"errors"
 	"fmt"
 	"math"
 
 	"github.com/gelo-research/geloattack/engine"
+	"github.com/gelo-research/geloattack/losses/ot/otcfg"
 )
 
-// Variant selects how Sinkhorn treats the marginals (SPEC §5).
-type Variant string
+// Variant selects how Sinkhorn treats the marginals (SPEC §5; otcfg.Variant).
+type Variant = otcfg.Variant
 
-// The OT variants of SPEC §5.
+// The OT variants of SPEC §5 (see otcfg).
 const (
-	// Balanced uses uniform marginals on both sides: every predicted row and every clean row
-	// carries the same mass, all of it transported.
-	Balanced Variant = "balanced"
-	// Dustbin adds one row and one column with a learned cost (SuperGlue) that absorb
-	// unmatched rows, so surplus predictions need not be averaged onto clean rows.
-	Dustbin Variant = "dustbin"
-	// Unbalanced relaxes both marginals by a KL penalty of weight rho (Chizat et al.).
-	Unbalanced Variant = "unbalanced"
+	// Balanced uses uniform marginals on both sides.
+	Balanced = otcfg.Balanced
+	// Dustbin adds one row and one column with a learned cost that absorb unmatched rows.
+	Dustbin = otcfg.Dustbin
+	// Unbalanced relaxes both marginals by a KL penalty of weight rho.
+	Unbalanced = otcfg.Unbalanced
 )
 
-// MaxIters bounds Config.Iters: every iteration is recorded on the tape, so the activation
-// memory grows linearly with it.
-const MaxIters = 10000
+// MaxIters bounds Config.Iters (otcfg.MaxIters).
+const MaxIters = otcfg.MaxIters
 
 // DustbinParamName is the parameter name AddDustbinParam registers.
 const DustbinParamName = "ot.dustbin_score"
 
-// Config holds the unmixing-loss settings of SPEC §5.
-type Config struct {
-	// Variant is balanced, dustbin or unbalanced. Default balanced.
-	Variant Variant `yaml:"variant" json:"variant"`
-	// Eps is the entropic regularisation, in units of the normalised cost ||.||^2/m^2.
-	// Default 0.05.
-	Eps float64 `yaml:"eps" json:"eps"`
-	// Iters is the number of unrolled Sinkhorn iterations (one f and one g update each).
-	// Default 50.
-	Iters int `yaml:"iters" json:"iters"`
-	// Rho is the KL weight of the unbalanced variant, in cost units; larger is closer to
-	// balanced. Unused by the other variants. Default 1.
-	Rho float64 `yaml:"rho" json:"rho"`
-	// DustbinInit is the initial dustbin cost (normalised cost units): a clean/predicted pair
-	// whose cost exceeds it is cheaper left unmatched. Default 1 (about cos < 0.5 for rows of
-	// norm m).
-	DustbinInit float64 `yaml:"dustbin_init" json:"dustbin_init"`
-	// WCyc weights the cycle loss L_cyc. Default 1.
-	WCyc float64 `yaml:"w_cyc" json:"w_cyc"`
-	// WOT weights L_OT. Default 1.
-	WOT float64 `yaml:"w_ot" json:"w_ot"`
-	// LambdaA weights ||A_hat||_F^2 / (n_obs S). Default 0.001.
-	LambdaA float64 `yaml:"lambda_a" json:"lambda_a"`
-	// WNorm weights the row-norm term (mean ||h_hat|| - mean ||h||)^2 / m^2. Default 0.1.
-	WNorm float64 `yaml:"w_norm" json:"w_norm"`
-}
+// Config holds the unmixing-loss settings of SPEC §5 (otcfg.Config).
+type Config = otcfg.Config
 
-// DefaultConfig returns the documented defaults.
-func DefaultConfig() Config {
-	return Config{
-		Variant:     Balanced,
-		Eps:         0.05,
-		Iters:       50,
-		Rho:         1,
-		DustbinInit: 1,
-		WCyc:        1,
-		WOT:         1,
-		LambdaA:     1e-3,
-		WNorm:       0.1,
-	}
-}
-
-// Validate reports every field outside its allowed range, naming the field and its value.
-func (c Config) Validate() error {
-	var errs []error
-	switch c.Variant {
-	case Balanced, Dustbin, Unbalanced:
-	default:
-		errs = append(errs, fmt.Errorf("variant: %q, want balanced, dustbin or unbalanced", c.Variant))
-	}
-	if !finite(c.Eps) || c.Eps <= 0 {
-		errs = append(errs, fmt.Errorf("eps: %v, want a finite value > 0", c.Eps))
-	}
-	if c.Iters < 1 || c.Iters > MaxIters {
-		errs = append(errs, fmt.Errorf("iters: %d, want an integer in [1, %d]", c.Iters, MaxIters))
-	}
-	if !finite(c.Rho) || c.Rho <= 0 {
-		errs = append(errs, fmt.Errorf("rho: %v, want a finite value > 0", c.Rho))
-	}
-	if !finite(c.DustbinInit) {
-		errs = append(errs, fmt.Errorf("dustbin_init: %v, want a finite value", c.DustbinInit))
-	}
-	weights := []struct {
-		key string
-		v   float64
-	}{{"w_cyc", c.WCyc}, {"w_ot", c.WOT}, {"lambda_a", c.LambdaA}, {"w_norm", c.WNorm}}
-	anyOn := false
-	for _, w := range weights {
-		if !finite(w.v) || w.v < 0 {
-			errs = append(errs, fmt.Errorf("%s: %v, want a finite value >= 0", w.key, w.v))
-		}
-		anyOn = anyOn || w.v > 0
-	}
-	if !anyOn {
-		errs = append(errs, errors.New("w_cyc, w_ot, lambda_a, w_norm: all 0, want at least one > 0"))
-	}
-	return errors.Join(errs...)
-}
+// DefaultConfig returns the documented defaults (otcfg.DefaultConfig).
+func DefaultConfig() Config { return otcfg.DefaultConfig() }
 
 // validateSinkhorn checks only the fields the OT loss reads, so OT can run under a config
 // whose loss weights are all 0.
-func (c Config) validateSinkhorn() error {
+func validateSinkhorn(c Config) error {
 	c.WOT = 1
 	return c.Validate()
 }
 
 // tau is the factor rho/(rho+eps) of the unbalanced potential updates; 1 is balanced.
-func (c Config) tau() float32 {
+func tau(c Config) float32 {
 	if c.Variant != Unbalanced {
 		return 1
 	}

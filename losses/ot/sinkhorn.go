@@ -112,7 +112,7 @@ type Result struct {
 // cost nothing), so a learned score needs a floor or a small learning rate.
 // dustbin is ignored by the other variants.
 func OT(tp *engine.Tape, cfg Config, s Sets, dustbin *engine.Tensor) (Result, error) {
-	if err := cfg.validateSinkhorn(); err != nil {
+	if err := validateSinkhorn(cfg); err != nil {
 		return Result{}, fmt.Errorf("ot: config: %w", err)
 	}
 	sh, err := s.shape()
@@ -139,7 +139,7 @@ func OT(tp *engine.Tape, cfg Config, s Sets, dustbin *engine.Tensor) (Result, er
 		loss = tp.Scale(tp.Sum(tp.Mul(plan, cEmb)), 1/float32(B))
 	default:
 		la, lb := uniformLogMarginals(sh)
-		plan = sinkhorn(tp, tp.Scale(cost, -1/eps), tp.Input(la, B, S), tp.Input(lb, B, N), cfg.Iters, cfg.tau())
+		plan = sinkhorn(tp, tp.Scale(cost, -1/eps), tp.Input(la, B, S), tp.Input(lb, B, N), cfg.Iters, tau(cfg))
 		loss = tp.Scale(tp.Sum(tp.Mul(plan, cost)), 1/float32(B))
 	}
 	if err := tp.Err(); err != nil {

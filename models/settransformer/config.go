@@ -5,156 +5,43 @@
 // into estimated clean rows H_hat, with the mixing head A_hat = (E Wq)(Z Wk)^T / sqrt(h).
 package settransformer
 
-import (
-	"errors"
-	"fmt"
-	"math"
-	"sort"
-)
+import "github.com/gelo-research/geloattack/models/settransformer/modelcfg"
 
-// Task selects which head sits on top of the encoder.
-type Task string
+// Task selects which head sits on top of the encoder (modelcfg.Task).
+type Task = modelcfg.Task
 
 const (
 	// TaskRetrieval ranks candidate texts from the CLS state (SPEC §4, retrieval head).
-	TaskRetrieval Task = "retrieval"
+	TaskRetrieval = modelcfg.TaskRetrieval
 	// TaskUnmix decodes slot queries into estimated clean rows (SPEC §4, unmixing head).
-	TaskUnmix Task = "unmix"
+	TaskUnmix = modelcfg.TaskUnmix
 )
 
 // DefaultTemperature is the InfoNCE temperature tau of SPEC §5.
-const DefaultTemperature = 0.05
+const DefaultTemperature = modelcfg.DefaultTemperature
 
 // DefaultEps is the RMSNorm epsilon of SPEC §4.
-const DefaultEps = 1e-5
+const DefaultEps = modelcfg.DefaultEps
 
-// MinEps and MaxEps bound the RMSNorm epsilon a config may set. The engine computes in float32:
-// below MinEps eps would round towards 0 (an all-zero padded row would divide by zero), and an
-// eps above MaxEps would swamp the rows' mean square (hidden states are O(1) after the input
-// projection), which is no longer RMS normalisation.
+// MinEps and MaxEps bound the RMSNorm epsilon a config may set (see modelcfg).
 const (
-	MinEps = 1e-30
-	MaxEps = 1.0
+	// MinEps is the smallest RMSNorm epsilon a config may set.
+	MinEps = modelcfg.MinEps
+	// MaxEps is the largest RMSNorm epsilon a config may set.
+	MaxEps = modelcfg.MaxEps
 )
 
-// Config is every size and switch of the model; it is stored as JSON in checkpoint metadata, so
-// the tags are part of the file format.
-type Config struct {
-	// InputDim is d, the width of the rows of U.
-	InputDim int `json:"input_dim" yaml:"input_dim"`
-	// CandidateDim is e, the width of the text-level candidate embeddings.
-	CandidateDim int `json:"candidate_dim" yaml:"candidate_dim"`
-	// Hidden is h, the width of the residual stream.
-	Hidden int `json:"hidden" yaml:"hidden"`
-	// Layers is the number of encoder blocks.
-	Layers int `json:"layers" yaml:"layers"`
-	// Heads is the number of attention heads; it must divide Hidden.
-	Heads int `json:"heads" yaml:"heads"`
-	// MLPHidden is the SwiGLU inner width.
-	MLPHidden int `json:"mlp_hidden" yaml:"mlp_hidden"`
-	// Eps is the RMSNorm epsilon of every norm of the model (encoder and decoder), in
-	// [MinEps, MaxEps].
-	Eps float64 `json:"eps" yaml:"eps"`
-	// Task is retrieval or unmix.
-	Task Task `json:"task" yaml:"task"`
-	// DecLayers is the number of unmixing decoder blocks (task unmix only).
-	DecLayers int `json:"dec_layers" yaml:"dec_layers"`
-	// Slots is S, the number of learned slot queries of the unmixing decoder (task unmix only).
-	Slots int `json:"slots" yaml:"slots"`
-	// Temperature is the initial InfoNCE temperature tau.
-	Temperature float64 `json:"temperature" yaml:"temperature"`
-	// LearnTemperature makes tau a trained parameter (stored as the parameter log_tau).
-	LearnTemperature bool `json:"learn_temperature" yaml:"learn_temperature"`
-}
+// Config is every size and switch of the model (modelcfg.Config); it is stored as JSON in
+// checkpoint metadata, so the tags are part of the file format.
+type Config = modelcfg.Config
 
-// presets are the named sizes; tiny and small are for quick runs, paper is the GELO paper's model.
-var presets = map[string]Config{
-	"tiny":  {Hidden: 128, Layers: 2, Heads: 4, MLPHidden: 512},
-	"small": {Hidden: 256, Layers: 4, Heads: 8, MLPHidden: 1024},
-	"paper": {Hidden: 384, Layers: 24, Heads: 12, MLPHidden: 1536},
-}
+// PresetNames lists the preset names in sorted order (modelcfg.PresetNames).
+func PresetNames() []string { return modelcfg.PresetNames() }
 
-// PresetNames lists the preset names in sorted order.
-func PresetNames() []string {
-	names := make([]string, 0, len(presets))
-	for n := range presets {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
-}
-
-// Preset returns the named size with d = e = 4096 (Llama-2 7B), the retrieval task, eps 1e-5 and
-// tau 0.05; callers set InputDim and CandidateDim from their store.
-func Preset(name string) (Config, error) {
-	c, ok := presets[name]
-	if !ok {
-		return Config{}, fmt.Errorf("settransformer: unknown preset %q (want one of %v)", name, PresetNames())
-	}
-	c.InputDim, c.CandidateDim = 4096, 4096
-	c.Eps = DefaultEps
-	c.Task = TaskRetrieval
-	c.Temperature = DefaultTemperature
-	return c, nil
-}
+// Preset returns the named size with d = e = 4096 (modelcfg.Preset); callers set InputDim and
+// CandidateDim from their store.
+func Preset(name string) (Config, error) { return modelcfg.Preset(name) }
 
 // hasCLS reports whether the encoder prepends a learned CLS row: every task but unmix, whose
 // heads read the row states alone.
-func (c Config) hasCLS() bool { return c.Task != TaskUnmix }
-
-// HeadDim is Hidden / Heads.
-func (c Config) HeadDim() int {
-	if c.Heads == 0 {
-		return 0
-	}
-	return c.Hidden / c.Heads
-}
-
-// Validate reports the first field that cannot build a model, naming the field and its value.
-func (c Config) Validate() error {
-	positive := []struct {
-		name string
-		v    int
-	}{
-		{"input_dim", c.InputDim},
-		{"hidden", c.Hidden},
-		{"layers", c.Layers},
-		{"heads", c.Heads},
-		{"mlp_hidden", c.MLPHidden},
-	}
-	for _, f := range positive {
-		if f.v <= 0 {
-			return fmt.Errorf("settransformer config: %s = %d, want > 0", f.name, f.v)
-		}
-	}
-	if c.Hidden%c.Heads != 0 {
-		return fmt.Errorf("settransformer config: heads = %d does not divide hidden = %d", c.Heads, c.Hidden)
-	}
-	if !(c.Eps >= MinEps && c.Eps <= MaxEps) {
-		return fmt.Errorf("settransformer config: eps = %g, want a value in [%g, %g]", c.Eps, MinEps, MaxEps)
-	}
-	if !(c.Temperature > 0) || math.IsInf(c.Temperature, 0) {
-		return fmt.Errorf("settransformer config: temperature = %g, want a finite value > 0", c.Temperature)
-	}
-	switch c.Task {
-	case TaskRetrieval:
-		if c.CandidateDim <= 0 {
-			return fmt.Errorf("settransformer config: candidate_dim = %d, want > 0 for task %q", c.CandidateDim, c.Task)
-		}
-		if c.DecLayers < 0 || c.Slots < 0 {
-			return fmt.Errorf("settransformer config: dec_layers = %d, slots = %d, want >= 0", c.DecLayers, c.Slots)
-		}
-	case TaskUnmix:
-		if c.DecLayers <= 0 {
-			return fmt.Errorf("settransformer config: dec_layers = %d, want > 0 for task %q", c.DecLayers, c.Task)
-		}
-		if c.Slots <= 0 {
-			return fmt.Errorf("settransformer config: slots = %d, want > 0 for task %q", c.Slots, c.Task)
-		}
-	case "":
-		return errors.New("settransformer config: task is empty, want retrieval or unmix")
-	default:
-		return fmt.Errorf("settransformer config: task = %q, want retrieval or unmix", c.Task)
-	}
-	return nil
-}
+func hasCLS(c Config) bool { return c.Task != TaskUnmix }

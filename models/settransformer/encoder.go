@@ -75,7 +75,7 @@ func (l *lookup) block(prefix string) block {
 func NewEncoder(c Config, ps *engine.Params) (*Encoder, error) {
 	l := &lookup{ps: ps}
 	e := &Encoder{heads: c.Heads, eps: float32(c.Eps), inProj: l.get("in_proj.weight"), norm: l.get("norm.weight")}
-	if c.hasCLS() {
+	if hasCLS(c) {
 		e.cls = l.get("cls")
 	}
 	for i := 0; i < c.Layers; i++ {

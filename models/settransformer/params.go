@@ -92,7 +92,7 @@ func EncoderParamSpecs(c Config) []ParamSpec {
 	h := c.Hidden
 	outStd := InitStd / math.Sqrt(2*float64(c.Layers))
 	specs := []ParamSpec{{Name: "in_proj.weight", Shape: []int{h, c.InputDim}, Std: InitStd}}
-	if c.hasCLS() {
+	if hasCLS(c) {
 		specs = append(specs, ParamSpec{Name: "cls", Shape: []int{h}, Std: InitStd})
 	}
 	for i := 0; i < c.Layers; i++ {

@@ -1,0 +1,117 @@
+// Package trainopts is the schema of the trainer: the train section of a run config (optimizer,
+// schedule, logging, evaluation and checkpoint cadence), its defaults and its range checks, free
+// of the engine so that reading a config links no device code. Package train runs the loop and
+// re-exports everything here.
+package trainopts
+
+import (
+	"fmt"
+
+	"github.com/gelo-research/geloattack/data/gelo"
+)
+
+// Options is the trainer's section of a run config. Every field has a documented default in
+// DefaultOptions.
+type Options struct {
+	// Steps is the number of optimizer steps. Default 600.
+	Steps int `yaml:"steps" json:"steps"`
+	// BatchSize is B, the examples (obfuscated sets) per step. Default 8.
+	BatchSize int `yaml:"batch_size" json:"batch_size"`
+	// LR is the peak learning rate after warmup. Default 1e-3.
+	LR float64 `yaml:"lr" json:"lr"`
+	// MinLRFrac is the cosine floor as a fraction of LR. Default 0.1.
+	MinLRFrac float64 `yaml:"min_lr_frac" json:"min_lr_frac"`
+	// WarmupSteps is the length of the linear warmup. Default 50.
+	WarmupSteps int `yaml:"warmup_steps" json:"warmup_steps"`
+	// WeightDecay is AdamW's decoupled decay on weight matrices. Default 0.01.
+	WeightDecay float64 `yaml:"weight_decay" json:"weight_decay"`
+	// Beta1 and Beta2 are AdamW's moment decay rates. Defaults 0.9 and 0.95.
+	Beta1 float64 `yaml:"beta1" json:"beta1"`
+	Beta2 float64 `yaml:"beta2" json:"beta2"`
+	// GradClip is the global gradient-norm clip; 0 disables it. Default 1.
+	GradClip float64 `yaml:"grad_clip" json:"grad_clip"`
+	// LogEvery is the interval of loss lines in metrics.jsonl and the log. Default 10.
+	LogEvery int `yaml:"log_every" json:"log_every"`
+	// EvalEvery is the interval of evaluations on train and val; the last step is always evaluated.
+	// Default 100.
+	EvalEvery int `yaml:"eval_every" json:"eval_every"`
+	// EvalBatches is the number of batches per split in each evaluation. Default 8.
+	EvalBatches int `yaml:"eval_batches" json:"eval_batches"`
+	// CkptEvery is the checkpoint interval; the last step and an interrupt always checkpoint.
+	// Default 100.
+	CkptEvery int `yaml:"ckpt_every" json:"ckpt_every"`
+	// KeepCkpts is how many checkpoints to keep (the latest is never removed). Default 3.
+	KeepCkpts int `yaml:"keep_ckpts" json:"keep_ckpts"`
+	// Workers is the number of example-generating goroutines. Default 1.
+	Workers int `yaml:"workers" json:"workers"`
+	// Prefetch is the number of batches generated ahead of the step. Default 4.
+	Prefetch int `yaml:"prefetch" json:"prefetch"`
+	// SetBucket pads each batch's set size N (rows of U, before the CLS row) up to a multiple of
+	// it, in training and evaluation, so that ranged settings give a few repeated shapes and
+	// memory stops growing once each has been seen. 0 (the default) chooses: 32 when the
+	// sampler's set size is ranged (positives, tokens_per_text or shield_frac), else 1, which pads
+	// only to the batch's largest example.
+	SetBucket int `yaml:"set_bucket" json:"set_bucket"`
+}
+
+// Bucket is the set-size bucket a run with sampler config sc uses: SetBucket, or its default.
+func (o Options) Bucket(sc gelo.Config) int {
+	if o.SetBucket > 0 {
+		return o.SetBucket
+	}
+	return sc.DefaultSetBucket()
+}
+
+// DefaultOptions returns the documented defaults.
+func DefaultOptions() Options {
+	return Options{
+		Steps: 600, BatchSize: 8, LR: 1e-3, MinLRFrac: 0.1, WarmupSteps: 50, WeightDecay: 0.01,
+		Beta1: 0.9, Beta2: 0.95, GradClip: 1, LogEvery: 10, EvalEvery: 100, EvalBatches: 8,
+		CkptEvery: 100, KeepCkpts: 3, Workers: 1, Prefetch: 4,
+	}
+}
+
+// Validate names the first field out of range and the range allowed.
+func (o Options) Validate() error {
+	ints := []struct {
+		name string
+		v    int
+		min  int
+	}{
+		{"steps", o.Steps, 1}, {"batch_size", o.BatchSize, 1}, {"warmup_steps", o.WarmupSteps, 0},
+		{"log_every", o.LogEvery, 1}, {"eval_every", o.EvalEvery, 1}, {"eval_batches", o.EvalBatches, 1},
+		{"ckpt_every", o.CkptEvery, 1}, {"keep_ckpts", o.KeepCkpts, 1}, {"workers", o.Workers, 1},
+		{"prefetch", o.Prefetch, 1}, {"set_bucket", o.SetBucket, 0},
+	}
+	for _, f := range ints {
+		if f.v < f.min {
+			return fmt.Errorf("%s: %d, want >= %d", f.name, f.v, f.min)
+		}
+	}
+	floats := []struct {
+		name        string
+		v, lo, hi   float64
+		loOpen, hiO bool
+	}{
+		{"lr", o.LR, 0, 1, true, false},
+		{"min_lr_frac", o.MinLRFrac, 0, 1, false, false},
+		{"weight_decay", o.WeightDecay, 0, 1, false, false},
+		{"beta1", o.Beta1, 0, 1, false, true},
+		{"beta2", o.Beta2, 0, 1, false, true},
+		{"grad_clip", o.GradClip, 0, 1e9, false, false},
+	}
+	for _, f := range floats {
+		bad := f.v < f.lo || f.v > f.hi || (f.loOpen && f.v == f.lo) || (f.hiO && f.v == f.hi) || f.v != f.v
+		if bad {
+			l, r := "[", "]"
+			if f.loOpen {
+				l = "("
+			}
+			if f.hiO {
+				r = ")"
+			}
+			return fmt.Errorf("%s: %g, want a value in %s%g, %g%s", f.name, f.v, l, f.lo, f.hi, r)
+		}
+	}
+	return nil
+}
