@@ -3,7 +3,7 @@
 
 This file reimplements, in plain PyTorch, the two models of models/settransformer (Go) with the
 same architecture, parameter names and shapes, and the same batches as the Go step benchmark
-(models/settransformer/bench.go, `geloattack bench -what step,unmix`), and times full training
+(models/settransformer/stepbench/stepbench.go, `geloattack bench -what step,unmix`), and times full training
 steps on one CUDA GPU. It is a timing reference, not a training script: the data are Gaussian
 noise, generated once on the GPU before timing (the cost of a step does not depend on the values).
 
@@ -22,15 +22,15 @@ Model (both tasks), per models/settransformer/{encoder,decoder,model,unmix,param
              H_hat = row_head(z) (B, S, d); A_hat = mix_q(E) mix_k(Z)^T / sqrt(h) (B, N, S)
              loss (losses/ot, ot.DefaultConfig: balanced, eps 0.05, 50 Sinkhorn iterations):
                1.0 * L_cyc + 1.0 * L_OT + 1e-3 * ||A_hat||^2/(N S) + 0.1 * (mean||h_hat|| - mean||h||)^2/m^2
-             against n_clean = 3N/4 Gaussian clean rows per set, m = sqrt(d) (as bench.go).
+             against n_clean = 3N/4 Gaussian clean rows per set, m = sqrt(d) (as stepbench.go).
 Init: linear weights, cls and slots N(0, 0.02); o_proj and down_proj N(0, 0.02/sqrt(2 L)) with L the
 encoder's (decoder's) block count; norm weights 1.
 Step: zero_grad, forward, loss, backward, clip_grad_norm_(1.0), AdamW (lr 1e-4, betas 0.9/0.999,
 eps 1e-8, weight decay 0.1 on 2-D "*.weight" parameters whose name has no "norm", as
-engine.DefaultDecay; 0 elsewhere), i.e. what bench.go's step does. `--clip 0` drops the clipping.
-Rows per step = B * N, as bench.go counts them (the CLS row is not counted).
+engine.DefaultDecay; 0 elsewhere), i.e. what stepbench.go's step does. `--clip 0` drops the clipping.
+Rows per step = B * N, as stepbench.go counts them (the CLS row is not counted).
 
-Presets (config.go presets + bench.go benchShapes; d = e = 4096):
+Presets (config.go presets + stepbench.go benchShapes; d = e = 4096):
   tiny  h128 L2  H4  mlp 512   B4  N64
   small h256 L4  H8  mlp 1024  B8  N128
   paper h384 L24 H12 mlp 1536  B16 N256
@@ -45,7 +45,7 @@ What differs from the Go implementation (none of it changes the FLOP-dominant st
     (logK: (B, S, n_clean)), gradients through all 50 unrolled iterations as in Go.
   * Row sums and squared row norms use torch.sum where the Go tape uses GEMMs with a ones vector
     (a few MFLOP, counted by the Go GEMM counter, not by torch's FlopCounterMode).
-  * bench.go's batches have no padding (mask nil, every count = N), so the padding machinery of
+  * stepbench.go's batches have no padding (mask nil, every count = N), so the padding machinery of
     the losses (logZero marginals, per-set counts, row masks) is not reproduced: with no padding it
     reduces to the plain means implemented here. Attention does take an optional key-padding mask
     (--key-mask passes an all-real boolean mask, which keeps SDPA off its flash kernel).
@@ -58,7 +58,7 @@ What differs from the Go implementation (none of it changes the FLOP-dominant st
 FLOPs: torch.utils.flop_counter.FlopCounterMode over one forward + backward (not the optimiser),
 which counts matmul-like ops only (mm, bmm, addmm, SDPA forward and backward incl. its recompute).
 MFU = flops / median step time / peak: H100 SXM dense 989 TFLOP/s for bf16 (494 tf32, 67 fp32, as
-bench.go's PeakFLOPS); --peak-tflops overrides. The peak used is printed.
+internal/benchkit's PeakFLOPS); --peak-tflops overrides. The peak used is printed.
 """
 
 import argparse
@@ -74,7 +74,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 # ---------------------------------------------------------------------------------------------
-# Configuration: presets and benchmark shapes, mirrored from config.go and bench.go.
+# Configuration: presets and benchmark shapes, mirrored from config.go and stepbench.go.
 # ---------------------------------------------------------------------------------------------
 
 PRESETS = {
@@ -94,8 +94,8 @@ CANDIDATE_DIM = 4096  # e: width of the candidate text embeddings
 RMS_EPS = 1e-5
 INIT_STD = 0.02
 TEMPERATURE = 0.05  # InfoNCE tau (fixed: the presets do not learn it)
-BENCH_DEC_LAYERS = 2  # bench.go benchDecLayers
-BENCH_SLOTS_PER_N = 1  # bench.go benchSlotsPerN: S = N
+BENCH_DEC_LAYERS = 2  # stepbench.go benchDecLayers
+BENCH_SLOTS_PER_N = 1  # stepbench.go benchSlotsPerN: S = N
 
 # ot.DefaultConfig()
 OT_EPS = 0.05
@@ -105,7 +105,7 @@ W_OT = 1.0
 LAMBDA_A = 1e-3
 W_NORM = 0.1
 
-# Dense peaks of the H100 SXM / H200 by precision, the same table as bench.go's PeakFLOPS, so MFU
+# Dense peaks of the H100 SXM / H200 by precision, the same table as internal/benchkit's PeakFLOPS, so MFU
 # figures are comparable with `geloattack bench` on the same precision. bf16 989 is the reference.
 PEAK_TFLOPS = {"bf16": 989.0, "tf32": 494.0, "fp32": 67.0}
 
@@ -437,7 +437,7 @@ def build(task, preset, args, device):
         cand = torch.randn(C, CANDIDATE_DIM, device=device, generator=g)  # cand: (C, e)
         pos = torch.zeros(B, C, dtype=torch.bool, device=device)  # pos: (B, C)
         idx = torch.arange(B, device=device)
-        pos[idx, 2 * idx] = True  # set b's positives are candidates 2b and 2b+1 (bench.go)
+        pos[idx, 2 * idx] = True  # set b's positives are candidates 2b and 2b+1 (stepbench.go)
         pos[idx, 2 * idx + 1] = True
         inputs = (u, mask, cand, pos)
         info.update(e=CANDIDATE_DIM, candidates=C)
@@ -446,7 +446,7 @@ def build(task, preset, args, device):
         M = 3 * N // 4  # n_clean
         model = UnmixModel(h, layers, heads, mlp, BENCH_DEC_LAYERS, S, args.sdpa)
         h_clean = torch.randn(B, M, INPUT_DIM, device=device, generator=g)  # (B, n_clean, d)
-        mean_norm = torch.full((B,), math.sqrt(INPUT_DIM), device=device)  # (B), as bench.go
+        mean_norm = torch.full((B,), math.sqrt(INPUT_DIM), device=device)  # (B), as stepbench.go
         inputs = (u, mask, h_clean, mean_norm)
         info.update(slots=S, n_clean=M, dec_layers=BENCH_DEC_LAYERS)
     model = model.to(device)
@@ -498,7 +498,7 @@ def peak_mib(device):
 
 
 def make_optimizer(model, args):
-    """AdamW as bench.go's step: decay groups of engine.DefaultDecay, foreach (or fused) kernels."""
+    """AdamW as stepbench.go's step: decay groups of engine.DefaultDecay, foreach (or fused) kernels."""
     opt_kwargs = {"lr": args.lr, "betas": (0.9, 0.999), "eps": 1e-8}
     if args.fused_adamw:
         opt_kwargs["fused"] = True
@@ -776,10 +776,10 @@ def main():
                     help="F.scaled_dot_product_attention (default) or --no-sdpa: matmul, softmax, matmul")
     ap.add_argument("--compile", action="store_true", help="torch.compile the model (off: the reference is eager)")
     ap.add_argument("--key-mask", action="store_true",
-                    help="pass an all-real (B, N) key-padding mask to attention (bench.go passes none)")
-    ap.add_argument("--clip", type=float, default=1.0, help="clip_grad_norm_ max norm as bench.go; 0 disables")
+                    help="pass an all-real (B, N) key-padding mask to attention (stepbench.go passes none)")
+    ap.add_argument("--clip", type=float, default=1.0, help="clip_grad_norm_ max norm as stepbench.go; 0 disables")
     ap.add_argument("--lr", type=float, default=1e-4)
-    ap.add_argument("--weight-decay", type=float, default=0.1, help="AdamW decay of 2-D weights (bench.go: 0.1)")
+    ap.add_argument("--weight-decay", type=float, default=0.1, help="AdamW decay of 2-D weights (stepbench.go: 0.1)")
     ap.add_argument("--fused-adamw", action="store_true", help="AdamW(fused=True) instead of the foreach default")
     ap.add_argument("--batch", type=int, default=0, help="override B (sets per batch)")
     ap.add_argument("--rows", type=int, default=0, help="override N (rows per set)")

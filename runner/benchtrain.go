@@ -10,13 +10,13 @@ import (
 	"runtime"
 	"slices"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/gelo-research/geloattack/config"
 	"github.com/gelo-research/geloattack/data"
 	"github.com/gelo-research/geloattack/data/gelo"
 	"github.com/gelo-research/geloattack/engine/blas"
+	"github.com/gelo-research/geloattack/internal/benchkit"
 	"github.com/gelo-research/geloattack/models/settransformer"
 	"github.com/gelo-research/geloattack/train"
 )
@@ -115,7 +115,7 @@ type benchTask struct {
 func (t *benchTask) Step(b *gelo.Batch, step int64) (float64, error) {
 	now := time.Now()
 	t.starts = append(t.starts, now)
-	t.cpu = append(t.cpu, processCPU())
+	t.cpu = append(t.cpu, benchkit.ProcessCPUTime())
 	if step >= t.stop {
 		return 0, errBenchDone
 	}
@@ -261,15 +261,6 @@ func BenchTrain(ctx context.Context, opts BenchTrainOptions) (BenchTrainResult, 
 	}
 	res.FirstLoss, res.LastLoss = task.losses[opts.Warmup], task.losses[total-1]
 	return res, nil
-}
-
-// processCPU is the user+system CPU time of the process so far (0 when unreadable).
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // cmpOr is s, or def when s is empty.

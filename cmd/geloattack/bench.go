@@ -15,6 +15,7 @@ import (
 	"github.com/gelo-research/geloattack/engine"
 	"github.com/gelo-research/geloattack/engine/device"
 	"github.com/gelo-research/geloattack/models/settransformer"
+	"github.com/gelo-research/geloattack/models/settransformer/stepbench"
 )
 
 // runBench is `geloattack bench`.
@@ -92,9 +93,9 @@ func runBench(ctx context.Context, args []string) error {
 				return err
 			}
 		case "step", "unmix":
-			run := settransformer.RunBenchWith
+			run := stepbench.RunWith
 			if strings.TrimSpace(w) == "unmix" {
-				run = settransformer.RunUnmixBenchWith
+				run = stepbench.RunUnmixWith
 			}
 			for _, p := range strings.Split(*presets, ",") {
 				// A fresh device per preset: its memory peak and FLOP count are this benchmark's
@@ -103,7 +104,7 @@ func runBench(ctx context.Context, args []string) error {
 				if err != nil {
 					return err
 				}
-				err = run(ctx, settransformer.BenchOptions{Backend: be}, strings.TrimSpace(p), *steps, os.Stdout)
+				err = run(ctx, stepbench.Options{Backend: be}, strings.TrimSpace(p), *steps, os.Stdout)
 				device.Close(be)
 				if err != nil {
 					return err

@@ -45,14 +45,14 @@ func newStepModel(t *testing.T, be engine.Backend, task Task) stepModel {
 	}
 	cfg.Hidden, cfg.Layers, cfg.Heads, cfg.MLPHidden = 64, 4, 4, 128
 	cfg.InputDim, cfg.CandidateDim = 96, 96
-	shape := benchShape{B: 3, N: 20}
+	shape := struct{ B, N int }{B: 3, N: 20}
 	switch task {
 	case TaskRetrieval:
 		m, err := NewOn(be, cfg, 7)
 		if err != nil {
 			t.Fatal(err)
 		}
-		batch, tg := benchBatch(cfg, shape, 3)
+		batch, tg := SyntheticBatch(cfg, shape.B, shape.N, 3)
 		batch.Mask = maskTail(shape.B, shape.N, 1, 6)
 		return stepModel{m.Params(), func() (float32, error) { return m.ForwardBackward(batch, tg) }}
 	default:
@@ -62,7 +62,7 @@ func newStepModel(t *testing.T, be engine.Backend, task Task) stepModel {
 		if err != nil {
 			t.Fatal(err)
 		}
-		batch, tg := benchUnmixBatch(cfg, shape, 3)
+		batch, tg := SyntheticUnmixBatch(cfg, shape.B, shape.N, 3)
 		return stepModel{m.Params(), func() (float32, error) {
 			l, err := m.ForwardBackward(batch, tg, loss)
 			return l, err
@@ -185,8 +185,8 @@ func TestCUDAPaperStepTiming(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		shape := benchShapes["paper"]
-		batch, tg := benchBatch(cfg, shape, 2)
+		shape := struct{ B, N int }{B: 16, N: 256} // the paper step benchmark's batch (stepbench)
+		batch, tg := SyntheticBatch(cfg, shape.B, shape.N, 2)
 		opt, _ := engine.NewAdamW(m.Params(), engine.AdamWConfig{LR: 1e-4, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.1})
 		step := func() {
 			m.Params().ZeroGrad()

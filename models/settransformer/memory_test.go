@@ -16,7 +16,7 @@ func TestMemoryBoundedUnderChangingSetSizes(t *testing.T) {
 	const lo, steps = 8, 300
 	step := func(m *Model, n int, seed uint64) {
 		t.Helper()
-		b, tg := benchBatch(cfg, benchShape{B: 2, N: n}, seed)
+		b, tg := SyntheticBatch(cfg, 2, n, seed)
 		if _, err := m.ForwardBackward(b, tg); err != nil {
 			t.Fatalf("N=%d: %v", n, err)
 		}

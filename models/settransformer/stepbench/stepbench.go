@@ -1,17 +1,22 @@
-package settransformer
+// Package stepbench is the training-step benchmark of the set transformer (`geloattack bench
+// -what step,unmix`): it builds a preset's retrieval or unmix model on a backend, times full
+// training steps (forward, backward, clip, AdamW) on a synthetic batch and reports rows/s, the split
+// of a step, memory and, where the backend counts them, GEMM FLOPs and MFU.
+package stepbench
 
 import (
 	"context"
 	"fmt"
 	"io"
 	"math"
-	"math/rand/v2"
 	"runtime"
 	"strings"
 	"time"
 
 	"github.com/gelo-research/geloattack/engine"
+	"github.com/gelo-research/geloattack/internal/benchkit"
 	"github.com/gelo-research/geloattack/losses/ot"
+	st "github.com/gelo-research/geloattack/models/settransformer"
 )
 
 // benchShape is the batch a training-step benchmark uses for a preset.
@@ -37,9 +42,9 @@ const (
 	benchSlotsPerN = 1
 )
 
-// BenchResult is what one training-step benchmark measured.
-type BenchResult struct {
-	Task        Task    // retrieval or unmix
+// Result is what one training-step benchmark measured.
+type Result struct {
+	Task        st.Task // retrieval or unmix
 	Preset      string  // preset name
 	Params      int     // number of parameters
 	B, N        int     // sets per batch and rows per set
@@ -72,73 +77,18 @@ type BenchResult struct {
 	GemmFLOPs float64
 	// FLOPSPerSec is GemmFLOPs / StepSeconds (0 when not counted).
 	FLOPSPerSec float64
-	// PeakFLOPS is the device's dense peak at Precision (see PeakFLOPS); 0 when unknown.
+	// PeakFLOPS is the device's dense peak at Precision (see benchkit.PeakFLOPS); 0 when unknown.
 	PeakFLOPS float64
 	// MFU is FLOPSPerSec / PeakFLOPS, the model FLOP utilisation; NaN when either is unknown.
 	MFU float64
 }
 
-// BenchOptions say where a training-step benchmark runs.
-type BenchOptions struct {
+// Options say where a training-step benchmark runs.
+type Options struct {
 	// Backend is the device the model is built on (engine/device.Open picks one from a spec); nil
 	// means a new CPU backend. The benchmark does not close it; a fresh backend per benchmark gives
 	// a device-memory peak and a FLOP count of that benchmark alone.
 	Backend engine.Backend
-}
-
-// PeakFLOPS is the dense peak FLOP/s of the device a backend name describes at a GEMM precision,
-// and false when it is not known. Known: the H100 SXM and the H200 (same GH100 compute: bf16
-// 989e12, tf32 494e12, fp32 67e12), named "... H100 ..." or "... H200 ..." without "PCIe" or
-// "NVL" (those variants are clocked lower).
-func PeakFLOPS(backendName, precision string) (float64, bool) {
-	if !(strings.Contains(backendName, "H100") || strings.Contains(backendName, "H200")) ||
-		strings.Contains(backendName, "PCIe") || strings.Contains(backendName, "NVL") {
-		return 0, false
-	}
-	switch precision {
-	case "bf16":
-		return 989e12, true
-	case "tf32":
-		return 494e12, true
-	case "fp32", "":
-		return 67e12, true
-	}
-	return 0, false
-}
-
-// gaussian fills n values from rng.
-func gaussian(rng *rand.Rand, n int) []float32 {
-	v := make([]float32, n)
-	for i := range v {
-		v[i] = float32(rng.NormFloat64())
-	}
-	return v
-}
-
-// benchBatch draws a synthetic batch of the preset's shape: Gaussian rows (any content does: the
-// cost of a step does not depend on the values), two positives per set among 2B candidates.
-func benchBatch(cfg Config, s benchShape, seed uint64) (Batch, Targets) {
-	rng := rand.New(rand.NewPCG(seed, 0xbe4c))
-	u := gaussian(rng, s.B*s.N*cfg.InputDim)
-	cand := gaussian(rng, 2*s.B*cfg.CandidateDim)
-	pos := make([][]int, s.B)
-	for b := range pos {
-		pos[b] = []int{2 * b, 2*b + 1}
-	}
-	return Batch{B: s.B, N: s.N, U: u}, Targets{Candidates: cand, Positives: pos}
-}
-
-// benchUnmixBatch draws a synthetic unmix batch: Gaussian U (B, N, d) and 3N/4 Gaussian clean
-// rows per set.
-func benchUnmixBatch(cfg Config, s benchShape, seed uint64) (Batch, UnmixTargets) {
-	rng := rand.New(rand.NewPCG(seed, 0x756e6d))
-	d, nc := cfg.InputDim, 3*s.N/4
-	u := gaussian(rng, s.B*s.N*d)
-	t := UnmixTargets{H: gaussian(rng, s.B*nc*d), CleanRows: make([]int, s.B), MeanNorm: make([]float32, s.B)}
-	for b := range t.CleanRows {
-		t.CleanRows[b], t.MeanNorm[b] = nc, float32(math.Sqrt(float64(d)))
-	}
-	return Batch{B: s.B, N: s.N, U: u}, t
 }
 
 // benchModel is what the step benchmark needs of a model.
@@ -151,31 +101,31 @@ type benchModel struct {
 }
 
 // newBenchModel builds the task's model for the preset on be and its synthetic batch.
-func newBenchModel(be engine.Backend, task Task, preset string, shape benchShape) (benchModel, error) {
-	cfg, err := Preset(preset)
+func newBenchModel(be engine.Backend, task st.Task, preset string, shape benchShape) (benchModel, error) {
+	cfg, err := st.Preset(preset)
 	if err != nil {
 		return benchModel{}, err
 	}
 	switch task {
-	case TaskRetrieval:
-		m, err := NewOn(be, cfg, 1)
+	case st.TaskRetrieval:
+		m, err := st.NewOn(be, cfg, 1)
 		if err != nil {
 			return benchModel{}, err
 		}
-		batch, tg := benchBatch(cfg, shape, 2)
+		batch, tg := st.SyntheticBatch(cfg, shape.B, shape.N, 2)
 		return benchModel{
 			params: m.Params(), tape: m.Tape(),
 			fwdBwd:   func() error { _, err := m.ForwardBackward(batch, tg); return err },
 			inferFwd: func() error { _, err := m.Forward(batch); return err },
 		}, nil
-	case TaskUnmix:
-		cfg.Task, cfg.DecLayers, cfg.Slots = TaskUnmix, benchDecLayers, benchSlotsPerN*shape.N
+	case st.TaskUnmix:
+		cfg.Task, cfg.DecLayers, cfg.Slots = st.TaskUnmix, benchDecLayers, benchSlotsPerN*shape.N
 		loss := ot.DefaultConfig()
-		m, err := NewUnmixOn(be, cfg, 1, WithLoss(loss))
+		m, err := st.NewUnmixOn(be, cfg, 1, st.WithLoss(loss))
 		if err != nil {
 			return benchModel{}, err
 		}
-		batch, tg := benchUnmixBatch(cfg, shape, 2)
+		batch, tg := st.SyntheticUnmixBatch(cfg, shape.B, shape.N, 2)
 		return benchModel{
 			params: m.Params(), tape: m.Tape(), slots: cfg.Slots,
 			fwdBwd:   func() error { _, err := m.ForwardBackward(batch, tg, loss); return err },
@@ -187,26 +137,27 @@ func newBenchModel(be engine.Backend, task Task, preset string, shape benchShape
 }
 
 // benchmarkSteps is benchmarkStepsOn a new CPU backend.
-func benchmarkSteps(ctx context.Context, task Task, preset string, steps int) (BenchResult, error) {
+func benchmarkSteps(ctx context.Context, task st.Task, preset string, steps int) (Result, error) {
 	return benchmarkStepsOn(ctx, nil, task, preset, steps)
 }
 
 // benchmarkStepsOn builds the preset's model for task on be (nil: a new CPU backend) and times
 // steps full training steps after one warm-up step (which sizes the arena). The clock is read
 // after engine.Sync, so queued device work is counted.
-func benchmarkStepsOn(ctx context.Context, be engine.Backend, task Task, preset string, steps int) (BenchResult, error) {
+func benchmarkStepsOn(ctx context.Context, be engine.Backend, task st.Task, preset string, steps int) (Result, error) {
 	shape, ok := benchShapes[preset]
 	if !ok {
-		return BenchResult{}, fmt.Errorf("settransformer: no benchmark shape for preset %q (want one of %v)", preset, PresetNames())
+		return Result{}, fmt.Errorf("settransformer: no benchmark shape for preset %q (want one of %v)", preset, st.PresetNames())
 	}
 	if steps < 1 {
-		return BenchResult{}, fmt.Errorf("settransformer: benchmark steps = %d, want >= 1", steps)
+		return Result{}, fmt.Errorf("settransformer: benchmark steps = %d, want >= 1", steps)
 	}
 	if be == nil {
-		var err error
-		if be, err = defaultBackend(); err != nil {
-			return BenchResult{}, err
+		cpu, err := engine.NewCPU(engine.CPUConfig{})
+		if err != nil {
+			return Result{}, fmt.Errorf("settransformer: open compute device: %w", err)
 		}
+		be = cpu
 	}
 	syncDev := func(what string) error {
 		if err := engine.Sync(be); err != nil {
@@ -214,14 +165,14 @@ func benchmarkStepsOn(ctx context.Context, be engine.Backend, task Task, preset 
 		}
 		return nil
 	}
-	_ = resetPeakRSS() // best effort: without it the peak includes whatever ran before
+	_ = benchkit.ResetPeakRSS() // best effort: without it the peak includes whatever ran before
 	m, err := newBenchModel(be, task, preset, shape)
 	if err != nil {
-		return BenchResult{}, err
+		return Result{}, err
 	}
 	opt, err := engine.NewAdamW(m.params, engine.AdamWConfig{LR: 1e-4, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.1})
 	if err != nil {
-		return BenchResult{}, err
+		return Result{}, err
 	}
 	step := func() (time.Duration, error) {
 		m.params.ZeroGrad()
@@ -240,40 +191,40 @@ func benchmarkStepsOn(ctx context.Context, be engine.Backend, task Task, preset 
 		return time.Since(t0), nil
 	}
 	if _, err := step(); err != nil { // warm-up: the arena and gradient pool grow here
-		return BenchResult{}, err
+		return Result{}, err
 	}
-	res := BenchResult{Task: task, Preset: preset, Params: m.params.Len(), B: shape.B, N: shape.N, Slots: m.slots, Steps: steps}
+	res := Result{Task: task, Preset: preset, Params: m.params.Len(), B: shape.B, N: shape.N, Slots: m.slots, Steps: steps}
 	counter, counts := be.(engine.FLOPCounter)
 	var flops0 int64
 	if counts {
 		flops0 = counter.GemmFLOPs()
 	}
 	var optTotal time.Duration
-	start, cpuStart := time.Now(), processCPUTime()
+	start, cpuStart := time.Now(), benchkit.ProcessCPUTime()
 	for i := 0; i < steps; i++ {
 		if err := ctx.Err(); err != nil {
-			return BenchResult{}, err
+			return Result{}, err
 		}
 		d, err := step()
 		if err != nil {
-			return BenchResult{}, err
+			return Result{}, err
 		}
 		optTotal += d
 	}
 	if err := syncDev("timed steps"); err != nil {
-		return BenchResult{}, err
+		return Result{}, err
 	}
-	elapsed, cpu := time.Since(start), processCPUTime()-cpuStart
+	elapsed, cpu := time.Since(start), benchkit.ProcessCPUTime()-cpuStart
 	var flops int64
 	if counts {
 		flops = counter.GemmFLOPs() - flops0
 	}
 	t0 := time.Now()
 	if err := m.inferFwd(); err != nil {
-		return BenchResult{}, err
+		return Result{}, err
 	}
 	if err := syncDev("forward"); err != nil {
-		return BenchResult{}, err
+		return Result{}, err
 	}
 	res.FwdSeconds = time.Since(t0).Seconds()
 	res.StepSeconds = elapsed.Seconds() / float64(steps)
@@ -284,7 +235,7 @@ func benchmarkStepsOn(ctx context.Context, be engine.Backend, task Task, preset 
 	if res.CPUSeconds > 0 {
 		res.CPURowsPerSec = float64(shape.B*shape.N) / (res.CPUSeconds / float64(res.Workers))
 	}
-	if res.PeakRSS, err = peakRSS(); err != nil {
+	if res.PeakRSS, err = benchkit.PeakRSS(); err != nil {
 		res.PeakRSS = -1
 	}
 	_, res.ArenaPeak = m.tape.ArenaBytes()
@@ -303,7 +254,7 @@ func benchmarkStepsOn(ctx context.Context, be engine.Backend, task Task, preset 
 	if counts {
 		res.GemmFLOPs = float64(flops) / float64(steps)
 		res.FLOPSPerSec = res.GemmFLOPs / res.StepSeconds
-		if peak, ok := PeakFLOPS(res.Backend, res.Precision); ok {
+		if peak, ok := benchkit.PeakFLOPS(res.Backend, res.Precision); ok {
 			res.PeakFLOPS = peak
 			res.MFU = res.FLOPSPerSec / peak
 		}
@@ -311,34 +262,35 @@ func benchmarkStepsOn(ctx context.Context, be engine.Backend, task Task, preset 
 	return res, nil
 }
 
-// RunBench times steps training steps (forward, backward, gradient clipping, AdamW) of the named
+// Run times steps training steps (forward, backward, gradient clipping, AdamW) of the named
 // preset's retrieval model on a synthetic batch (tiny: B4 n64, small: B8 n128, paper: B16 n256;
 // d = e = 4096) on a new CPU backend and writes rows/s, the split of a step and the peak RSS to
-// out. RunBenchWith runs it on another device.
-func RunBench(ctx context.Context, preset string, steps int, out io.Writer) error {
-	return runBench(ctx, BenchOptions{}, TaskRetrieval, preset, steps, out)
+// out. RunWith runs it on another device.
+func Run(ctx context.Context, preset string, steps int, out io.Writer) error {
+	return runBench(ctx, Options{}, st.TaskRetrieval, preset, steps, out)
 }
 
-// RunBenchWith is RunBench on opts.Backend. Besides the CPU report it writes, where the backend
+// RunWith is Run on opts.Backend. Besides the CPU report it writes, where the backend
 // offers them, the peak device memory and the GEMM GFLOP per step with the achieved TFLOP/s and
-// the MFU (see PeakFLOPS; "n/a" for devices whose peak is not known).
-func RunBenchWith(ctx context.Context, opts BenchOptions, preset string, steps int, out io.Writer) error {
-	return runBench(ctx, opts, TaskRetrieval, preset, steps, out)
+// the MFU (see benchkit.PeakFLOPS; "n/a" for devices whose peak is not known).
+func RunWith(ctx context.Context, opts Options, preset string, steps int, out io.Writer) error {
+	return runBench(ctx, opts, st.TaskRetrieval, preset, steps, out)
 }
 
-// RunUnmixBench is RunBench for the unmixing model: the preset's encoder plus a decoder of 2
+// RunUnmix is Run for the unmixing model: the preset's encoder plus a decoder of 2
 // blocks over S = n slots, trained with the default unmix loss (balanced Sinkhorn, eps 0.05, 50
 // iterations, cycle and both regularisers) against 3n/4 clean rows per set; d = 4096.
-func RunUnmixBench(ctx context.Context, preset string, steps int, out io.Writer) error {
-	return runBench(ctx, BenchOptions{}, TaskUnmix, preset, steps, out)
+func RunUnmix(ctx context.Context, preset string, steps int, out io.Writer) error {
+	return runBench(ctx, Options{}, st.TaskUnmix, preset, steps, out)
 }
 
-// RunUnmixBenchWith is RunUnmixBench on opts.Backend, reporting as RunBenchWith.
-func RunUnmixBenchWith(ctx context.Context, opts BenchOptions, preset string, steps int, out io.Writer) error {
-	return runBench(ctx, opts, TaskUnmix, preset, steps, out)
+// RunUnmixWith is RunUnmix on opts.Backend, reporting as RunWith.
+func RunUnmixWith(ctx context.Context, opts Options, preset string, steps int, out io.Writer) error {
+	return runBench(ctx, opts, st.TaskUnmix, preset, steps, out)
 }
 
-func runBench(ctx context.Context, opts BenchOptions, task Task, preset string, steps int, out io.Writer) error {
+// runBench runs the task's benchmark on opts.Backend and writes its report to out.
+func runBench(ctx context.Context, opts Options, task st.Task, preset string, steps int, out io.Writer) error {
 	res, err := benchmarkStepsOn(ctx, opts.Backend, task, preset, steps)
 	if err != nil {
 		return err
@@ -347,12 +299,12 @@ func runBench(ctx context.Context, opts BenchOptions, task Task, preset string, 
 	return err
 }
 
-// Report is the benchmark's report as RunBench writes it: the model and device, the step time and
+// Report is the benchmark's report as Run writes it: the model and device, the step time and
 // throughput, memory, and on devices that count them the GEMM FLOPs and MFU.
-func (res BenchResult) Report() string {
+func (res Result) Report() string {
 	const mib = 1 << 20
 	name, shape := res.Preset, fmt.Sprintf("B=%d n=%d d=e=4096", res.B, res.N)
-	if res.Task == TaskUnmix {
+	if res.Task == st.TaskUnmix {
 		name = "unmix " + name
 		shape = fmt.Sprintf("B=%d n=%d S=%d n_clean=%d dec_layers=%d d=4096", res.B, res.N, res.Slots, 3*res.N/4, benchDecLayers)
 	}

@@ -1,15 +1,16 @@
 //go:build unix
 
-package settransformer
+package benchkit
 
 import (
 	"syscall"
 	"time"
 )
 
-// processCPUTime is the user plus system CPU time the process has used, summed over its threads
+// ProcessCPUTime is the user plus system CPU time the process has used, summed over its threads
 // (OpenBLAS's included); a throughput measure that a loaded machine distorts less than wall time.
-func processCPUTime() time.Duration {
+// It is 0 when unreadable.
+func ProcessCPUTime() time.Duration {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
 		return 0

@@ -1,20 +1,22 @@
-package settransformer
+package stepbench
 
 import (
 	"context"
 	"strings"
 	"testing"
+
+	st "github.com/gelo-research/geloattack/models/settransformer"
 )
 
 // BenchmarkTrainStep times full training steps (forward, backward, clip, AdamW) at the shapes of
 // the throughput targets. Run the paper size briefly: go test -bench TrainStep/paper -benchtime 3x.
-func BenchmarkTrainStep(b *testing.B) { benchmarkTask(b, TaskRetrieval) }
+func BenchmarkTrainStep(b *testing.B) { benchmarkTask(b, st.TaskRetrieval) }
 
-// BenchmarkUnmixStep is BenchmarkTrainStep for the unmixing model (see RunUnmixBench):
+// BenchmarkUnmixStep is BenchmarkTrainStep for the unmixing model (see RunUnmix):
 // go test -bench UnmixStep/paper -benchtime 3x.
-func BenchmarkUnmixStep(b *testing.B) { benchmarkTask(b, TaskUnmix) }
+func BenchmarkUnmixStep(b *testing.B) { benchmarkTask(b, st.TaskUnmix) }
 
-func benchmarkTask(b *testing.B, task Task) {
+func benchmarkTask(b *testing.B, task st.Task) {
 	for _, preset := range []string{"tiny", "small", "paper"} {
 		b.Run(preset, func(b *testing.B) {
 			res, err := benchmarkSteps(context.Background(), task, preset, b.N)
@@ -30,11 +32,11 @@ func benchmarkTask(b *testing.B, task Task) {
 	}
 }
 
-// TestRunBench: the benchmark entry point reports a positive throughput for one tiny step, stops on
+// TestRun: the benchmark entry point reports a positive throughput for one tiny step, stops on
 // a cancelled context, and refuses an unknown preset and a step count below one.
-func TestRunBench(t *testing.T) {
+func TestRun(t *testing.T) {
 	var sb strings.Builder
-	if err := RunBench(context.Background(), "tiny", 1, &sb); err != nil {
+	if err := Run(context.Background(), "tiny", 1, &sb); err != nil {
 		t.Fatal(err)
 	}
 	t.Log(sb.String())
@@ -43,22 +45,22 @@ func TestRunBench(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if err := RunBench(ctx, "tiny", 1, &sb); err == nil {
+	if err := Run(ctx, "tiny", 1, &sb); err == nil {
 		t.Error("cancelled context: benchmark ran")
 	}
-	if err := RunBench(context.Background(), "huge", 1, &sb); err == nil {
+	if err := Run(context.Background(), "huge", 1, &sb); err == nil {
 		t.Error("unknown preset accepted")
 	}
-	if err := RunBench(context.Background(), "tiny", 0, &sb); err == nil {
+	if err := Run(context.Background(), "tiny", 0, &sb); err == nil {
 		t.Error("zero steps accepted")
 	}
 }
 
-// TestRunUnmixBench: the unmix benchmark runs one tiny step, names its shape and reports a
+// TestRunUnmix: the unmix benchmark runs one tiny step, names its shape and reports a
 // throughput.
-func TestRunUnmixBench(t *testing.T) {
+func TestRunUnmix(t *testing.T) {
 	var sb strings.Builder
-	if err := RunUnmixBench(context.Background(), "tiny", 1, &sb); err != nil {
+	if err := RunUnmix(context.Background(), "tiny", 1, &sb); err != nil {
 		t.Fatal(err)
 	}
 	t.Log(sb.String())
@@ -66,7 +68,7 @@ func TestRunUnmixBench(t *testing.T) {
 		!strings.Contains(sb.String(), "rows/s") || strings.Contains(sb.String(), " 0.0 rows/s") {
 		t.Errorf("report lacks the task, the shape or a throughput: %q", sb.String())
 	}
-	if err := RunUnmixBench(context.Background(), "huge", 1, &sb); err == nil {
+	if err := RunUnmix(context.Background(), "huge", 1, &sb); err == nil {
 		t.Error("unknown preset accepted")
 	}
 }

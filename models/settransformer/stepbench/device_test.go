@@ -1,4 +1,4 @@
-package settransformer
+package stepbench
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/gelo-research/geloattack/engine"
+	st "github.com/gelo-research/geloattack/models/settransformer"
 )
 
 // fakeGPU is the CPU backend dressed as a device that counts GEMM FLOPs, reports its peak memory
@@ -32,7 +33,7 @@ func TestBenchOnDeviceReportsMemoryFLOPsAndMFU(t *testing.T) {
 		t.Fatal(err)
 	}
 	be := &fakeGPU{CPU: cpu}
-	res, err := benchmarkStepsOn(context.Background(), be, TaskRetrieval, "tiny", 2)
+	res, err := benchmarkStepsOn(context.Background(), be, st.TaskRetrieval, "tiny", 2)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +65,7 @@ func TestBenchOnDeviceReportsMemoryFLOPsAndMFU(t *testing.T) {
 	// Through the public entry point, unmix, on a device whose peak is not known: MFU n/a.
 	var sb strings.Builder
 	other := &unknownGPU{fakeGPU{CPU: cpu}}
-	if err := RunUnmixBenchWith(context.Background(), BenchOptions{Backend: other}, "tiny", 1, &sb); err != nil {
+	if err := RunUnmixWith(context.Background(), Options{Backend: other}, "tiny", 1, &sb); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(sb.String(), "unmix tiny") || !strings.Contains(sb.String(), "MFU n/a") {
@@ -79,7 +80,7 @@ func (u *unknownGPU) Name() string { return "cuda:0 NVIDIA A100-SXM4-80GB (fake)
 // The CPU report has no device lines: no memory or FLOP figures it does not have.
 func TestBenchOnCPUReportsNoDeviceLines(t *testing.T) {
 	var sb strings.Builder
-	if err := RunBenchWith(context.Background(), BenchOptions{}, "tiny", 1, &sb); err != nil {
+	if err := RunWith(context.Background(), Options{}, "tiny", 1, &sb); err != nil {
 		t.Fatal(err)
 	}
 	for _, not := range []string{"device memory", "GFLOP", "MFU"} {
@@ -89,26 +90,5 @@ func TestBenchOnCPUReportsNoDeviceLines(t *testing.T) {
 	}
 	if !strings.Contains(sb.String(), "dedicated cores") {
 		t.Errorf("CPU report lacks the dedicated-cores throughput: %s", sb.String())
-	}
-}
-
-func TestPeakFLOPS(t *testing.T) {
-	for _, c := range []struct {
-		name, prec string
-		want       float64
-	}{
-		{"cuda:0 NVIDIA H100 80GB HBM3; precision bf16", "bf16", 989e12},
-		{"cuda:0 NVIDIA H100 80GB HBM3; precision tf32", "tf32", 494e12},
-		{"cuda:0 NVIDIA H100 80GB HBM3; precision fp32", "fp32", 67e12},
-		{"cuda:0 NVIDIA H200; precision bf16", "bf16", 989e12},
-		{"cuda:0 NVIDIA H100 PCIe; precision bf16", "bf16", 0},
-		{"cuda:0 NVIDIA H100 NVL; precision bf16", "bf16", 0},
-		{"cuda:0 NVIDIA A100-SXM4-80GB; precision bf16", "bf16", 0},
-		{"cpu (2 workers; OpenBLAS)", "fp32", 0},
-	} {
-		got, ok := PeakFLOPS(c.name, c.prec)
-		if got != c.want || ok != (c.want > 0) {
-			t.Errorf("PeakFLOPS(%q, %s) = %g, %v; want %g", c.name, c.prec, got, ok, c.want)
-		}
 	}
 }
