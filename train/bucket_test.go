@@ -54,7 +54,8 @@ func TestMemoryStopsGrowingOnceEveryBucketIsSeen(t *testing.T) {
 	defer pipe.Close()
 
 	raw, padded := map[int]bool{}, map[int]bool{}
-	var lastNew int // the step at which a bucket was first seen last
+	changed, prev := 0, -1 // steps whose set size differs from the step before
+	var lastNew int        // the step at which a bucket was first seen last
 	held := make([]int64, steps)
 	pool := make([]int64, steps)
 	for step := 0; step < steps; step++ {
@@ -67,6 +68,10 @@ func TestMemoryStopsGrowingOnceEveryBucketIsSeen(t *testing.T) {
 			n = max(n, ex.NObs)
 		}
 		raw[n] = true
+		if n != prev {
+			changed++
+		}
+		prev = n
 		if b.N != gelo.PadN(n, bucket) || b.N%bucket != 0 {
 			t.Fatalf("step %d: largest example has %d rows, batch N = %d, want %d", step, n, b.N, gelo.PadN(n, bucket))
 		}
@@ -82,8 +87,10 @@ func TestMemoryStopsGrowingOnceEveryBucketIsSeen(t *testing.T) {
 	}
 	t.Logf("%d distinct set sizes in %d buckets %v; last new bucket at step %d; arena %d bytes, pool %d bytes",
 		len(raw), len(padded), padded, lastNew, held[steps-1], pool[steps-1])
-	if len(raw) < 40 || len(padded) < 2 {
-		t.Fatalf("the config drew %d distinct set sizes in %d buckets: too few to test anything", len(raw), len(padded))
+	t.Logf("the set size changed from the step before in %d of %d steps", changed, steps)
+	if changed < steps*9/10 || len(raw) < 40 || len(padded) < 2 {
+		t.Fatalf("the config drew %d distinct set sizes in %d buckets, changing in %d of %d steps: too few to test anything",
+			len(raw), len(padded), changed, steps)
 	}
 	if lastNew > steps/2 {
 		t.Fatalf("a new bucket appeared at step %d: too late to see memory stay flat", lastNew)
