@@ -53,8 +53,9 @@ type call struct {
 // scratch is one worker's buffers for protocol calls, grown on demand and reused.
 type scratch struct {
 	a, ainv, q2, xs64, u64, y64, out64 []float64
-	tau, work, s                       []float64
+	work, s                            []float64
 	ipiv                               []int
+	qr                                 *blas.Library // gonum, for the Haar draws (see haar)
 	xs32, u32, y32, a32, ainv32        []float32
 	shields, exact                     []float32
 
@@ -217,12 +218,17 @@ func (sc *scratch) drawShields(c call, x []float32, t, in, k int) {
 func (sc *scratch) drawA(c call, n int) error {
 	rng := stream(c.seed, c.textID, c.layer, c.which, stageMix, c.mix.key())
 	sc.a = grow(sc.a, n*n)
-	if c.mix.Orthogonal {
-		sc.haar(rng, n, sc.a)
-	} else {
+	where := func(err error) error {
+		return fmt.Errorf("text %d layer %d %s, %s: %w", c.textID, c.layer, c.which, c.mix.Name(), err)
+	}
+	if err := sc.haar(rng, n, sc.a); err != nil {
+		return where(err)
+	}
+	if !c.mix.Orthogonal {
 		sc.q2 = grow(sc.q2, n*n)
-		sc.haar(rng, n, sc.a)
-		sc.haar(rng, n, sc.q2)
+		if err := sc.haar(rng, n, sc.q2); err != nil {
+			return where(err)
+		}
 		s := grow(sc.s, n)
 		sc.s = s
 		s[0] = 1
@@ -254,7 +260,7 @@ func (sc *scratch) drawA(c call, n int) error {
 	}
 	if !c.mix.Orthogonal {
 		if err := sc.invert(n); err != nil {
-			return fmt.Errorf("text %d layer %d %s, %s: %w", c.textID, c.layer, c.which, c.mix.Name(), err)
+			return where(err)
 		}
 		if c.trusted == TrustedFP32 {
 			sc.ainv32 = grow(sc.ainv32, n*n)
@@ -281,29 +287,19 @@ func (sc *scratch) invert(n int) error {
 	return nil
 }
 
-// haar draws a Haar-distributed orthogonal matrix into q (n, n, row-major): the Q of the QR
-// factorisation of a standard gaussian matrix with column j multiplied by sign(R_jj), without
-// which Householder QR's sign convention would bias the distribution.
-func (sc *scratch) haar(rng *rand.Rand, n int, q []float64) {
+// haar draws a Haar-distributed orthogonal matrix into q (n, n, row-major): blas.QR of a standard
+// gaussian matrix with positive set (column j times sign(R_jj), without which Householder QR's sign
+// convention would bias the distribution). It runs on gonum's LAPACK whatever BLAS the forward
+// uses, so that the same seed draws the same A on every machine.
+func (sc *scratch) haar(rng *rand.Rand, n int, q []float64) error {
 	for i := range q[:n*n] {
 		q[i] = rng.NormFloat64()
 	}
-	m := gen(n, n, q)
-	sc.tau = grow(sc.tau, n)
-	sc.work = grow(sc.work, max(1, 64*n))
-	lapack64.Geqrf(m, sc.tau, sc.work, len(sc.work))
-	sc.s = grow(sc.s, n)
-	for j := 0; j < n; j++ {
-		sc.s[j] = 1
-		if q[j*n+j] < 0 {
-			sc.s[j] = -1
-		}
+	if sc.qr == nil {
+		sc.qr = blas.Gonum()
 	}
-	lapack64.Orgqr(m, sc.tau, sc.work, len(sc.work))
-	for i := 0; i < n; i++ {
-		row := q[i*n : (i+1)*n]
-		for j := range row {
-			row[j] *= sc.s[j]
-		}
+	if err := sc.qr.QR(n, n, q, n, nil, 0, true); err != nil {
+		return fmt.Errorf("haar draw, n = %d: %w", n, err)
 	}
+	return nil
 }
