@@ -557,24 +557,13 @@ func LoadLatestGood(dir string) (ckpt Checkpoint, skipped []Skipped, err error) 
 	default:
 		skipped = append(skipped, Skipped{Path: pointer, Err: perr})
 	}
-	entries, err := os.ReadDir(dir)
+	files, err := checkpointFiles(dir)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return Checkpoint{}, skipped, fmt.Errorf("checkpoints: list %s: %w", dir, err)
 	}
-	type file struct {
-		path string
-		step int64
-	}
-	var files []file
-	for _, e := range entries {
-		if step, ok := parseCheckpointName(e.Name()); ok && e.Type().IsRegular() {
-			files = append(files, file{filepath.Join(dir, e.Name()), step})
-		}
-	}
-	slices.SortFunc(files, func(a, b file) int { return cmp.Compare(b.step, a.step) })
 	for _, f := range files {
-		if f.path != latest {
-			paths = append(paths, f.path)
+		if path := filepath.Join(dir, f.name); path != latest {
+			paths = append(paths, path)
 		}
 	}
 	if len(paths) == 0 && len(skipped) == 0 {
@@ -621,21 +610,10 @@ func (h fsHooks) prune(dir string, keep int) ([]string, error) {
 	default:
 		return nil, fmt.Errorf("checkpoints: prune %s: %w", dir, err)
 	}
-	entries, err := os.ReadDir(dir)
+	all, err := checkpointFiles(dir)
 	if err != nil {
 		return nil, fmt.Errorf("checkpoints: prune %s: %w", dir, err)
 	}
-	type ckpt struct {
-		name string
-		step int64
-	}
-	var all []ckpt
-	for _, e := range entries {
-		if step, ok := parseCheckpointName(e.Name()); ok && e.Type().IsRegular() {
-			all = append(all, ckpt{e.Name(), step})
-		}
-	}
-	slices.SortFunc(all, func(a, b ckpt) int { return cmp.Compare(b.step, a.step) })
 	var removed []string
 	for i, c := range all {
 		if i < keep || c.name == latest {
@@ -651,6 +629,28 @@ func (h fsHooks) prune(dir string, keep int) ([]string, error) {
 		removed = append(removed, c.name)
 	}
 	return removed, nil
+}
+
+// stepFile is a checkpoint file of a run directory: its name and the step the name gives.
+type stepFile struct {
+	name string
+	step int64
+}
+
+// checkpointFiles lists the regular ckpt-<step>.safetensors files of dir, newest step first.
+func checkpointFiles(dir string) ([]stepFile, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var files []stepFile
+	for _, e := range entries {
+		if step, ok := parseCheckpointName(e.Name()); ok && e.Type().IsRegular() {
+			files = append(files, stepFile{e.Name(), step})
+		}
+	}
+	slices.SortFunc(files, func(a, b stepFile) int { return cmp.Compare(b.step, a.step) })
+	return files, nil
 }
 
 // removeStaleTemps deletes temporary files that a crashed save of a checkpoint or pointer left in dir.
