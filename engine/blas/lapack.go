@@ -264,22 +264,36 @@ func (l *Library) QR(m, n int, a []float64, lda int, r []float64, ldr int, posit
 	return nil
 }
 
-// checkQR validates QR's sizes, strides and slice lengths.
-func checkQR(m, n, la, lda int, r []float64, ldr int) error {
+// checkQRInput validates the sizes, stride and slice length of an m x n QR input stored row-major
+// (the stride runs over rows of n) or column-major (over columns of m); op names the routine.
+func checkQRInput(op string, m, n, la, lda int, colMajor bool) error {
 	if n < 0 || m < n {
-		return fmt.Errorf("blas: QR: want m >= n >= 0, got m=%d n=%d", m, n)
+		return fmt.Errorf("blas: %s: want m >= n >= 0, got m=%d n=%d", op, m, n)
 	}
 	if m > math.MaxInt32 || lda > math.MaxInt32 {
-		return fmt.Errorf("blas: QR: m=%d, lda=%d exceed 32-bit LAPACK indices", m, lda)
+		return fmt.Errorf("blas: %s: m=%d, lda=%d exceed 32-bit LAPACK indices", op, m, lda)
 	}
-	if lda < max(1, n) {
-		return fmt.Errorf("blas: QR: lda=%d < columns %d", lda, n)
+	// lines: the stored lines (rows or columns), each lda apart and width long.
+	lines, width, what, layout := m, n, "columns", ""
+	if colMajor {
+		lines, width, what, layout = n, m, "rows", " column-major"
+	}
+	if lda < max(1, width) {
+		return fmt.Errorf("blas: %s: lda=%d < %s %d", op, lda, what, width)
 	}
 	if n == 0 {
 		return nil
 	}
-	if need := (m-1)*lda + n; la < need {
-		return fmt.Errorf("blas: QR: a has %d elements, (%d x %d, ld %d) needs %d", la, m, n, lda, need)
+	if need := (lines-1)*lda + width; la < need {
+		return fmt.Errorf("blas: %s: a has %d elements, (%d x %d%s, ld %d) needs %d", op, la, m, n, layout, lda, need)
+	}
+	return nil
+}
+
+// checkQR validates QR's sizes, strides and slice lengths.
+func checkQR(m, n, la, lda int, r []float64, ldr int) error {
+	if err := checkQRInput("QR", m, n, la, lda, false); err != nil || n == 0 {
+		return err
 	}
 	if r != nil {
 		if ldr < n {

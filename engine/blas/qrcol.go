@@ -2,7 +2,6 @@ package blas
 
 import (
 	"fmt"
-	"math"
 )
 
 // QRWork is the reusable scratch of QRColMajor: LAPACK's tau and work arrays and the signs of
@@ -31,7 +30,7 @@ func grow(buf []float64, n int) []float64 {
 // ws holds the scratch between calls (nil: allocated for this call). Without LAPACK the matrix
 // is transposed to row-major, factored by gonum and transposed back.
 func (l *Library) QRColMajor(m, n int, a []float64, lda int, positive bool, ws *QRWork) error {
-	if err := checkQRCol(m, n, len(a), lda); err != nil {
+	if err := checkQRInput("QRColMajor", m, n, len(a), lda, true); err != nil {
 		return err
 	}
 	if n == 0 {
@@ -92,26 +91,6 @@ func (l *Library) QRColMajor(m, n int, a []float64, lda int, positive bool, ws *
 				}
 			}
 		}
-	}
-	return nil
-}
-
-// checkQRCol validates QRColMajor's sizes, stride and slice length.
-func checkQRCol(m, n, la, lda int) error {
-	if n < 0 || m < n {
-		return fmt.Errorf("blas: QRColMajor: want m >= n >= 0, got m=%d n=%d", m, n)
-	}
-	if m > math.MaxInt32 || lda > math.MaxInt32 {
-		return fmt.Errorf("blas: QRColMajor: m=%d, lda=%d exceed 32-bit LAPACK indices", m, lda)
-	}
-	if lda < max(1, m) {
-		return fmt.Errorf("blas: QRColMajor: lda=%d < rows %d", lda, m)
-	}
-	if n == 0 {
-		return nil
-	}
-	if need := (n-1)*lda + m; la < need {
-		return fmt.Errorf("blas: QRColMajor: a has %d elements, (%d x %d column-major, ld %d) needs %d", la, m, n, lda, need)
 	}
 	return nil
 }
