@@ -13,6 +13,7 @@ import (
 
 	"github.com/gelo-research/geloattack/data"
 	"github.com/gelo-research/geloattack/data/gelo"
+	"github.com/gelo-research/geloattack/data/splitpool"
 	"github.com/gelo-research/geloattack/eval"
 	"gonum.org/v1/gonum/mat"
 )
@@ -96,7 +97,10 @@ func RowSpaceRetrieval(ctx context.Context, s *gelo.Sampler, opts RowSpaceOption
 			}
 			exs = append(exs, ex)
 		}
-		pool := candidatePool(exs, texts, opts.ExtraNegatives, opts.Seed, first)
+		pool, positives, err := candidatePool(exs, texts, opts.ExtraNegatives, opts.Seed, first)
+		if err != nil {
+			return RowSpaceRow{}, err
+		}
 		cands := make([]*mat.Dense, len(pool))
 		for c, ti := range pool {
 			var err error
@@ -104,7 +108,7 @@ func RowSpaceRetrieval(ctx context.Context, s *gelo.Sampler, opts RowSpaceOption
 				return RowSpaceRow{}, err
 			}
 		}
-		for _, ex := range exs {
+		for i, ex := range exs {
 			if err := ctx.Err(); err != nil {
 				return RowSpaceRow{}, err
 			}
@@ -130,10 +134,8 @@ func RowSpaceRetrieval(ctx context.Context, s *gelo.Sampler, opts RowSpaceOption
 				logits[c] = sc.Logit
 				best[c] = slices.Min(frac)
 			}
-			var pos []int
-			for _, ti := range ex.PositiveIdx {
-				c := slices.Index(pool, ti)
-				pos = append(pos, c)
+			pos := positives[i]
+			for _, c := range pos {
 				sourceRes = append(sourceRes, best[c])
 			}
 			r, err := eval.ScoreRetrieval(logits, pos)
@@ -151,29 +153,25 @@ func RowSpaceRetrieval(ctx context.Context, s *gelo.Sampler, opts RowSpaceOption
 	return row, nil
 }
 
-// candidatePool returns the corpus indices of the batch's positives (first appearance order) plus
-// extra random texts of the split, drawn from a stream keyed by (seed, first example).
-func candidatePool(exs []*gelo.Example, texts []int, extra int, seed uint64, first int) []int {
-	var pool []int
-	for _, ex := range exs {
-		for _, ti := range ex.PositiveIdx {
-			if !slices.Contains(pool, ti) {
-				pool = append(pool, ti)
-			}
-		}
+// candidatePool returns the candidate texts of a batch (corpus indices, splitpool.Candidates: the
+// positives in order of first appearance, then extra negatives drawn by splitpool.ExtraTexts from
+// a stream keyed by (seed, first example)) and each example's positive candidates.
+func candidatePool(exs []*gelo.Example, texts []int, extra int, seed uint64, first int) ([]int, [][]int, error) {
+	positives := make([][]int, len(exs))
+	var all []int
+	for i, ex := range exs {
+		positives[i] = ex.PositiveIdx
+		all = append(all, ex.PositiveIdx...)
 	}
-	if extra == 0 {
-		return pool
+	var extras []int
+	if extra > 0 {
+		extras = splitpool.ExtraTexts(rand.New(rand.NewPCG(seed, uint64(first))), texts, all, extra)
 	}
-	rng := rand.New(rand.NewPCG(seed, uint64(first)))
-	free := make([]int, 0, len(texts))
-	for _, ti := range texts {
-		if !slices.Contains(pool, ti) {
-			free = append(free, ti)
-		}
+	cands, pos, err := splitpool.Candidates(positives, extras)
+	if err != nil {
+		return nil, nil, fmt.Errorf("baselines: candidates of examples %d..%d: %w", first, first+len(exs)-1, err)
 	}
-	rng.Shuffle(len(free), func(a, b int) { free[a], free[b] = free[b], free[a] })
-	return append(pool, free[:min(extra, len(free))]...)
+	return cands, pos, nil
 }
 
 // textRows reads every row of corpus text ti as a float64 matrix (NumTokens, D).
@@ -313,7 +311,7 @@ func BSSEval(ctx context.Context, s *gelo.Sampler, method BSSMethod, opts BSSOpt
 		if sep.Converged {
 			row.Converged++
 		}
-		if err := acc.scoreVsRandom(s, opts.Split, ex, sep.Sources, h, opts.Seed+uint64(i)); err != nil {
+		if err := acc.scoreVsRandom(s, opts.Split, ex, sep.Sources, h, opts.Seed, opts.Seed+uint64(i)); err != nil {
 			return BSSRow{}, err
 		}
 		row.N += float64(ex.N) / float64(opts.Examples)
@@ -331,18 +329,21 @@ func BSSEval(ctx context.Context, s *gelo.Sampler, method BSSMethod, opts BSSOpt
 type classicalAcc struct {
 	p95, mean, gram, gramAligned eval.Accumulator
 	draws                        int // random rows drawn, over all examples
+	// pool is the split's row pool the random rows come from, built on first use (seeded by the
+	// options' seed and the split alone, so every example of a run draws from the same pool).
+	pool *splitpool.Rows
 }
 
 // scoreVsRandom adds est's classical figures against truth (after Hungarian matching) to the
-// accumulators, each beside its chance level: the same figure for as many random rows of the split,
-// drawn from texts other than the example's.
-func (a *classicalAcc) scoreVsRandom(s *gelo.Sampler, split data.Split, ex *gelo.Example, est, truth *mat.Dense, seed uint64) error {
+// accumulators, each beside its chance level: the same figure for as many random rows of the split
+// (randomRows), drawn with drawSeed. poolSeed seeds the split's row pool.
+func (a *classicalAcc) scoreVsRandom(s *gelo.Sampler, split data.Split, ex *gelo.Example, est, truth *mat.Dense, poolSeed, drawSeed uint64) error {
 	got, err := eval.ClassicalScore(est, truth)
 	if err != nil {
 		return err
 	}
 	m, _ := est.Dims()
-	random, err := randomSplitRows(s, split, ex, m, seed)
+	random, err := a.randomRows(s, split, ex, m, poolSeed, drawSeed)
 	if err != nil {
 		return err
 	}
@@ -358,6 +359,26 @@ func (a *classicalAcc) scoreVsRandom(s *gelo.Sampler, split data.Split, ex *gelo
 	return nil
 }
 
+// randomRows draws k rows of the split by splitpool's rule, the one the unmix metric's random rows
+// follow: distinct rows of the split's row pool (splitpool.DefaultRows rows, seeded by poolSeed)
+// from texts other than the example's, centred like its clean rows. It is the prediction that
+// knows the data distribution but nothing of the example. k: rows wanted; out: (k, d).
+func (a *classicalAcc) randomRows(s *gelo.Sampler, split data.Split, ex *gelo.Example, k int, poolSeed, drawSeed uint64) (*mat.Dense, error) {
+	if a.pool == nil {
+		p, err := splitpool.NewRows(s.Corpus(), s.Texts(split), splitpool.DefaultRows, splitpool.RowsSeed(poolSeed, split))
+		if err != nil {
+			return nil, fmt.Errorf("baselines: row pool of split %s: %w", split, err)
+		}
+		a.pool = p
+	}
+	rng := rand.New(rand.NewPCG(drawSeed, 0x63686e6365)) // "chnce"
+	out := mat.NewDense(k, a.pool.D(), nil)
+	if err := a.pool.Draw(rng, a.pool.Outside(ex.Positives), ex.CenterMean, out); err != nil {
+		return nil, fmt.Errorf("baselines: random rows for example %d of split %s: %w", ex.Index, split, err)
+	}
+	return out, nil
+}
+
 // meanDraws is the mean number of random rows drawn per example (0 before any).
 func (a *classicalAcc) meanDraws() float64 {
 	n := a.p95.Metric().N
@@ -369,8 +390,8 @@ func (a *classicalAcc) meanDraws() float64 {
 
 // randomRowsNote explains the random-rows column of the classical tables.
 const randomRowsNote = "random rows: the figure a random guess of rows reaches; above it = recovery " +
-	"(for the Gram errors, lower is better: below it = recovery). They are rows of texts of the split " +
-	"other than the example's, as many as the estimates, matched to the clean rows the same way."
+	"(for the Gram errors, lower is better: below it = recovery). They are distinct rows of texts of the split " +
+	"other than the example's, centred like its clean rows, as many as the estimates, matched to the clean rows the same way."
 
 // gramNote says what the Gram error rows are.
 const gramNote = "Gram error: ||G_est - G_true||_F / ||G_true||_F over the matched rows (SPEC §6); " +
@@ -432,36 +453,6 @@ func (r BSSRow) Table() string {
 	return fmt.Sprintf("%s on %s: n %.0f (%.0f clean), %d/%d converged, %.1f s per example\n",
 		r.Method, r.Split, r.N, r.NClean, r.Converged, r.P95AbsCos.N, r.Seconds) +
 		classicalTable(r.Method, r.RandomRows, r.P95AbsCos, r.MeanAbsCos, r.GramErr, r.GramErrAligned)
-}
-
-// randomSplitRows draws k rows of the split uniformly over (text, position), texts other than the
-// example's positives: the prediction that knows the data distribution but nothing of the example.
-func randomSplitRows(s *gelo.Sampler, split data.Split, ex *gelo.Example, k int, seed uint64) (*mat.Dense, error) {
-	c := s.Corpus()
-	var texts []int
-	for _, ti := range s.Texts(split) {
-		if !slices.Contains(ex.PositiveIdx, ti) {
-			texts = append(texts, ti)
-		}
-	}
-	if len(texts) == 0 {
-		return nil, fmt.Errorf("baselines: split %s has no text outside example %d", split, ex.Index)
-	}
-	rng := rand.New(rand.NewPCG(seed, 0x63686e6365)) // "chnce"
-	d := c.D()
-	out := mat.NewDense(k, d, nil)
-	buf := make([]float32, d)
-	for i := 0; i < k; i++ {
-		ti := texts[rng.IntN(len(texts))]
-		if err := c.Rows(ti, rng.IntN(c.NumTokens(ti)), 1, buf); err != nil {
-			return nil, fmt.Errorf("baselines: reading a random row of text %d: %w", c.TextID(ti), err)
-		}
-		row := out.RawRowView(i)
-		for j, v := range buf {
-			row[j] = float64(v)
-		}
-	}
-	return out, nil
 }
 
 // ShieldTableOptions configures ShieldTable.
@@ -624,7 +615,7 @@ func AnchorEval(ctx context.Context, s *gelo.Sampler, opts AnchorEvalOptions) (A
 		}
 		elapsed += time.Since(start)
 		row.MixingErr += mixingError(ex, known, res.MixingK) / float64(opts.Examples)
-		if err := acc.scoreVsRandom(s, opts.Split, ex, res.Rest.Sources, others, opts.Seed+uint64(i)); err != nil {
+		if err := acc.scoreVsRandom(s, opts.Split, ex, res.Rest.Sources, others, opts.Seed, opts.Seed+uint64(i)); err != nil {
 			return AnchorRow{}, err
 		}
 		row.N += float64(ex.N) / float64(opts.Examples)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
@@ -205,5 +206,69 @@ func TestBSSEvalReportsGramError(t *testing.T) {
 		if !strings.Contains(gramLine, tc.cell) || !strings.Contains(gramLine, fmt.Sprintf("| %.4f ", row.GramErr.Chance)) {
 			t.Errorf("scale %v: Gram error line %q, want the figure %q beside the random rows' %.4f", tc.scale, gramLine, tc.cell, row.GramErr.Chance)
 		}
+	}
+}
+
+// TestRandomRowsFollowThePoolRule: the classical tables' random rows are splitpool's: distinct rows
+// of texts of the split other than the example's, centred by the example's own mean, and the same
+// seeds give the same rows.
+func TestRandomRowsFollowThePoolRule(t *testing.T) {
+	const d = 8
+	c := laplaceCorpus(t, 30, 6, d, 2)
+	cfg := gelo.DefaultConfig()
+	cfg.Positives, cfg.TokensPerText, cfg.ShieldRows, cfg.Center, cfg.ValFrac = gelo.Fixed(2), gelo.Fixed(4), 0, true, 0.4
+	s, err := gelo.NewSampler(c, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ex, err := s.Example(data.Val, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ex.CenterMean == nil {
+		t.Fatal("the sampler did not centre")
+	}
+	var acc classicalAcc
+	rows, err := acc.randomRows(s, data.Val, ex, 20, 4, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// source finds the text and row that drawn row r is (a corpus row minus the centring mean, in
+	// float32 as the sampler centres).
+	source := func(r int) (int, int) {
+		buf := make([]float32, d)
+		for _, ti := range s.Texts(data.Val) {
+			for k := 0; k < c.NumTokens(ti); k++ {
+				if err := c.Rows(ti, k, 1, buf); err != nil {
+					t.Fatal(err)
+				}
+				same := true
+				for j, v := range buf {
+					same = same && float64(v-ex.CenterMean[j]) == rows.At(r, j)
+				}
+				if same {
+					return ti, k
+				}
+			}
+		}
+		return -1, -1
+	}
+	seen := map[[2]int]bool{}
+	for r := 0; r < 20; r++ {
+		ti, k := source(r)
+		if ti < 0 {
+			t.Fatalf("random row %d is no centred row of the split", r)
+		}
+		if slices.Contains(ex.PositiveIdx, ti) {
+			t.Fatalf("random row %d comes from the example's own text %d", r, ti)
+		}
+		if seen[[2]int{ti, k}] {
+			t.Fatalf("random row %d repeats row %d of text %d", r, k, ti)
+		}
+		seen[[2]int{ti, k}] = true
+	}
+	var again classicalAcc
+	if rows2, err := again.randomRows(s, data.Val, ex, 20, 4, 5); err != nil || !mat.Equal(rows, rows2) {
+		t.Errorf("the same seeds drew other rows (%v)", err)
 	}
 }

@@ -7,12 +7,13 @@ import (
 	"testing"
 
 	"github.com/gelo-research/geloattack/engine"
+	"github.com/gelo-research/geloattack/engine/cpu"
 )
 
 // restoreModel is a CPU parameter buffer with the given names and shapes and its AdamW.
 func restoreModel(t *testing.T, specs ...Spec) (*engine.Params, *engine.AdamW) {
 	t.Helper()
-	be, err := engine.NewCPU(engine.CPUConfig{Workers: 1})
+	be, err := cpu.New(cpu.Config{Workers: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,7 +24,7 @@ type AdamWConfig struct {
 }
 
 // AdamW is the optimiser over one Params: its moments m and v have the
-// parameter buffer's layout, so an update is one pass per named view.
+// parameter buffer's layout, so an update is one pass per decay class.
 type AdamW struct {
 	cfg  AdamWConfig
 	p    *Params
@@ -96,23 +96,16 @@ func (o *AdamW) Step() {
 		BiasCorr2: float32(1 - math.Pow(float64(o.cfg.Beta2), t)),
 	}
 	be := o.p.data.st.Backend()
-	// The update is elementwise, so adjacent parameters with the same decay
-	// are updated as one range: one kernel per run instead of one per
-	// tensor (a GPU launch costs microseconds, a norm weight has h values).
-	views := o.p.views
-	for i := 0; i < len(views); {
-		j, end := i+1, views[i].Offset+views[i].Size
-		for j < len(views) && views[j].Decay == views[i].Decay && views[j].Offset == end {
-			end += views[j].Size
-			j++
-		}
+	// The update is elementwise, and Params lays each decay class out as
+	// one range, so a step is one kernel per class (two for a model with
+	// both) instead of one per tensor or per run of equal decay: a GPU
+	// launch costs microseconds, a norm weight has h values.
+	for _, r := range o.p.runs {
 		s.Decay = 0
-		if views[i].Decay {
+		if r.decay {
 			s.Decay = o.cfg.WeightDecay
 		}
-		off, n := views[i].Offset, end-views[i].Offset
-		be.AdamW(flatView(o.p.data, off, n), flatView(o.p.grad, off, n), flatView(o.m, off, n), flatView(o.v, off, n), s)
-		i = j
+		be.AdamW(flatView(o.p.data, r.off, r.n), flatView(o.p.grad, r.off, r.n), flatView(o.m, r.off, r.n), flatView(o.v, r.off, r.n), s)
 	}
 }
 

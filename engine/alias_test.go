@@ -1,9 +1,11 @@
-package engine
+package engine_test
 
 import (
 	"fmt"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/gelo-research/geloattack/engine"
 )
 
 // aliasCase is an op given one activation as several of its inputs, with its
@@ -11,7 +13,7 @@ import (
 type aliasCase struct {
 	name  string
 	dims  []int // the parameter's (and the activation's) shape
-	build func(tp *Tape, x *Tensor) *Tensor
+	build func(tp *engine.Tape, x *engine.Tensor) *engine.Tensor
 	ref   func(x []float64) []float64
 }
 
@@ -19,28 +21,28 @@ func aliasCases() []aliasCase {
 	const B, N, h, heads = 2, 3, 4, 2
 	return []aliasCase{
 		{"SwiGLU(x, x)", []int{3, 4},
-			func(tp *Tape, x *Tensor) *Tensor { return tp.SwiGLU(x, x) },
+			func(tp *engine.Tape, x *engine.Tensor) *engine.Tensor { return tp.SwiGLU(x, x) },
 			func(x []float64) []float64 { return refZip(x, x, func(a, b float64) float64 { return refSilu(a) * b }) }},
 		{"Add(x, x)", []int{3, 4},
-			func(tp *Tape, x *Tensor) *Tensor { return tp.Add(x, x) },
+			func(tp *engine.Tape, x *engine.Tensor) *engine.Tensor { return tp.Add(x, x) },
 			func(x []float64) []float64 { return refZip(x, x, func(a, b float64) float64 { return a + b }) }},
 		{"Sub(x, x)", []int{3, 4},
-			func(tp *Tape, x *Tensor) *Tensor { return tp.Add(tp.Sub(x, x), tp.Square(x)) },
+			func(tp *engine.Tape, x *engine.Tensor) *engine.Tensor { return tp.Add(tp.Sub(x, x), tp.Square(x)) },
 			func(x []float64) []float64 { return refMap(x, func(a float64) float64 { return a * a }) }},
 		{"Mul(x, x)", []int{3, 4},
-			func(tp *Tape, x *Tensor) *Tensor { return tp.Mul(x, x) },
+			func(tp *engine.Tape, x *engine.Tensor) *engine.Tensor { return tp.Mul(x, x) },
 			func(x []float64) []float64 { return refZip(x, x, func(a, b float64) float64 { return a * b }) }},
 		{"Div(x, x)", []int{3, 4},
-			func(tp *Tape, x *Tensor) *Tensor { return tp.Add(tp.Div(x, x), tp.Square(x)) },
+			func(tp *engine.Tape, x *engine.Tensor) *engine.Tensor { return tp.Add(tp.Div(x, x), tp.Square(x)) },
 			func(x []float64) []float64 { return refMap(x, func(a float64) float64 { return 1 + a*a }) }},
 		{"MatMul(x, x^T)", []int{3, 4},
-			func(tp *Tape, x *Tensor) *Tensor { return tp.MatMul(x, x, false, true) },
+			func(tp *engine.Tape, x *engine.Tensor) *engine.Tensor { return tp.MatMul(x, x, false, true) },
 			func(x []float64) []float64 { return refMatMul(x, x, 1, 3, 4, 3, false, true) }},
 		{"Linear(x, x)", []int{3, 4},
-			func(tp *Tape, x *Tensor) *Tensor { return tp.Linear(x, x) },
+			func(tp *engine.Tape, x *engine.Tensor) *engine.Tensor { return tp.Linear(x, x) },
 			func(x []float64) []float64 { return refLinear(x, x, 3, 4, 3) }},
 		{"Attention(x, x, x)", []int{B, N, h},
-			func(tp *Tape, x *Tensor) *Tensor { return tp.Attention(x, x, x, nil, heads) },
+			func(tp *engine.Tape, x *engine.Tensor) *engine.Tensor { return tp.Attention(x, x, x, nil, heads) },
 			func(x []float64) []float64 { return refAttention(x, x, x, nil, B, N, N, h, heads) }},
 	}
 }
@@ -55,14 +57,14 @@ func aliasCases() []aliasCase {
 func TestAliasedInputsAccumulateAcrossSteps(t *testing.T) {
 	for _, be := range testBackends(t) {
 		for _, tc := range aliasCases() {
-			t.Run(fmt.Sprintf("%s/%s", tc.name, be.lib.Name()[:5]), func(t *testing.T) {
-				ps := NewParams()
+			t.Run(fmt.Sprintf("%s/%s", tc.name, be.BLAS().Name()[:5]), func(t *testing.T) {
+				ps := engine.NewParams()
 				p := ps.Add("p", tc.dims, false)
 				if err := ps.Alloc(be); err != nil {
 					t.Fatal(err)
 				}
 				r := rand.New(rand.NewPCG(11, uint64(len(tc.name))))
-				tp := NewTape(be)
+				tp := engine.NewTape(be)
 				var weights []float32
 				for step := range 3 {
 					host := make([]float32, p.Size())

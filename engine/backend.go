@@ -49,10 +49,15 @@ const (
 // outputs of forward kernels are overwritten; gradient arguments (named d*)
 // are accumulated into (+=) unless a flag or beta says to overwrite, and
 // may be nil, meaning "not needed: skip that work". Shapes were validated
-// by the Tape.
+// by the Tape, which also checks that every input lives on this backend
+// (or, for a wrapper that allocates through another backend, on that one).
 type Backend interface {
 	// Name describes the device and its libraries, e.g. "cpu (2 workers, OpenBLAS 0.3.21 ...)".
 	Name() string
+	// Close releases what the backend holds (worker goroutines, device
+	// memory); tensors on it must not be used afterwards. A second Close
+	// does nothing.
+	Close() error
 	// Alloc returns n zeroed elements.
 	Alloc(n int) (Storage, error)
 	// Upload copies host data into t (len(src) == t.Size()).

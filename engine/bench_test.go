@@ -1,10 +1,13 @@
-package engine
+package engine_test
 
 import (
 	"fmt"
 	"math/rand/v2"
 	"syscall"
 	"testing"
+
+	"github.com/gelo-research/geloattack/engine"
+	"github.com/gelo-research/geloattack/engine/cpu"
 )
 
 // minorFaults counts the page faults this process has taken: a step that
@@ -43,8 +46,8 @@ func reportFlops(b *testing.B, flop, cpu0 float64) {
 	}
 }
 
-func benchCPU(b *testing.B) *CPU {
-	be, err := NewCPU(CPUConfig{})
+func benchCPU(b *testing.B) *cpu.Backend {
+	be, err := cpu.New(cpu.Config{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -52,11 +55,11 @@ func benchCPU(b *testing.B) *CPU {
 	return be
 }
 
-func benchParams(b *testing.B, be *CPU, specs map[string][]int) (*Params, map[string]*Tensor) {
-	ps := NewParams()
-	ts := map[string]*Tensor{}
+func benchParams(b *testing.B, be *cpu.Backend, specs map[string][]int) (*engine.Params, map[string]*engine.Tensor) {
+	ps := engine.NewParams()
+	ts := map[string]*engine.Tensor{}
 	for name, shape := range specs {
-		ts[name] = ps.Add(name, shape, DefaultDecay(name, shape))
+		ts[name] = ps.Add(name, shape, engine.DefaultDecay(name, shape))
 	}
 	if err := ps.Alloc(be); err != nil {
 		b.Fatal(err)
@@ -91,7 +94,7 @@ func BenchmarkLinear(b *testing.B) {
 		_, ts := benchParams(b, be, map[string][]int{"w.weight": {s.out, s.in}})
 		w := ts["w.weight"]
 		xv := randHost(rand.New(rand.NewPCG(2, 2)), M*s.in)
-		tp := NewTape(be)
+		tp := engine.NewTape(be)
 		flop := 2 * float64(M) * float64(s.in) * float64(s.out)
 		b.Run(s.name+"/forward", func(b *testing.B) {
 			x := tp.Input(xv, M, s.in) // outside the loop: time the product only
@@ -105,7 +108,7 @@ func BenchmarkLinear(b *testing.B) {
 			cpu0 := cpuSeconds()
 			for b.Loop() {
 				tp.Reset()
-				var x *Tensor
+				var x *engine.Tensor
 				if s.data {
 					x = tp.Input(xv, M, s.in)
 				} else {
@@ -137,7 +140,7 @@ func BenchmarkAttention(b *testing.B) {
 	for i := range lengths {
 		lengths[i] = N - 56*i/B // 256 down to ~200 real rows
 	}
-	tp := NewTape(be)
+	tp := engine.NewTape(be)
 	flop := 4 * float64(B) * float64(N) * float64(N) * float64(h)
 	b.Run("forward", func(b *testing.B) {
 		tp.Reset()
@@ -163,7 +166,7 @@ func BenchmarkAttention(b *testing.B) {
 
 // block is one pre-norm encoder layer's parameters.
 type block struct {
-	attnNorm, q, k, v, o, mlpNorm, gate, up, down *Tensor
+	attnNorm, q, k, v, o, mlpNorm, gate, up, down *engine.Tensor
 }
 
 func blockSpecs(prefix string, h, ff int) map[string][]int {
@@ -176,7 +179,7 @@ func blockSpecs(prefix string, h, ff int) map[string][]int {
 	}
 }
 
-func blockOf(ts map[string]*Tensor, prefix string) block {
+func blockOf(ts map[string]*engine.Tensor, prefix string) block {
 	return block{
 		attnNorm: ts[prefix+"attn_norm.weight"], mlpNorm: ts[prefix+"mlp_norm.weight"],
 		q: ts[prefix+"attn.q_proj.weight"], k: ts[prefix+"attn.k_proj.weight"],
@@ -187,11 +190,11 @@ func blockOf(ts map[string]*Tensor, prefix string) block {
 }
 
 // forward is x += Attn(RMSNorm(x)); x += SwiGLU(RMSNorm(x)), x: (B, N, h).
-func (l block) forward(tp *Tape, x, mask *Tensor, heads int) *Tensor {
-	n := tp.RMSNorm(x, l.attnNorm, RMSNormEps)
+func (l block) forward(tp *engine.Tape, x, mask *engine.Tensor, heads int) *engine.Tensor {
+	n := tp.RMSNorm(x, l.attnNorm, engine.RMSNormEps)
 	a := tp.Attention(tp.Linear(n, l.q), tp.Linear(n, l.k), tp.Linear(n, l.v), mask, heads)
 	x = tp.Add(x, tp.Linear(a, l.o))
-	n = tp.RMSNorm(x, l.mlpNorm, RMSNormEps)
+	n = tp.RMSNorm(x, l.mlpNorm, engine.RMSNormEps)
 	return tp.Add(x, tp.Linear(tp.SwiGLU(tp.Linear(n, l.gate), tp.Linear(n, l.up)), l.down))
 }
 
@@ -218,7 +221,7 @@ func benchEncoderStep(b *testing.B, layers int) {
 		}
 	}
 	ps, ts := benchParams(b, be, specs)
-	opt, err := NewAdamW(ps, AdamWConfig{LR: 1e-4, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.1})
+	opt, err := engine.NewAdamW(ps, engine.AdamWConfig{LR: 1e-4, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.1})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -228,7 +231,7 @@ func benchEncoderStep(b *testing.B, layers int) {
 	for i := range lengths {
 		lengths[i] = N - 56*i/B
 	}
-	tp := NewTape(be)
+	tp := engine.NewTape(be)
 	step := func() {
 		tp.Reset()
 		mask := tp.KeyMask(B, N, lengths)
@@ -236,11 +239,11 @@ func benchEncoderStep(b *testing.B, layers int) {
 		for i := range layers {
 			x = blockOf(ts, fmt.Sprintf("layers.%d.", i)).forward(tp, x, mask, paperHeads)
 		}
-		pooled := tp.MeanPool(tp.RMSNorm(x, ts["norm.weight"], RMSNormEps), mask)
+		pooled := tp.MeanPool(tp.RMSNorm(x, ts["norm.weight"], engine.RMSNormEps), mask)
 		if err := tp.Backward(tp.SumSquares(pooled)); err != nil {
 			b.Fatal(err)
 		}
-		ClipGradNorm(ps, 1)
+		engine.ClipGradNorm(ps, 1)
 		opt.Step()
 	}
 	step() // warm-up: sizes the arena
@@ -270,13 +273,13 @@ func benchEncoderStep(b *testing.B, layers int) {
 func BenchmarkAdamW(b *testing.B) {
 	be := benchCPU(b)
 	ps, _ := benchParams(b, be, map[string][]int{"w.weight": {58_000_000 / 384, 384}})
-	opt, err := NewAdamW(ps, AdamWConfig{LR: 1e-4, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.1})
+	opt, err := engine.NewAdamW(ps, engine.AdamWConfig{LR: 1e-4, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.1})
 	if err != nil {
 		b.Fatal(err)
 	}
 	cpu0 := cpuSeconds()
 	for b.Loop() {
-		ClipGradNorm(ps, 1)
+		engine.ClipGradNorm(ps, 1)
 		opt.Step()
 	}
 	b.ReportMetric(float64(ps.Len())*float64(b.N)/b.Elapsed().Seconds()/1e6, "Mparams/s")

@@ -3,7 +3,11 @@
 // and a reverse-mode tape over coarse fused ops (Linear, RMSNorm, masked
 // multi-head attention, SwiGLU, InfoNCE, ...), each with a forward and a
 // backward kernel on a Backend. Model code calls Tape methods only and never
-// names a device; a new backend (CUDA) implements the Backend interface.
+// names a device. The backends are packages of their own that implement the
+// Backend interface through Tensor's exported view (Storage, Offset, Size,
+// Shape, Rows, Cols): engine/cpu (Go kernels, BLAS GEMMs) and engine/cuda;
+// engine/device chooses one. A Tape checks that every input lives on its
+// backend, so a tensor of another one is an error, not a crash.
 //
 // A training step is:
 //

@@ -1,4 +1,4 @@
-package engine
+package engine_test
 
 import (
 	"errors"
@@ -7,6 +7,10 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/gelo-research/geloattack/engine"
+	"github.com/gelo-research/geloattack/engine/blas"
+	"github.com/gelo-research/geloattack/engine/cpu"
 )
 
 func randHost(r *rand.Rand, n int) []float32 {
@@ -28,7 +32,7 @@ func TestAttentionIgnoresPadding(t *testing.T) {
 			q, k, v := randHost(r, B*N*h), randHost(r, B*N*h), randHost(r, B*N*h)
 			dOut := randHost(r, B*N*h)
 			run := func(q, k, v []float32) (out, dq, dk, dv []float32) {
-				tp := NewTape(be)
+				tp := engine.NewTape(be)
 				qt, kt, vt := tp.Variable(q, B, N, h), tp.Variable(k, B, N, h), tp.Variable(v, B, N, h)
 				o := tp.Attention(qt, kt, vt, tp.Input(mask, B, N), heads)
 				loss := tp.Sum(tp.Mul(tp.MaskRows(o, tp.Input(mask, B, N)), tp.Input(dOut, B, N, h)))
@@ -78,7 +82,7 @@ func TestAttentionIgnoresPadding(t *testing.T) {
 // Backward accumulates (two passes give twice the gradient).
 func TestLinearSkipsDataGradient(t *testing.T) {
 	be := testBackends(t)[0]
-	ps := NewParams()
+	ps := engine.NewParams()
 	w := ps.Add("in_proj.weight", []int{3, 4}, true)
 	if err := ps.Alloc(be); err != nil {
 		t.Fatal(err)
@@ -88,7 +92,7 @@ func TestLinearSkipsDataGradient(t *testing.T) {
 	if err := w.CopyFrom(wv); err != nil {
 		t.Fatal(err)
 	}
-	tp := NewTape(be)
+	tp := engine.NewTape(be)
 	var first []float32
 	for pass := 1; pass <= 2; pass++ {
 		tp.Reset()
@@ -123,7 +127,7 @@ func TestLinearSkipsDataGradient(t *testing.T) {
 // arena nor the gradient pool grows, and tensors made from slabs are reused.
 func TestArenaReusedAcrossSteps(t *testing.T) {
 	be := testBackends(t)[0]
-	ps := NewParams()
+	ps := engine.NewParams()
 	w1 := ps.Add("l1.weight", []int{16, 8}, true)
 	n1 := ps.Add("n1.weight", []int{16}, false)
 	w2 := ps.Add("l2.weight", []int{4, 16}, true)
@@ -131,15 +135,15 @@ func TestArenaReusedAcrossSteps(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := rand.New(rand.NewPCG(2, 2))
-	for _, p := range []*Tensor{w1, n1, w2} {
+	for _, p := range []*engine.Tensor{w1, n1, w2} {
 		_ = p.CopyFrom(randHost(r, p.Size()))
 	}
 	x := randHost(r, 2*5*8)
-	tp := NewTape(be)
+	tp := engine.NewTape(be)
 	step := func() {
 		tp.Reset()
 		in := tp.Input(x, 2, 5, 8)
-		hdn := tp.RMSNorm(tp.Linear(in, w1), n1, RMSNormEps)
+		hdn := tp.RMSNorm(tp.Linear(in, w1), n1, engine.RMSNormEps)
 		a := tp.Attention(hdn, hdn, hdn, tp.KeyMask(2, 5, []int{5, 3}), 2)
 		loss := tp.SumSquares(tp.Linear(tp.Add(a, hdn), w2))
 		if err := tp.Backward(loss); err != nil {
@@ -157,8 +161,8 @@ func TestArenaReusedAcrossSteps(t *testing.T) {
 		t.Fatalf("memory grew after warm-up: arena %d->%d (peak %d->%d), grad pool %d->%d",
 			held, held2, peak, peak2, pool, tp.GradPoolBytes())
 	}
-	if len(tp.blocks) != 1 {
-		t.Fatalf("tensor slabs grew to %d", len(tp.blocks))
+	if engine.TensorSlabs(tp) != 1 {
+		t.Fatalf("tensor slabs grew to %d", engine.TensorSlabs(tp))
 	}
 }
 
@@ -166,7 +170,7 @@ func TestArenaReusedAcrossSteps(t *testing.T) {
 // ops do nothing, Backward reports it and Reset clears it.
 func TestStickyErrors(t *testing.T) {
 	be := testBackends(t)[0]
-	tp := NewTape(be)
+	tp := engine.NewTape(be)
 	a := tp.Variable(make([]float32, 6), 2, 3)
 	b := tp.Input(make([]float32, 8), 2, 4)
 	y := tp.Linear(a, b) // weight (2, 4) needs x (..., 4)
@@ -189,14 +193,14 @@ func TestStickyErrors(t *testing.T) {
 
 func TestParamsTable(t *testing.T) {
 	be := testBackends(t)[0]
-	ps := NewParams()
+	ps := engine.NewParams()
 	ps.Add("a.weight", []int{2, 3}, true)
 	ps.Add("b", []int{4}, false)
 	ps.Add("a.weight", []int{1}, false)
 	if err := ps.Alloc(be); err == nil || !strings.Contains(err.Error(), `"a.weight" registered twice`) {
 		t.Fatalf("duplicate name: got %v", err)
 	}
-	ps = NewParams()
+	ps = engine.NewParams()
 	a := ps.Add("a.weight", []int{2, 3}, true)
 	b := ps.Add("b", []int{4}, false)
 	if err := ps.Alloc(be); err != nil {
@@ -235,7 +239,7 @@ func TestParamsTable(t *testing.T) {
 		{"slots", []int{64, 384}, false},
 		{"log_tau", []int{1}, false},
 	} {
-		if got := DefaultDecay(c.name, c.shape); got != c.want {
+		if got := engine.DefaultDecay(c.name, c.shape); got != c.want {
 			t.Errorf("DefaultDecay(%q) = %v, want %v", c.name, got, c.want)
 		}
 	}
@@ -245,7 +249,7 @@ func TestParamsTable(t *testing.T) {
 // decayed and an undecayed parameter, with a schedule.
 func TestAdamWMatchesHandComputation(t *testing.T) {
 	be := testBackends(t)[0]
-	ps := NewParams()
+	ps := engine.NewParams()
 	w := ps.Add("w.weight", []int{2}, true)
 	n := ps.Add("norm.weight", []int{1}, false)
 	if err := ps.Alloc(be); err != nil {
@@ -254,7 +258,7 @@ func TestAdamWMatchesHandComputation(t *testing.T) {
 	_ = w.CopyFrom([]float32{1, -2})
 	_ = n.CopyFrom([]float32{0.5})
 	const lr0, b1, b2, eps, wd = 0.1, 0.9, 0.99, 1e-8, 0.05
-	opt, err := NewAdamW(ps, AdamWConfig{LR: 99, Beta1: b1, Beta2: b2, Eps: eps, WeightDecay: wd})
+	opt, err := engine.NewAdamW(ps, engine.AdamWConfig{LR: 99, Beta1: b1, Beta2: b2, Eps: eps, WeightDecay: wd})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -293,7 +297,7 @@ func TestAdamWMatchesHandComputation(t *testing.T) {
 	}
 	// State round trip: a fresh optimiser given the state continues identically.
 	st := opt.State()
-	opt2, _ := NewAdamW(ps, AdamWConfig{LR: 0.01, Beta1: b1, Beta2: b2, Eps: eps, WeightDecay: wd})
+	opt2, _ := engine.NewAdamW(ps, engine.AdamWConfig{LR: 0.01, Beta1: b1, Beta2: b2, Eps: eps, WeightDecay: wd})
 	if err := opt2.SetState(st); err != nil {
 		t.Fatal(err)
 	}
@@ -309,23 +313,23 @@ func TestAdamWMatchesHandComputation(t *testing.T) {
 
 func TestClipGradNorm(t *testing.T) {
 	be := testBackends(t)[0]
-	ps := NewParams()
+	ps := engine.NewParams()
 	ps.Add("a", []int{2}, false)
 	ps.Add("b", []int{2}, false)
 	if err := ps.Alloc(be); err != nil {
 		t.Fatal(err)
 	}
 	_ = ps.Grad().CopyFrom([]float32{3, 0, 0, 4}) // norm 5
-	if n := ClipGradNorm(ps, 10); math.Abs(n-5) > 1e-9 {
+	if n := engine.ClipGradNorm(ps, 10); math.Abs(n-5) > 1e-9 {
 		t.Fatalf("norm %g, want 5", n)
 	}
 	if g := ps.Grad().ToHost(); g[0] != 3 || g[3] != 4 {
 		t.Fatalf("clipping below the limit changed the gradient: %v", g)
 	}
-	if n := ClipGradNorm(ps, 1); math.Abs(n-5) > 1e-9 {
+	if n := engine.ClipGradNorm(ps, 1); math.Abs(n-5) > 1e-9 {
 		t.Fatalf("pre-clip norm %g, want 5", n)
 	}
-	if n := GradNorm(ps); math.Abs(n-1) > 1e-6 {
+	if n := engine.GradNorm(ps); math.Abs(n-1) > 1e-6 {
 		t.Fatalf("norm after clipping to 1 is %g", n)
 	}
 	if g := ps.Grad().ToHost(); math.Abs(float64(g[0])-0.6) > 1e-6 || math.Abs(float64(g[3])-0.8) > 1e-6 {
@@ -335,32 +339,32 @@ func TestClipGradNorm(t *testing.T) {
 
 func TestCheckFiniteNamesTensor(t *testing.T) {
 	be := testBackends(t)[0]
-	ps := NewParams()
+	ps := engine.NewParams()
 	ps.Add("layers.0.attn.q_proj.weight", []int{2, 2}, true)
 	ps.Add("layers.0.mlp.up_proj.weight", []int{2, 2}, true)
 	if err := ps.Alloc(be); err != nil {
 		t.Fatal(err)
 	}
-	if err := CheckFinite(ps); err != nil {
+	if err := engine.CheckFinite(ps); err != nil {
 		t.Fatalf("zero parameters reported: %v", err)
 	}
 	g := make([]float32, 8)
 	g[6] = float32(math.NaN())
 	_ = ps.Grad().CopyFrom(g)
-	var nf *NonFiniteError
-	if err := CheckFinite(ps); !errors.As(err, &nf) || err.Error() != "tensor layers.0.mlp.up_proj.weight.grad has NaN" {
+	var nf *engine.NonFiniteError
+	if err := engine.CheckFinite(ps); !errors.As(err, &nf) || err.Error() != "tensor layers.0.mlp.up_proj.weight.grad has NaN" {
 		t.Fatalf("got %v, want the up_proj gradient named", err)
 	}
 	ps.ZeroGrad()
 	d := make([]float32, 8)
 	d[1] = float32(math.Inf(-1))
 	_ = ps.Data().CopyFrom(d)
-	if err := CheckFinite(ps); !errors.As(err, &nf) || nf.Tensor != "layers.0.attn.q_proj.weight" || nf.Value != "Inf" {
+	if err := engine.CheckFinite(ps); !errors.As(err, &nf) || nf.Tensor != "layers.0.attn.q_proj.weight" || nf.Value != "Inf" {
 		t.Fatalf("got %v, want q_proj named with Inf", err)
 	}
-	tp := NewTape(be)
+	tp := engine.NewTape(be)
 	l := tp.Log(tp.Input([]float32{0, 1}, 2))
-	if err := CheckFiniteTensor(l); err == nil {
+	if err := engine.CheckFiniteTensor(l); err == nil {
 		t.Fatal("log(0) reported finite")
 	}
 }
@@ -374,7 +378,7 @@ func TestBackendsAgree(t *testing.T) {
 	}
 	var results [][]float32
 	for _, be := range bes {
-		ps := NewParams()
+		ps := engine.NewParams()
 		w1 := ps.Add("l1.weight", []int{32, 16}, true)
 		w2 := ps.Add("l2.weight", []int{8, 32}, true)
 		if err := ps.Alloc(be); err != nil {
@@ -392,7 +396,7 @@ func TestBackendsAgree(t *testing.T) {
 		}
 		_ = w1.CopyFrom(wv1)
 		_ = w2.CopyFrom(wv2)
-		tp := NewTape(be)
+		tp := engine.NewTape(be)
 		x := tp.Input(randHost(r, 3*7*16), 3, 7, 16)
 		h := tp.Linear(x, w1)
 		a := tp.Attention(h, h, h, tp.KeyMask(3, 7, []int{7, 4, 1}), 4)
@@ -417,7 +421,7 @@ func TestBackendsAgree(t *testing.T) {
 func TestStepIsBitReproducible(t *testing.T) {
 	for _, be := range testBackends(t) {
 		run := func() ([]float32, float64) {
-			ps := NewParams()
+			ps := engine.NewParams()
 			w1 := ps.Add("l1.weight", []int{24, 16}, true)
 			g := ps.Add("norm.weight", []int{24}, false)
 			if err := ps.Alloc(be); err != nil {
@@ -426,15 +430,15 @@ func TestStepIsBitReproducible(t *testing.T) {
 			r := rand.New(rand.NewPCG(8, 8))
 			_ = w1.CopyFrom(randHost(r, w1.Size()))
 			_ = g.CopyFrom(randHost(r, g.Size()))
-			tp := NewTape(be)
+			tp := engine.NewTape(be)
 			x := tp.Input(randHost(r, 4*9*16), 4, 9, 16)
-			h := tp.RMSNorm(tp.Linear(x, w1), g, RMSNormEps)
+			h := tp.RMSNorm(tp.Linear(x, w1), g, engine.RMSNormEps)
 			a := tp.Attention(h, h, h, tp.KeyMask(4, 9, []int{9, 5, 2, 7}), 3)
-			loss := tp.SumSquares(tp.MeanPool(tp.RMSNorm(tp.Add(a, h), g, RMSNormEps), nil))
+			loss := tp.SumSquares(tp.MeanPool(tp.RMSNorm(tp.Add(a, h), g, engine.RMSNormEps), nil))
 			if err := tp.Backward(loss); err != nil {
 				t.Fatal(err)
 			}
-			return append([]float32{loss.Item()}, ps.Grad().ToHost()...), GradNorm(ps)
+			return append([]float32{loss.Item()}, ps.Grad().ToHost()...), engine.GradNorm(ps)
 		}
 		a, na := run()
 		for range 3 {
@@ -458,11 +462,11 @@ func TestStepIsBitReproducible(t *testing.T) {
 func TestNoActivationAllocationAfterWarmUp(t *testing.T) {
 	bes := testBackends(t)
 	be := bes[len(bes)-1]
-	if !be.lib.IsOpenBLAS() {
+	if !be.BLAS().IsOpenBLAS() {
 		t.Skip("gonum's SGEMM allocates per call; the bound is for the engine's own memory")
 	}
 	perStep := func(N int) uint64 {
-		ps := NewParams()
+		ps := engine.NewParams()
 		w1 := ps.Add("l1.weight", []int{64, 32}, true)
 		n1 := ps.Add("n1.weight", []int{64}, false)
 		if err := ps.Alloc(be); err != nil {
@@ -472,18 +476,18 @@ func TestNoActivationAllocationAfterWarmUp(t *testing.T) {
 		_ = w1.CopyFrom(randHost(r, w1.Size()))
 		_ = n1.CopyFrom(randHost(r, n1.Size()))
 		x := randHost(r, 4*N*32)
-		opt, _ := NewAdamW(ps, AdamWConfig{LR: 1e-3, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8})
-		tp := NewTape(be)
+		opt, _ := engine.NewAdamW(ps, engine.AdamWConfig{LR: 1e-3, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8})
+		tp := engine.NewTape(be)
 		step := func() {
 			tp.Reset()
 			in := tp.Input(x, 4, N, 32)
-			h := tp.RMSNorm(tp.Linear(in, w1), n1, RMSNormEps)
+			h := tp.RMSNorm(tp.Linear(in, w1), n1, engine.RMSNormEps)
 			a := tp.Attention(h, h, h, tp.KeyMask(4, N, []int{N, N / 2, N / 3, 1}), 4)
 			loss := tp.SumSquares(tp.SwiGLU(tp.Add(a, h), h))
 			if err := tp.Backward(loss); err != nil {
 				t.Fatal(err)
 			}
-			ClipGradNorm(ps, 1)
+			engine.ClipGradNorm(ps, 1)
 			opt.Step()
 		}
 		step()
@@ -518,14 +522,14 @@ func TestAdamWZeroBetasAreUsed(t *testing.T) {
 	be := testBackends(t)[0]
 	for _, betas := range [][2]float64{{0, 0.999}, {0.9, 0}, {0, 0}} {
 		b1, b2 := betas[0], betas[1]
-		ps := NewParams()
+		ps := engine.NewParams()
 		w := ps.Add("w", []int{2}, false)
 		if err := ps.Alloc(be); err != nil {
 			t.Fatal(err)
 		}
 		_ = w.CopyFrom([]float32{1, -2})
 		const lr, eps = 0.1, 1e-8
-		opt, err := NewAdamW(ps, AdamWConfig{LR: lr, Beta1: float32(b1), Beta2: float32(b2), Eps: eps})
+		opt, err := engine.NewAdamW(ps, engine.AdamWConfig{LR: lr, Beta1: float32(b1), Beta2: float32(b2), Eps: eps})
 		if err != nil {
 			t.Fatalf("betas %v: %v", betas, err)
 		}
@@ -554,16 +558,16 @@ func TestAdamWZeroBetasAreUsed(t *testing.T) {
 			}
 		}
 	}
-	ps := NewParams()
+	ps := engine.NewParams()
 	ps.Add("w", []int{1}, false)
 	if err := ps.Alloc(be); err != nil {
 		t.Fatal(err)
 	}
-	for _, cfg := range []AdamWConfig{
+	for _, cfg := range []engine.AdamWConfig{
 		{LR: 1, Beta1: 1, Beta2: 0.9, Eps: 1e-8}, {LR: 1, Beta1: 0.9, Beta2: -0.1, Eps: 1e-8},
 		{LR: 1, Beta1: 0.9, Beta2: 0.99, Eps: 0},
 	} {
-		if _, err := NewAdamW(ps, cfg); err == nil {
+		if _, err := engine.NewAdamW(ps, cfg); err == nil {
 			t.Errorf("NewAdamW accepted %+v", cfg)
 		}
 	}
@@ -578,7 +582,7 @@ func TestRMSNormEpsKnownAnswer(t *testing.T) {
 	w := []float32{1, 2, 0.5, -1}
 	out := map[float32][]float32{}
 	for _, eps := range []float32{1e-6, 1e-5} {
-		tp := NewTape(be)
+		tp := engine.NewTape(be)
 		y := tp.RMSNorm(tp.Input(x, 1, 4), tp.Input(w, 4), eps)
 		if err := tp.Err(); err != nil {
 			t.Fatal(err)
@@ -600,7 +604,7 @@ func TestRMSNormEpsKnownAnswer(t *testing.T) {
 		}
 	}
 	for _, eps := range []float32{0, -1e-5, float32(math.Inf(1))} {
-		tp := NewTape(be)
+		tp := engine.NewTape(be)
 		tp.RMSNorm(tp.Input(x, 1, 4), tp.Input(w, 4), eps)
 		if err := tp.Err(); err == nil || !strings.Contains(err.Error(), "eps") {
 			t.Errorf("eps %g: error %v, want one naming eps", eps, err)
@@ -612,7 +616,7 @@ func TestRMSNormEpsKnownAnswer(t *testing.T) {
 // SumSquaresHost and what uses it) counts once; kernels and uploads do not count.
 func TestCPUCountsHostReads(t *testing.T) {
 	be := testBackends(t)[0]
-	tp := NewTape(be)
+	tp := engine.NewTape(be)
 	x := tp.Input([]float32{1, 2, 3}, 3)
 	s := tp.Sum(tp.Square(x))
 	before := be.HostReads()
@@ -624,5 +628,72 @@ func TestCPUCountsHostReads(t *testing.T) {
 	_ = be.SumSquaresHost(x)
 	if n := be.HostReads() - before; n != 4 {
 		t.Fatalf("%d host reads counted, want 4", n)
+	}
+}
+
+// TestTapeRejectsForeignTensors: a tensor of one backend handed to the tape
+// of another fails the op through the tape's error (naming the op, the
+// tensor and both backends) instead of a kernel reading memory it does not
+// own; later ops return placeholders and Backward reports the error.
+func TestTapeRejectsForeignTensors(t *testing.T) {
+	mine, err := cpu.New(cpu.Config{Workers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	theirs, err := cpu.New(cpu.Config{Workers: 2, BLAS: blas.Gonum()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps := engine.NewParams()
+	w := ps.Add("proj.weight", []int{3, 4}, true)
+	if err := ps.Alloc(theirs); err != nil {
+		t.Fatal(err)
+	}
+	tp := engine.NewTape(mine)
+	x := tp.Variable(make([]float32, 8), 2, 4)
+	loss := tp.Sum(tp.Linear(x, w))
+	err = tp.Backward(loss)
+	if err == nil || tp.Err() == nil {
+		t.Fatal("a parameter of another backend was accepted")
+	}
+	t.Log(err)
+	for _, want := range []string{"Linear", "proj.weight", mine.Name(), theirs.Name()} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not name %q", err, want)
+		}
+	}
+	if loss.Item() != 0 {
+		t.Errorf("placeholder holds %g", loss.Item())
+	}
+
+	// Two backends of the same kind and name: the error says they differ.
+	twin, err := cpu.New(cpu.Config{Workers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp2 := engine.NewTape(twin)
+	tp2.Add(tp2.Input(make([]float32, 8), 2, 4), x)
+	if err := tp2.Err(); err == nil || !strings.Contains(err.Error(), "another backend") || !strings.Contains(err.Error(), "Add") {
+		t.Errorf("activation of a twin backend: error %v", err)
+	}
+}
+
+// TestTapeRejectsUnallocatedParam: a parameter used before Params.Alloc has
+// no storage; the op fails with an error saying so rather than panicking.
+func TestTapeRejectsUnallocatedParam(t *testing.T) {
+	be := testBackends(t)[0]
+	ps := engine.NewParams()
+	w := ps.Add("early.weight", []int{3, 4}, true)
+	tp := engine.NewTape(be)
+	y := tp.Linear(tp.Input(make([]float32, 8), 2, 4), w)
+	err := tp.Err()
+	if err == nil || !strings.Contains(err.Error(), "early.weight") || !strings.Contains(err.Error(), "no storage") || !strings.Contains(err.Error(), "Linear") {
+		t.Fatalf("unallocated parameter: error %v", err)
+	}
+	if y.Item() != 0 {
+		t.Errorf("placeholder holds %g", y.Item())
+	}
+	if err := w.CopyFrom(make([]float32, 12)); err == nil {
+		t.Error("CopyFrom into an unallocated parameter gave no error")
 	}
 }

@@ -1,4 +1,4 @@
-package engine
+package engine_test
 
 import (
 	"fmt"
@@ -6,7 +6,9 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/gelo-research/geloattack/engine"
 	"github.com/gelo-research/geloattack/engine/blas"
+	"github.com/gelo-research/geloattack/engine/cpu"
 )
 
 // testInput is one input of an op under test.
@@ -21,25 +23,25 @@ type testInput struct {
 type gradCase struct {
 	name   string
 	inputs []testInput
-	build  func(tp *Tape, xs []*Tensor) *Tensor
+	build  func(tp *engine.Tape, xs []*engine.Tensor) *engine.Tensor
 	ref    func(xs [][]float64) []float64
 }
 
 // testBackends returns CPU backends on OpenBLAS (when present) and on gonum,
 // with parallel kernels forced even at test sizes.
-func testBackends(t *testing.T) []*CPU {
+func testBackends(t *testing.T) []*cpu.Backend {
 	t.Helper()
 	libs := []*blas.Library{blas.Gonum()}
 	if lib, err := blas.OpenOpenBLAS(); err == nil {
 		libs = append(libs, lib)
 	}
-	var out []*CPU
+	var out []*cpu.Backend
 	for _, lib := range libs {
-		c, err := NewCPU(CPUConfig{Workers: 2, BLAS: lib})
+		c, err := cpu.New(cpu.Config{Workers: 2, BLAS: lib})
 		if err != nil {
 			t.Fatal(err)
 		}
-		c.minWork = 1
+		c.SetMinWork(1)
 		out = append(out, c)
 	}
 	return out
@@ -73,7 +75,7 @@ const (
 	fdStep   = 1e-6
 )
 
-func runGradCase(t *testing.T, be *CPU, tc gradCase) {
+func runGradCase(t *testing.T, be *cpu.Backend, tc gradCase) {
 	t.Helper()
 	r := rand.New(rand.NewPCG(uint64(len(tc.name)), 7))
 	host := make([][]float32, len(tc.inputs))
@@ -87,16 +89,16 @@ func runGradCase(t *testing.T, be *CPU, tc gradCase) {
 			host[i][j] = float32(r.NormFloat64())
 		}
 	}
-	tp := NewTape(be)
-	var xs []*Tensor
-	var out *Tensor
+	tp := engine.NewTape(be)
+	var xs []*engine.Tensor
+	var out *engine.Tensor
 	var weights []float32
 	// Two passes on one tape: the first (on other values) leaves stale
 	// numbers in the recycled arena and gradient buffers, so the second
 	// shows that every kernel overwrites or clears what it must.
 	for pass := range 2 {
 		tp.Reset()
-		xs = make([]*Tensor, len(tc.inputs))
+		xs = make([]*engine.Tensor, len(tc.inputs))
 		for i, in := range tc.inputs {
 			vals := host[i]
 			if pass == 0 && in.data == nil {
@@ -186,7 +188,7 @@ func closeEnough(got, want float64) bool {
 func TestOpsForwardAndGradients(t *testing.T) {
 	for _, be := range testBackends(t) {
 		for _, tc := range gradCases() {
-			t.Run(fmt.Sprintf("%s/%s", tc.name, be.lib.Name()[:5]), func(t *testing.T) {
+			t.Run(fmt.Sprintf("%s/%s", tc.name, be.BLAS().Name()[:5]), func(t *testing.T) {
 				runGradCase(t, be, tc)
 			})
 		}
@@ -220,8 +222,8 @@ func gradCases() []gradCase {
 			ins = append(ins, testInput{dims: []int{B, Nk}, data: mask})
 		}
 		return gradCase{name: name, inputs: ins,
-			build: func(tp *Tape, xs []*Tensor) *Tensor {
-				var m *Tensor
+			build: func(tp *engine.Tape, xs []*engine.Tensor) *engine.Tensor {
+				var m *engine.Tensor
 				if len(xs) > 3 {
 					m = xs[3]
 				}
@@ -237,15 +239,17 @@ func gradCases() []gradCase {
 	}
 	cases := []gradCase{
 		{name: "Linear", inputs: []testInput{in(g, 2, 3, 5), in(g, 4, 5)},
-			build: func(tp *Tape, xs []*Tensor) *Tensor { return tp.Linear(xs[0], xs[1]) },
+			build: func(tp *engine.Tape, xs []*engine.Tensor) *engine.Tensor { return tp.Linear(xs[0], xs[1]) },
 			ref:   func(xs [][]float64) []float64 { return refLinear(xs[0], xs[1], 6, 5, 4) }},
 		{name: "RMSNorm", inputs: []testInput{in(g, 3, 7), in(g, 7)},
-			build: func(tp *Tape, xs []*Tensor) *Tensor { return tp.RMSNorm(xs[0], xs[1], RMSNormEps) },
-			ref:   func(xs [][]float64) []float64 { return refRMSNorm(xs[0], xs[1], 7, RMSNormEps) }},
+			build: func(tp *engine.Tape, xs []*engine.Tensor) *engine.Tensor {
+				return tp.RMSNorm(xs[0], xs[1], engine.RMSNormEps)
+			},
+			ref: func(xs [][]float64) []float64 { return refRMSNorm(xs[0], xs[1], 7, engine.RMSNormEps) }},
 		// An eps near the rows' mean square (standard normal inputs: about 1) changes every
 		// output and the gradient through 1/rms; the backward must follow the forward's eps.
 		{name: "RMSNorm/eps=0.5", inputs: []testInput{in(g, 3, 7), in(g, 7)},
-			build: func(tp *Tape, xs []*Tensor) *Tensor { return tp.RMSNorm(xs[0], xs[1], 0.5) },
+			build: func(tp *engine.Tape, xs []*engine.Tensor) *engine.Tensor { return tp.RMSNorm(xs[0], xs[1], 0.5) },
 			ref:   func(xs [][]float64) []float64 { return refRMSNorm(xs[0], xs[1], 7, 0.5) }},
 		attn("Attention/self-nomask", nil, 5, false),
 		attn("Attention/prefix-mask", prefixMask, 5, false),
@@ -253,60 +257,63 @@ func gradCases() []gradCase {
 		attn("Attention/empty-set", emptySetMask, 5, false),
 		attn("Attention/cross", scatteredMask, 3, true),
 		{name: "SwiGLU", inputs: []testInput{in(g, 3, 4), in(g, 3, 4)},
-			build: func(tp *Tape, xs []*Tensor) *Tensor { return tp.SwiGLU(xs[0], xs[1]) },
+			build: func(tp *engine.Tape, xs []*engine.Tensor) *engine.Tensor { return tp.SwiGLU(xs[0], xs[1]) },
 			ref: func(xs [][]float64) []float64 {
 				return refZip(xs[0], xs[1], func(a, b float64) float64 { return refSilu(a) * b })
 			}},
 		{name: "Add", inputs: []testInput{in(g, 2, 3), in(g, 2, 3)},
-			build: func(tp *Tape, xs []*Tensor) *Tensor { return tp.Add(xs[0], xs[1]) },
+			build: func(tp *engine.Tape, xs []*engine.Tensor) *engine.Tensor { return tp.Add(xs[0], xs[1]) },
 			ref: func(xs [][]float64) []float64 {
 				return refZip(xs[0], xs[1], func(a, b float64) float64 { return a + b })
 			}},
 		{name: "Sub/scalar", inputs: []testInput{in(g, 2, 3), in(g, 1)},
-			build: func(tp *Tape, xs []*Tensor) *Tensor { return tp.Sub(xs[0], xs[1]) },
+			build: func(tp *engine.Tape, xs []*engine.Tensor) *engine.Tensor { return tp.Sub(xs[0], xs[1]) },
 			ref: func(xs [][]float64) []float64 {
 				return refZip(xs[0], xs[1], func(a, b float64) float64 { return a - b })
 			}},
 		{name: "Mul", inputs: []testInput{in(g, 2, 3), in(g, 2, 3)},
-			build: func(tp *Tape, xs []*Tensor) *Tensor { return tp.Mul(xs[0], xs[1]) },
+			build: func(tp *engine.Tape, xs []*engine.Tensor) *engine.Tensor { return tp.Mul(xs[0], xs[1]) },
 			ref: func(xs [][]float64) []float64 {
 				return refZip(xs[0], xs[1], func(a, b float64) float64 { return a * b })
 			}},
 		{name: "Div/scalar", inputs: []testInput{in(g, 2, 3), {dims: []int{1}, grad: g, data: []float32{1.7}}},
-			build: func(tp *Tape, xs []*Tensor) *Tensor { return tp.Div(xs[0], xs[1]) },
+			build: func(tp *engine.Tape, xs []*engine.Tensor) *engine.Tensor { return tp.Div(xs[0], xs[1]) },
 			ref: func(xs [][]float64) []float64 {
 				return refZip(xs[0], xs[1], func(a, b float64) float64 { return a / b })
 			}},
 		{name: "Div", inputs: []testInput{in(g, 2, 3), {dims: []int{2, 3}, grad: g, data: positiveData()[:6]}},
-			build: func(tp *Tape, xs []*Tensor) *Tensor { return tp.Div(xs[0], xs[1]) },
+			build: func(tp *engine.Tape, xs []*engine.Tensor) *engine.Tensor { return tp.Div(xs[0], xs[1]) },
 			ref: func(xs [][]float64) []float64 {
 				return refZip(xs[0], xs[1], func(a, b float64) float64 { return a / b })
 			}},
 		{name: "Scale", inputs: []testInput{in(g, 5)},
-			build: func(tp *Tape, xs []*Tensor) *Tensor { return tp.Scale(xs[0], -2.5) },
+			build: func(tp *engine.Tape, xs []*engine.Tensor) *engine.Tensor { return tp.Scale(xs[0], -2.5) },
 			ref:   func(xs [][]float64) []float64 { return refMap(xs[0], func(v float64) float64 { return -2.5 * v }) }},
 		{name: "AddScalar", inputs: []testInput{in(g, 5)},
-			build: func(tp *Tape, xs []*Tensor) *Tensor { return tp.AddScalar(xs[0], 3) },
+			build: func(tp *engine.Tape, xs []*engine.Tensor) *engine.Tensor { return tp.AddScalar(xs[0], 3) },
 			ref:   func(xs [][]float64) []float64 { return refMap(xs[0], func(v float64) float64 { return v + 3 }) }},
 		{name: "Exp", inputs: []testInput{in(g, 5)},
-			build: func(tp *Tape, xs []*Tensor) *Tensor { return tp.Exp(xs[0]) },
+			build: func(tp *engine.Tape, xs []*engine.Tensor) *engine.Tensor { return tp.Exp(xs[0]) },
 			ref:   func(xs [][]float64) []float64 { return refMap(xs[0], math.Exp) }},
 		{name: "Log", inputs: []testInput{{dims: []int{6}, grad: g, data: positiveData()[:6]}},
-			build: func(tp *Tape, xs []*Tensor) *Tensor { return tp.Log(xs[0]) },
+			build: func(tp *engine.Tape, xs []*engine.Tensor) *engine.Tensor { return tp.Log(xs[0]) },
 			ref:   func(xs [][]float64) []float64 { return refMap(xs[0], math.Log) }},
 		{name: "Square", inputs: []testInput{in(g, 5)},
-			build: func(tp *Tape, xs []*Tensor) *Tensor { return tp.Square(xs[0]) },
+			build: func(tp *engine.Tape, xs []*engine.Tensor) *engine.Tensor { return tp.Square(xs[0]) },
 			ref:   func(xs [][]float64) []float64 { return refMap(xs[0], func(v float64) float64 { return v * v }) }},
 		{name: "Sqrt", inputs: []testInput{{dims: []int{6}, grad: g, data: positiveData()[:6]}},
-			build: func(tp *Tape, xs []*Tensor) *Tensor { return tp.Sqrt(xs[0]) },
+			build: func(tp *engine.Tape, xs []*engine.Tensor) *engine.Tensor { return tp.Sqrt(xs[0]) },
 			ref:   func(xs [][]float64) []float64 { return refMap(xs[0], math.Sqrt) }},
 		{name: "DivExp", inputs: []testInput{in(g, 2, 3), {dims: []int{1}, grad: g, data: []float32{-0.7}}},
-			build: func(tp *Tape, xs []*Tensor) *Tensor { return tp.DivExp(xs[0], xs[1]) },
+			build: func(tp *engine.Tape, xs []*engine.Tensor) *engine.Tensor { return tp.DivExp(xs[0], xs[1]) },
 			ref: func(xs [][]float64) []float64 {
 				return refZip(xs[0], xs[1], func(a, b float64) float64 { return a / math.Exp(b) })
 			}},
 		{name: "PrependCLS", inputs: []testInput{in(g, 2, 3, 4), in(g, 4)},
-			build: func(tp *Tape, xs []*Tensor) *Tensor { y, _ := tp.PrependCLS(xs[0], xs[1], nil); return y },
+			build: func(tp *engine.Tape, xs []*engine.Tensor) *engine.Tensor {
+				y, _ := tp.PrependCLS(xs[0], xs[1], nil)
+				return y
+			},
 			ref: func(xs [][]float64) []float64 {
 				var y []float64
 				for b := range 2 {
@@ -316,7 +323,7 @@ func gradCases() []gradCase {
 				return y
 			}},
 		{name: "Broadcast", inputs: []testInput{in(g, 2, 3)},
-			build: func(tp *Tape, xs []*Tensor) *Tensor { return tp.Broadcast(xs[0], 3) },
+			build: func(tp *engine.Tape, xs []*engine.Tensor) *engine.Tensor { return tp.Broadcast(xs[0], 3) },
 			ref: func(xs [][]float64) []float64 {
 				var y []float64
 				for range 3 {
@@ -325,12 +332,12 @@ func gradCases() []gradCase {
 				return y
 			}},
 		{name: "TakeRow", inputs: []testInput{in(g, 2, 3, 4)},
-			build: func(tp *Tape, xs []*Tensor) *Tensor { return tp.TakeRow(xs[0], 1) },
+			build: func(tp *engine.Tape, xs []*engine.Tensor) *engine.Tensor { return tp.TakeRow(xs[0], 1) },
 			ref: func(xs [][]float64) []float64 {
 				return append(append([]float64{}, xs[0][4:8]...), xs[0][16:20]...)
 			}},
 		{name: "MeanPool", inputs: []testInput{in(g, 2, 5, 3), {dims: []int{2, 5}, data: scatteredMask}},
-			build: func(tp *Tape, xs []*Tensor) *Tensor { return tp.MeanPool(xs[0], xs[1]) },
+			build: func(tp *engine.Tape, xs []*engine.Tensor) *engine.Tensor { return tp.MeanPool(xs[0], xs[1]) },
 			ref: func(xs [][]float64) []float64 {
 				y := make([]float64, 6)
 				for b := range 2 {
@@ -350,7 +357,7 @@ func gradCases() []gradCase {
 				return y
 			}},
 		{name: "MaskRows", inputs: []testInput{in(g, 2, 5, 3), {dims: []int{2, 5}, data: scatteredMask}},
-			build: func(tp *Tape, xs []*Tensor) *Tensor { return tp.MaskRows(xs[0], xs[1]) },
+			build: func(tp *engine.Tape, xs []*engine.Tensor) *engine.Tensor { return tp.MaskRows(xs[0], xs[1]) },
 			ref: func(xs [][]float64) []float64 {
 				y := append([]float64{}, xs[0]...)
 				for r := range 10 {
@@ -361,13 +368,13 @@ func gradCases() []gradCase {
 				return y
 			}},
 		{name: "L2Normalize", inputs: []testInput{in(g, 4, 5)},
-			build: func(tp *Tape, xs []*Tensor) *Tensor { return tp.L2Normalize(xs[0]) },
+			build: func(tp *engine.Tape, xs []*engine.Tensor) *engine.Tensor { return tp.L2Normalize(xs[0]) },
 			ref:   func(xs [][]float64) []float64 { return refL2Normalize(xs[0], 5) }},
 		{name: "RowNorm", inputs: []testInput{in(g, 4, 5)},
-			build: func(tp *Tape, xs []*Tensor) *Tensor { return tp.RowNorm(xs[0]) },
+			build: func(tp *engine.Tape, xs []*engine.Tensor) *engine.Tensor { return tp.RowNorm(xs[0]) },
 			ref:   func(xs [][]float64) []float64 { return refRowNorm(xs[0], 5) }},
 		{name: "LogSumExp", inputs: []testInput{in(g, 2, 3, 5)},
-			build: func(tp *Tape, xs []*Tensor) *Tensor { return tp.LogSumExp(tp.Scale(xs[0], 30)) },
+			build: func(tp *engine.Tape, xs []*engine.Tensor) *engine.Tensor { return tp.LogSumExp(tp.Scale(xs[0], 30)) },
 			ref: func(xs [][]float64) []float64 {
 				y := make([]float64, 6)
 				for r := range y {
@@ -376,40 +383,44 @@ func gradCases() []gradCase {
 				return y
 			}},
 		{name: "CosineScores", inputs: []testInput{in(g, 3, 4), in(g, 5, 4)},
-			build: func(tp *Tape, xs []*Tensor) *Tensor { return tp.CosineScores(xs[0], xs[1], 0.5) },
+			build: func(tp *engine.Tape, xs []*engine.Tensor) *engine.Tensor { return tp.CosineScores(xs[0], xs[1], 0.5) },
 			ref: func(xs [][]float64) []float64 {
 				return refMap(refMatMul(refL2Normalize(xs[0], 4), refL2Normalize(xs[1], 4), 1, 3, 4, 5, false, true),
 					func(v float64) float64 { return v / 0.5 })
 			}},
 		{name: "CosineScoresLearned", inputs: []testInput{in(g, 3, 4), in(g, 5, 4), {dims: []int{1}, grad: g, data: []float32{-1.2}}},
-			build: func(tp *Tape, xs []*Tensor) *Tensor { return tp.CosineScoresLearned(xs[0], xs[1], xs[2]) },
+			build: func(tp *engine.Tape, xs []*engine.Tensor) *engine.Tensor {
+				return tp.CosineScoresLearned(xs[0], xs[1], xs[2])
+			},
 			ref: func(xs [][]float64) []float64 {
 				return refMap(refMatMul(refL2Normalize(xs[0], 4), refL2Normalize(xs[1], 4), 1, 3, 4, 5, false, true),
 					func(v float64) float64 { return v / math.Exp(xs[2][0]) })
 			}},
 		{name: "InfoNCE", inputs: []testInput{in(g, 3, 5), {dims: []int{3, 5}, data: []float32{1, 0, 0, 1, 0, 0, 1, 0, 0, 0, 1, 1, 1, 0, 1}}},
-			build: func(tp *Tape, xs []*Tensor) *Tensor { return tp.InfoNCE(tp.Scale(xs[0], 4), xs[1]) },
+			build: func(tp *engine.Tape, xs []*engine.Tensor) *engine.Tensor {
+				return tp.InfoNCE(tp.Scale(xs[0], 4), xs[1])
+			},
 			ref: func(xs [][]float64) []float64 {
 				return []float64{refInfoNCE(refMap(xs[0], func(v float64) float64 { return 4 * v }), xs[1], 3, 5)}
 			}},
 		{name: "SumSquares", inputs: []testInput{in(g, 3, 4)},
-			build: func(tp *Tape, xs []*Tensor) *Tensor { return tp.SumSquares(xs[0]) },
+			build: func(tp *engine.Tape, xs []*engine.Tensor) *engine.Tensor { return tp.SumSquares(xs[0]) },
 			ref:   func(xs [][]float64) []float64 { return refSum(xs[0], func(v float64) float64 { return v * v }) }},
 		{name: "Mean", inputs: []testInput{in(g, 3, 4)},
-			build: func(tp *Tape, xs []*Tensor) *Tensor { return tp.Mean(xs[0]) },
+			build: func(tp *engine.Tape, xs []*engine.Tensor) *engine.Tensor { return tp.Mean(xs[0]) },
 			ref: func(xs [][]float64) []float64 {
 				return refSum(xs[0], func(v float64) float64 { return v / 12 })
 			}},
 		{name: "FrobeniusNorm", inputs: []testInput{in(g, 3, 4)},
-			build: func(tp *Tape, xs []*Tensor) *Tensor { return tp.FrobeniusNorm(xs[0]) },
+			build: func(tp *engine.Tape, xs []*engine.Tensor) *engine.Tensor { return tp.FrobeniusNorm(xs[0]) },
 			ref: func(xs [][]float64) []float64 {
 				return []float64{math.Sqrt(refSum(xs[0], func(v float64) float64 { return v * v })[0])}
 			}},
 		{name: "Transpose", inputs: []testInput{in(g, 2, 3, 4)},
-			build: func(tp *Tape, xs []*Tensor) *Tensor { return tp.Transpose(xs[0]) },
+			build: func(tp *engine.Tape, xs []*engine.Tensor) *engine.Tensor { return tp.Transpose(xs[0]) },
 			ref:   func(xs [][]float64) []float64 { return refTranspose(xs[0], 2, 3, 4) }},
 		{name: "BroadcastAdd", inputs: []testInput{in(g, 2, 3, 4), in(g, 2, 3), in(g, 2, 4)},
-			build: func(tp *Tape, xs []*Tensor) *Tensor { return tp.BroadcastAdd(xs[0], xs[1], xs[2]) },
+			build: func(tp *engine.Tape, xs []*engine.Tensor) *engine.Tensor { return tp.BroadcastAdd(xs[0], xs[1], xs[2]) },
 			ref: func(xs [][]float64) []float64 {
 				y := make([]float64, 24)
 				for b := range 2 {
@@ -422,10 +433,10 @@ func gradCases() []gradCase {
 				return y
 			}},
 		{name: "Reshape", inputs: []testInput{in(g, 2, 6)},
-			build: func(tp *Tape, xs []*Tensor) *Tensor { return tp.Square(tp.Reshape(xs[0], 3, 4)) },
+			build: func(tp *engine.Tape, xs []*engine.Tensor) *engine.Tensor { return tp.Square(tp.Reshape(xs[0], 3, 4)) },
 			ref:   func(xs [][]float64) []float64 { return refMap(xs[0], func(v float64) float64 { return v * v }) }},
 		{name: "WeightedSum", inputs: []testInput{in(g, 3), in(g, 4)},
-			build: func(tp *Tape, xs []*Tensor) *Tensor {
+			build: func(tp *engine.Tape, xs []*engine.Tensor) *engine.Tensor {
 				return tp.WeightedSum([]float32{0.5, -2}, tp.SumSquares(xs[0]), tp.Sum(xs[1]))
 			},
 			ref: func(xs [][]float64) []float64 {
@@ -433,7 +444,7 @@ func gradCases() []gradCase {
 			}},
 		// A tensor used twice: x feeds both factors of x x^T and the sum.
 		{name: "ReuseTwice", inputs: []testInput{in(g, 3, 4)},
-			build: func(tp *Tape, xs []*Tensor) *Tensor {
+			build: func(tp *engine.Tape, xs []*engine.Tensor) *engine.Tensor {
 				return tp.Add(tp.MatMul(xs[0], xs[0], false, true), tp.MatMul(tp.Square(xs[0]), xs[0], false, true))
 			},
 			ref: func(xs [][]float64) []float64 {
@@ -443,7 +454,7 @@ func gradCases() []gradCase {
 			}},
 		// Data input: Linear must skip dX and still give dW.
 		{name: "Linear/data-input", inputs: []testInput{in(d, 4, 5), in(g, 3, 5)},
-			build: func(tp *Tape, xs []*Tensor) *Tensor { return tp.Linear(xs[0], xs[1]) },
+			build: func(tp *engine.Tape, xs []*engine.Tensor) *engine.Tensor { return tp.Linear(xs[0], xs[1]) },
 			ref:   func(xs [][]float64) []float64 { return refLinear(xs[0], xs[1], 4, 5, 3) }},
 	}
 	for _, tA := range []bool{false, true} {
@@ -464,7 +475,7 @@ func gradCases() []gradCase {
 				cases = append(cases, gradCase{
 					name:   fmt.Sprintf("MatMul/tA=%v,tB=%v,batch=%d", tA, tB, batch),
 					inputs: []testInput{in(g, ad...), in(g, bd...)},
-					build:  func(tp *Tape, xs []*Tensor) *Tensor { return tp.MatMul(xs[0], xs[1], tA, tB) },
+					build:  func(tp *engine.Tape, xs []*engine.Tensor) *engine.Tensor { return tp.MatMul(xs[0], xs[1], tA, tB) },
 					ref:    func(xs [][]float64) []float64 { return refMatMul(xs[0], xs[1], nb, n, k, m, tA, tB) },
 				})
 			}

@@ -42,10 +42,10 @@ const L2NormEps = 1e-12
 // Saves x and w (references, no copy). The gradient into x is skipped when x
 // needs none (the input projection of data).
 func (tp *Tape) Linear(x, w *Tensor) *Tensor {
-	if tp.err != nil {
+	if !tp.usable("Linear", x, w) {
 		return tp.placeholder()
 	}
-	if w.ndim != 2 || x.ndim < 1 || x.cols() != w.shape[1] {
+	if w.ndim != 2 || x.ndim < 1 || x.Cols() != w.shape[1] {
 		return tp.failf("Linear", "x %v and weight %v: want x (..., %d)", x, w, w.Dim(-1))
 	}
 	dims := append(x.shape[:x.ndim-1:x.ndim-1], w.shape[0])
@@ -53,7 +53,7 @@ func (tp *Tape) Linear(x, w *Tensor) *Tensor {
 	if !ok {
 		return y
 	}
-	m := x.rows()
+	m := x.Rows()
 	tp.be.Gemm(false, true, 1, m, w.shape[0], w.shape[1], 1, x, w, 0, y)
 	return tp.record(node{op: opLinear, out: y, in: [4]*Tensor{x, w}})
 }
@@ -63,10 +63,10 @@ func (tp *Tape) Linear(x, w *Tensor) *Tensor {
 // x: (..., h), w: (h) -> (..., h). Saves x, w and 1/rms per row (..., in
 // the arena); the backward needs only those, not eps.
 func (tp *Tape) RMSNorm(x, w *Tensor, eps float32) *Tensor {
-	if tp.err != nil {
+	if !tp.usable("RMSNorm", x, w) {
 		return tp.placeholder()
 	}
-	if w.ndim != 1 || x.ndim < 1 || x.cols() != w.size {
+	if w.ndim != 1 || x.ndim < 1 || x.Cols() != w.size {
 		return tp.failf("RMSNorm", "x %v and weight %v: want x (..., %d)", x, w, w.size)
 	}
 	if !(eps > 0) || math.IsInf(float64(eps), 0) {
@@ -77,7 +77,7 @@ func (tp *Tape) RMSNorm(x, w *Tensor, eps float32) *Tensor {
 	if !ok {
 		return y
 	}
-	rstd, ok := tp.alloc("rmsnorm.rstd", x.rows())
+	rstd, ok := tp.alloc("rmsnorm.rstd", x.Rows())
 	if !ok {
 		return rstd
 	}
@@ -98,10 +98,10 @@ func (tp *Tape) RMSNorm(x, w *Tensor, eps float32) *Tensor {
 // (B, heads, Nq); backward recomputes the probabilities from them instead of
 // storing (B, heads, Nq, Nk).
 func (tp *Tape) Attention(q, k, v, keyMask *Tensor, heads int) *Tensor {
-	if tp.err != nil {
+	if !tp.usable("Attention", q, k, v, keyMask) {
 		return tp.placeholder()
 	}
-	if q.ndim != 3 || k.ndim != 3 || !sameShape(k, v) || q.shape[0] != k.shape[0] || q.shape[2] != k.shape[2] {
+	if q.ndim != 3 || k.ndim != 3 || !SameShape(k, v) || q.shape[0] != k.shape[0] || q.shape[2] != k.shape[2] {
 		return tp.failf("Attention", "q %v, k %v, v %v: want q (B, Nq, h), k and v (B, Nk, h)", q, k, v)
 	}
 	B, Nq, Nk, h := q.shape[0], q.shape[1], k.shape[1], q.shape[2]
@@ -126,10 +126,10 @@ func (tp *Tape) Attention(q, k, v, keyMask *Tensor, heads int) *Tensor {
 // SwiGLU is silu(gate) * up elementwise, silu(g) = g * sigmoid(g).
 // gate, up: same shape -> same shape. Saves gate and up.
 func (tp *Tape) SwiGLU(gate, up *Tensor) *Tensor {
-	if tp.err != nil {
+	if !tp.usable("SwiGLU", gate, up) {
 		return tp.placeholder()
 	}
-	if !sameShape(gate, up) {
+	if !SameShape(gate, up) {
 		return tp.failf("SwiGLU", "gate %v and up %v differ in shape", gate, up)
 	}
 	y, ok := tp.alloc("swiglu", gate.Shape()...)
@@ -159,10 +159,10 @@ func (tp *Tape) Mul(a, b *Tensor) *Tensor { return tp.binary("Mul", BinaryMul, a
 func (tp *Tape) Div(a, b *Tensor) *Tensor { return tp.binary("Div", BinaryDiv, a, b) }
 
 func (tp *Tape) binary(name string, op BinaryOp, a, b *Tensor) *Tensor {
-	if tp.err != nil {
+	if !tp.usable(name, a, b) {
 		return tp.placeholder()
 	}
-	if !sameShape(a, b) && (op == BinaryAdd || b.size != 1) {
+	if !SameShape(a, b) && (op == BinaryAdd || b.size != 1) {
 		return tp.failf(name, "%v and %v: shapes differ", a, b)
 	}
 	y, ok := tp.alloc(name, a.Shape()...)
@@ -194,7 +194,7 @@ func (tp *Tape) Square(x *Tensor) *Tensor { return tp.unary("Square", UnarySquar
 func (tp *Tape) Sqrt(x *Tensor) *Tensor { return tp.unary("Sqrt", UnarySqrt, x, 0) }
 
 func (tp *Tape) unary(name string, op UnaryOp, x *Tensor, c float32) *Tensor {
-	if tp.err != nil {
+	if !tp.usable(name, x) {
 		return tp.placeholder()
 	}
 	y, ok := tp.alloc(name, x.Shape()...)
@@ -209,7 +209,7 @@ func (tp *Tape) unary(name string, op UnaryOp, x *Tensor, c float32) *Tensor {
 // learned temperature held as its logarithm. x: any, logT: (1) -> x's shape.
 // Saves what Exp and Mul save (it is their composition).
 func (tp *Tape) DivExp(x, logT *Tensor) *Tensor {
-	if tp.err != nil {
+	if !tp.usable("DivExp", x, logT) {
 		return tp.placeholder()
 	}
 	if logT.size != 1 {
@@ -223,7 +223,7 @@ func (tp *Tape) DivExp(x, logT *Tensor) *Tensor {
 // -> (B, N+1, h) and mask (B, N+1) (all ones when mask is nil).
 // Saves nothing.
 func (tp *Tape) PrependCLS(x, cls, mask *Tensor) (*Tensor, *Tensor) {
-	if tp.err != nil {
+	if !tp.usable("PrependCLS", x, cls, mask) {
 		return tp.placeholder(), tp.placeholder()
 	}
 	if x.ndim != 3 || cls.size != x.shape[2] {
@@ -258,7 +258,7 @@ func (tp *Tape) PrependCLS(x, cls, mask *Tensor) (*Tensor, *Tensor) {
 // Broadcast repeats v over a new leading batch dimension (the decoder's slot
 // queries): v: (S, h) -> (B, S, h). Saves nothing.
 func (tp *Tape) Broadcast(v *Tensor, B int) *Tensor {
-	if tp.err != nil {
+	if !tp.usable("Broadcast", v) {
 		return tp.placeholder()
 	}
 	if v.ndim > 3 || B < 1 {
@@ -276,7 +276,7 @@ func (tp *Tape) Broadcast(v *Tensor, B int) *Tensor {
 // TakeRow selects row i of every set: x: (B, N, h) -> (B, h) (the CLS state
 // with i = 0). Saves nothing.
 func (tp *Tape) TakeRow(x *Tensor, i int) *Tensor {
-	if tp.err != nil {
+	if !tp.usable("TakeRow", x) {
 		return tp.placeholder()
 	}
 	if x.ndim != 3 || i < 0 || i >= x.shape[1] {
@@ -295,7 +295,7 @@ func (tp *Tape) TakeRow(x *Tensor, i int) *Tensor {
 // (1 real, 0 padding) or nil -> (B, h). A set with no real row gives zeros.
 // Saves the mask.
 func (tp *Tape) MeanPool(x, mask *Tensor) *Tensor {
-	if tp.err != nil {
+	if !tp.usable("MeanPool", x, mask) {
 		return tp.placeholder()
 	}
 	if x.ndim != 3 || (mask != nil && (mask.ndim != 2 || mask.shape[0] != x.shape[0] || mask.shape[1] != x.shape[1])) {
@@ -312,7 +312,7 @@ func (tp *Tape) MeanPool(x, mask *Tensor) *Tensor {
 // MaskRows zeroes the padded rows of every set: x: (B, N, h), mask: (B, N)
 // -> (B, N, h); padded rows get zero gradient. Saves the mask.
 func (tp *Tape) MaskRows(x, mask *Tensor) *Tensor {
-	if tp.err != nil {
+	if !tp.usable("MaskRows", x, mask) {
 		return tp.placeholder()
 	}
 	if x.ndim != 3 || mask.ndim != 2 || mask.shape[0] != x.shape[0] || mask.shape[1] != x.shape[1] {
@@ -329,14 +329,14 @@ func (tp *Tape) MaskRows(x, mask *Tensor) *Tensor {
 // L2Normalize scales every row to unit Euclidean norm, x / max(||x||, 1e-12).
 // x: (..., e) -> (..., e). Saves its output and the row norms (...).
 func (tp *Tape) L2Normalize(x *Tensor) *Tensor {
-	if tp.err != nil {
+	if !tp.usable("L2Normalize", x) {
 		return tp.placeholder()
 	}
 	y, ok := tp.alloc("l2_normalize", x.Shape()...)
 	if !ok {
 		return y
 	}
-	norm, ok := tp.alloc("l2_normalize.norm", x.rows())
+	norm, ok := tp.alloc("l2_normalize.norm", x.Rows())
 	if !ok {
 		return norm
 	}
@@ -358,7 +358,7 @@ func (tp *Tape) LogSumExp(x *Tensor) *Tensor {
 }
 
 func (tp *Tape) rowReduce(name string, op RowOp, x *Tensor) *Tensor {
-	if tp.err != nil {
+	if !tp.usable(name, x) {
 		return tp.placeholder()
 	}
 	if x.ndim < 1 {
@@ -380,7 +380,7 @@ func (tp *Tape) rowReduce(name string, op RowOp, x *Tensor) *Tensor {
 // a: (M, e), b: (C, e) -> (M, C). It is L2Normalize on both and a MatMul,
 // and saves what those save.
 func (tp *Tape) Cosine(a, b *Tensor) *Tensor {
-	if tp.err != nil {
+	if !tp.usable("Cosine", a, b) {
 		return tp.placeholder()
 	}
 	if a.ndim != 2 || b.ndim != 2 || a.shape[1] != b.shape[1] {
@@ -411,10 +411,10 @@ func (tp *Tape) CosineScoresLearned(a, b, logTau *Tensor) *Tensor {
 // A row without positives contributes +Inf. Saves scores and pos; backward
 // recomputes the two softmaxes.
 func (tp *Tape) InfoNCE(scores, pos *Tensor) *Tensor {
-	if tp.err != nil {
+	if !tp.usable("InfoNCE", scores, pos) {
 		return tp.placeholder()
 	}
-	if scores.ndim != 2 || !sameShape(scores, pos) {
+	if scores.ndim != 2 || !SameShape(scores, pos) {
 		return tp.failf("InfoNCE", "scores %v and positives %v: want both (B, C)", scores, pos)
 	}
 	y, ok := tp.alloc("infonce")
@@ -476,7 +476,7 @@ func (tp *Tape) Sum(x *Tensor) *Tensor { return tp.reduce("Sum", ReduceSum, x) }
 
 // Mean is the mean of all elements: any -> scalar (). Saves nothing.
 func (tp *Tape) Mean(x *Tensor) *Tensor {
-	if tp.err != nil {
+	if !tp.usable("Mean", x) {
 		return tp.placeholder()
 	}
 	if x.size == 0 {
@@ -489,7 +489,7 @@ func (tp *Tape) Mean(x *Tensor) *Tensor {
 func (tp *Tape) FrobeniusNorm(x *Tensor) *Tensor { return tp.Sqrt(tp.SumSquares(x)) }
 
 func (tp *Tape) reduce(name string, op ReduceOp, x *Tensor) *Tensor {
-	if tp.err != nil {
+	if !tp.usable(name, x) {
 		return tp.placeholder()
 	}
 	y, ok := tp.alloc(name)
@@ -506,7 +506,7 @@ func (tp *Tape) reduce(name string, op ReduceOp, x *Tensor) *Tensor {
 // both of the same rank -> (B, n, m) or (n, m).
 // Saves a and b.
 func (tp *Tape) MatMul(a, b *Tensor, transA, transB bool) *Tensor {
-	if tp.err != nil {
+	if !tp.usable("MatMul", a, b) {
 		return tp.placeholder()
 	}
 	if a.ndim != b.ndim || a.ndim < 2 || a.ndim > 3 || (a.ndim == 3 && a.shape[0] != b.shape[0]) {
@@ -549,7 +549,7 @@ func boolInt(b bool) int {
 // Transpose swaps the last two dimensions: (B, n, m) -> (B, m, n) or
 // (n, m) -> (m, n), copying. Saves nothing.
 func (tp *Tape) Transpose(x *Tensor) *Tensor {
-	if tp.err != nil {
+	if !tp.usable("Transpose", x) {
 		return tp.placeholder()
 	}
 	if x.ndim < 2 || x.ndim > 3 {
@@ -570,7 +570,7 @@ func (tp *Tape) Transpose(x *Tensor) *Tensor {
 // x: (..., M, C); col: (..., M) or nil; row: (..., C) or nil -> (..., M, C).
 // Saves nothing.
 func (tp *Tape) BroadcastAdd(x, col, row *Tensor) *Tensor {
-	if tp.err != nil {
+	if !tp.usable("BroadcastAdd", x, col, row) {
 		return tp.placeholder()
 	}
 	if x.ndim < 2 {
@@ -603,7 +603,7 @@ func padShape(lead []int, last int) [maxDims]int {
 // Reshape views x with new dimensions of the same total size (no copy).
 // Saves nothing.
 func (tp *Tape) Reshape(x *Tensor, dims ...int) *Tensor {
-	if tp.err != nil {
+	if !tp.usable("Reshape", x) {
 		return tp.placeholder()
 	}
 	sh, size, err := makeShape(dims)
@@ -618,7 +618,7 @@ func (tp *Tape) Reshape(x *Tensor, dims ...int) *Tensor {
 // WeightedSum is sum_i weights[i] * xs[i] of scalars (the weighted sum of
 // losses) -> scalar (). Saves nothing.
 func (tp *Tape) WeightedSum(weights []float32, xs ...*Tensor) *Tensor {
-	if tp.err != nil {
+	if !tp.usable("WeightedSum", xs...) {
 		return tp.placeholder()
 	}
 	if len(weights) != len(xs) || len(xs) == 0 {
@@ -654,7 +654,7 @@ func (tp *Tape) backward(n *node) {
 	switch n.op {
 	case opLinear:
 		x, w := in[0], in[1]
-		m, out, inDim := x.rows(), w.shape[0], w.shape[1]
+		m, out, inDim := x.Rows(), w.shape[0], w.shape[1]
 		if dx, acc := tp.overwriteGrad(x); dx != nil {
 			be.Gemm(false, false, 1, m, inDim, out, 1, dy, w, beta(acc), dx) // dx (m, in) (+)= dy (m, out) W (out, in)
 		}

@@ -10,7 +10,7 @@ import (
 type ParamView struct {
 	Name   string  // e.g. "layers.0.attn.q_proj.weight"
 	Shape  []int   // PyTorch layout: (out, in) for Linear weights
-	Offset int     // first element within Params.Data()
+	Offset int     // first element within Params.Data(), set by Alloc (see Params for the layout)
 	Size   int     // number of elements
 	Decay  bool    // AdamW applies weight decay to it
 	Tensor *Tensor // the parameter itself (Grad() is its gradient)
@@ -18,16 +18,33 @@ type ParamView struct {
 
 // Params holds every parameter of a model in one contiguous buffer, with a
 // table of named views, and a gradient buffer of the same layout: AdamW is
-// one loop over one slice and a checkpoint one pass over the table.
+// one kernel per decay class and a checkpoint one pass over the table.
 // Register with Add, then call Alloc once; tensors returned by Add have no
 // storage until Alloc.
+//
+// Layout: Alloc places every decayed parameter first, in registration order,
+// then every non-decayed one, in registration order. Decay alternates along a
+// model (a norm weight between every pair of linear layers), so the
+// registration order would split AdamW into one launch per run of equal
+// decay (99 for the paper-size model); this order needs two. Views() keeps
+// registration order, and checkpoints go tensor by tensor, by name, so the
+// layout is not part of any file format. Whole-buffer reductions (GradNorm,
+// CheckFinite) read the buffer in this order: their float64 rounding, not
+// their value, follows the layout.
 type Params struct {
 	views []ParamView
 	index map[string]int
 	total int
 	err   error
-	data  *Tensor // (total)
-	grad  *Tensor // (total)
+	data  *Tensor    // (total)
+	grad  *Tensor    // (total)
+	runs  []decayRun // the non-empty decay classes in buffer order, set by Alloc
+}
+
+// decayRun is a range of the buffer whose parameters share one decay flag.
+type decayRun struct {
+	off, n int
+	decay  bool
 }
 
 // NewParams returns an empty parameter table.
@@ -58,12 +75,13 @@ func (p *Params) Add(name string, shape []int, decay bool) *Tensor {
 	}
 	t.shape, t.ndim, t.size = sh, len(shape), size
 	p.index[name] = len(p.views)
-	p.views = append(p.views, ParamView{Name: name, Shape: t.Shape(), Offset: p.total, Size: size, Decay: decay, Tensor: t})
+	p.views = append(p.views, ParamView{Name: name, Shape: t.Shape(), Size: size, Decay: decay, Tensor: t})
 	p.total += size
 	return t
 }
 
-// Alloc allocates the parameter and gradient buffers on be, zero-filled, and
+// Alloc lays the registered parameters out (decayed first, see Params),
+// allocates the parameter and gradient buffers on be, zero-filled, and
 // points every registered tensor at its view. It returns the first error
 // recorded by Add.
 func (p *Params) Alloc(be Backend) error {
@@ -73,6 +91,7 @@ func (p *Params) Alloc(be Backend) error {
 	if p.data != nil {
 		return errors.New("engine: Params.Alloc called twice")
 	}
+	p.layout()
 	ds, err := be.Alloc(p.total)
 	if err != nil {
 		return fmt.Errorf("engine: allocate %d parameters: %w", p.total, err)
@@ -92,6 +111,25 @@ func (p *Params) Alloc(be Backend) error {
 		t.grad, t.gradReady = g, true
 	}
 	return nil
+}
+
+// layout sets every view's Offset, decayed views first, and the runs AdamW
+// updates.
+func (p *Params) layout() {
+	p.runs = p.runs[:0]
+	off := 0
+	for _, decay := range []bool{true, false} {
+		start := off
+		for i := range p.views {
+			if p.views[i].Decay == decay {
+				p.views[i].Offset = off
+				off += p.views[i].Size
+			}
+		}
+		if off > start {
+			p.runs = append(p.runs, decayRun{off: start, n: off - start, decay: decay})
+		}
+	}
 }
 
 // Views returns the table of parameters in registration order (do not

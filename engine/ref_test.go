@@ -1,6 +1,10 @@
-package engine
+package engine_test
 
-import "math"
+import (
+	"math"
+
+	"github.com/gelo-research/geloattack/engine"
+)
 
 // Straightforward float64 references of every op, written from the
 // definitions without any of the kernels' tricks.
@@ -105,7 +109,7 @@ func refL2Normalize(x []float64, e int) []float64 {
 		for j := range e {
 			ss += x[r*e+j] * x[r*e+j]
 		}
-		n := math.Max(math.Sqrt(ss), L2NormEps)
+		n := math.Max(math.Sqrt(ss), engine.L2NormEps)
 		for j := range e {
 			y[r*e+j] = x[r*e+j] / n
 		}

@@ -88,6 +88,50 @@ func (tp *Tape) failf(op, format string, args ...any) *Tensor {
 	return tp.fail(fmt.Errorf("engine: %s: "+format, append([]any{op}, args...)...))
 }
 
+// usable reports whether op may run: no error so far, and every input
+// (nil ones are absent optional inputs) has storage on the tape's backend.
+// Otherwise it records why, naming op, the tensor and both backends: a
+// backend's kernels read only their own memory, so a foreign tensor would
+// crash the CPU or hand the GPU a meaningless address.
+func (tp *Tape) usable(op string, ts ...*Tensor) bool {
+	if tp.err != nil {
+		return false
+	}
+	for _, t := range ts {
+		if t == nil {
+			continue
+		}
+		if t.st == nil {
+			tp.failf(op, "%v has no storage (a parameter used before Params.Alloc?)", t)
+			return false
+		}
+		if be := t.st.Backend(); be != tp.be && be != tp.home() {
+			other := ""
+			if be.Name() == tp.be.Name() {
+				other = " (another backend of the same kind)"
+			}
+			tp.failf(op, "%v is on backend %q but the tape computes on %q%s", t, be.Name(), tp.be.Name(), other)
+			return false
+		}
+	}
+	return true
+}
+
+// home is the backend that the tape's own memory reports: tp.be itself, or
+// for a wrapper around another backend (a test double that injects faults,
+// a decorator that counts FLOPs) that allocates through the one it wraps,
+// the inner backend, whose tensors are then the tape's own. It is asked
+// only when an input's backend is not tp.be, and allocates the arena's
+// first chunk (which the op would allocate next anyway) to find out.
+func (tp *Tape) home() Backend {
+	if len(tp.arena.chunks) == 0 {
+		if _, _, err := tp.arena.alloc(0); err != nil {
+			return tp.be
+		}
+	}
+	return tp.arena.chunks[0].Backend()
+}
+
 // placeholder is the scalar returned by ops after an error. It has storage
 // so that reading it (Item) is harmless.
 func (tp *Tape) placeholder() *Tensor {
@@ -182,6 +226,9 @@ func (tp *Tape) Variable(data []float32, dims ...int) *Tensor {
 // backward has run.
 func (tp *Tape) Backward(loss *Tensor) error {
 	if tp.err != nil {
+		return tp.err
+	}
+	if !tp.usable("Backward", loss) {
 		return tp.err
 	}
 	if loss.size != 1 {

@@ -85,6 +85,9 @@ func (t *Tensor) CopyFrom(src []float32) error {
 	if len(src) != t.size {
 		return fmt.Errorf("engine: copy %d values into %v: want %d", len(src), t, t.size)
 	}
+	if t.st == nil {
+		return fmt.Errorf("engine: copy into %v: it has no storage (a parameter before Params.Alloc?)", t)
+	}
 	t.st.Backend().Upload(t, src)
 	return nil
 }
@@ -93,6 +96,9 @@ func (t *Tensor) CopyFrom(src []float32) error {
 func (t *Tensor) CopyTo(dst []float32) error {
 	if len(dst) != t.size {
 		return fmt.Errorf("engine: copy %v into %d values: want %d", t, len(dst), t.size)
+	}
+	if t.st == nil {
+		return fmt.Errorf("engine: copy %v: it has no storage (a parameter before Params.Alloc?)", t)
 	}
 	t.st.Backend().Download(dst, t)
 	return nil
@@ -129,13 +135,14 @@ func makeShape(dims []int) (shape [maxDims]int, size int, err error) {
 	return shape, size, nil
 }
 
-// sameShape reports whether a and b have identical shapes.
-func sameShape(a, b *Tensor) bool {
+// SameShape reports whether a and b have identical shapes.
+func SameShape(a, b *Tensor) bool {
 	return a.ndim == b.ndim && a.shape == b.shape
 }
 
-// rows is the product of all dimensions but the last: the M of a row-wise op.
-func (t *Tensor) rows() int {
+// Rows is the product of all dimensions but the last: the M of a row-wise
+// op (1 for a scalar).
+func (t *Tensor) Rows() int {
 	if t.ndim == 0 {
 		return 1
 	}
@@ -145,8 +152,8 @@ func (t *Tensor) rows() int {
 	return t.size / t.shape[t.ndim-1]
 }
 
-// cols is the last dimension.
-func (t *Tensor) cols() int {
+// Cols is the last dimension: the width of a row-wise op (1 for a scalar).
+func (t *Tensor) Cols() int {
 	if t.ndim == 0 {
 		return 1
 	}

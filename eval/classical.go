@@ -35,7 +35,7 @@ type ClassicalReport struct {
 }
 
 // Classical computes ClassicalFigures for est and, when baseline is not nil, for baseline (for
-// example random rows of the split from RandomRows), both against truth.
+// example random rows of the split drawn with splitpool.Rows), both against truth.
 func Classical(est, truth, baseline *mat.Dense) (ClassicalReport, error) {
 	e, err := ClassicalScore(est, truth)
 	if err != nil {

@@ -4,10 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"math/rand/v2"
 
 	"github.com/gelo-research/geloattack/eval/assign"
-	"github.com/gelo-research/geloattack/internal/sample"
 	"gonum.org/v1/gonum/mat"
 )
 
@@ -22,42 +20,6 @@ const (
 // DrawFunc writes distractor rows for the prediction matched to clean row target into dst, whose
 // shape (K-1, d) is set by the caller. Distractors must come from texts other than the example's.
 type DrawFunc func(target int, dst *mat.Dense) error
-
-// PoolDraw returns a DrawFunc that fills dst with distinct rows drawn uniformly from pool (rows =
-// tokens of other texts of the split), from a PCG stream seeded with seed. The returned function
-// carries the stream's state, so it is not safe for concurrent use.
-func PoolDraw(pool *mat.Dense, seed uint64) DrawFunc {
-	rng := rand.New(rand.NewPCG(seed, 0x756e6d6978)) // second word: "unmix"
-	return func(_ int, dst *mat.Dense) error {
-		k, d := dst.Dims()
-		n, pd := pool.Dims()
-		if pd != d {
-			return fmt.Errorf("eval: distractor pool rows have width %d, want %d", pd, d)
-		}
-		if k > n {
-			return fmt.Errorf("eval: %d distractors wanted from a pool of %d rows", k, n)
-		}
-		for i, r := range sample.Distinct(rng, n, k) {
-			dst.SetRow(i, pool.RawRowView(r))
-		}
-		return nil
-	}
-}
-
-// RandomRows returns k distinct rows drawn uniformly from pool with a PCG stream seeded with seed:
-// the "random rows of the split" prediction that learned and classical attacks are compared with.
-func RandomRows(pool *mat.Dense, k int, seed uint64) (*mat.Dense, error) {
-	n, d := pool.Dims()
-	if k <= 0 || k > n {
-		return nil, fmt.Errorf("eval: %d random rows wanted from a pool of %d", k, n)
-	}
-	rng := rand.New(rand.NewPCG(seed, 0x72616e646f6d)) // "random"
-	out := mat.NewDense(k, d, nil)
-	for i, r := range sample.Distinct(rng, n, k) {
-		out.SetRow(i, pool.RawRowView(r))
-	}
-	return out, nil
-}
 
 // UnmixConfig parameterises the same-embedding mass.
 type UnmixConfig struct {
@@ -216,7 +178,8 @@ type UnmixReport struct {
 }
 
 // Unmix computes UnmixMass for pred and, when random is not nil, for the random-rows prediction
-// random (e.g. from RandomRows), both against the same clean rows.
+// random (e.g. drawn with splitpool.Rows, as the unmix task does), both against the same clean
+// rows.
 func Unmix(pred, clean, random *mat.Dense, cfg UnmixConfig) (UnmixReport, error) {
 	m, err := UnmixMass(pred, clean, cfg)
 	if err != nil {

@@ -1,11 +1,14 @@
 package eval
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
 
 	"gonum.org/v1/gonum/mat"
+
+	"github.com/gelo-research/geloattack/internal/sample"
 )
 
 func randDense(rng *rand.Rand, r, c int) *mat.Dense {
@@ -16,6 +19,36 @@ func randDense(rng *rand.Rand, r, c int) *mat.Dense {
 		}
 	}
 	return m
+}
+
+// poolDraw is a DrawFunc of distinct rows of pool from a PCG stream seeded by seed, the way the
+// tasks draw from a split's row pool (data/splitpool), over a plain matrix.
+func poolDraw(pool *mat.Dense, seed uint64) DrawFunc {
+	rng := rand.New(rand.NewPCG(seed, 0x756e6d6978))
+	return func(_ int, dst *mat.Dense) error {
+		k, _ := dst.Dims()
+		n, _ := pool.Dims()
+		if k > n {
+			return fmt.Errorf("%d distractors wanted from a pool of %d rows", k, n)
+		}
+		for i, r := range sample.Distinct(rng, n, k) {
+			dst.SetRow(i, pool.RawRowView(r))
+		}
+		return nil
+	}
+}
+
+// randomRows is k distinct rows of pool from a PCG stream seeded by seed: a random-rows prediction.
+func randomRows(pool *mat.Dense, k int, seed uint64) (*mat.Dense, error) {
+	n, d := pool.Dims()
+	if k > n {
+		return nil, fmt.Errorf("%d random rows wanted from a pool of %d", k, n)
+	}
+	out := mat.NewDense(k, d, nil)
+	for i, r := range sample.Distinct(rand.New(rand.NewPCG(seed, 0x72616e646f6d)), n, k) {
+		out.SetRow(i, pool.RawRowView(r))
+	}
+	return out, nil
 }
 
 // fixedDraw returns a DrawFunc whose distractors depend only on the target, so results cannot
@@ -35,7 +68,7 @@ func TestUnmixKnownAnswer(t *testing.T) {
 	clean := mat.NewDense(1, 2, []float64{1, 0})
 	pred := mat.NewDense(1, 2, []float64{2, 0}) // cos 1 with the target
 	pool := mat.NewDense(1, 2, []float64{0, 5}) // cos 0 with the prediction
-	f, err := UnmixMass(pred, clean, UnmixConfig{K: 2, Tau: 1, Draw: PoolDraw(pool, 1)})
+	f, err := UnmixMass(pred, clean, UnmixConfig{K: 2, Tau: 1, Draw: poolDraw(pool, 1)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +107,7 @@ func TestUnmixPerfectPredictionMatchesPermutation(t *testing.T) {
 		}
 		pred.SetRow(i, row)
 	}
-	f, err := UnmixMass(pred, clean, UnmixConfig{Draw: PoolDraw(randDense(rng, 500, 64), 2)})
+	f, err := UnmixMass(pred, clean, UnmixConfig{Draw: poolDraw(randDense(rng, 500, 64), 2)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +152,7 @@ func TestUnmatchedRandomRowSitsAtChance(t *testing.T) {
 	pool := randDense(rng, 2000, 32)
 	var acc UnmixAccumulator
 	for ex := 0; ex < 3000; ex++ {
-		rep, err := Unmix(randDense(rng, 1, 32), randDense(rng, 1, 32), nil, UnmixConfig{Draw: PoolDraw(pool, uint64(ex))})
+		rep, err := Unmix(randDense(rng, 1, 32), randDense(rng, 1, 32), nil, UnmixConfig{Draw: poolDraw(pool, uint64(ex))})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -145,11 +178,11 @@ func TestNoisyCopiesBeatRandomRows(t *testing.T) {
 		clean := randDense(rng, 16, 32)
 		noisy := mat.NewDense(16, 32, nil)
 		noisy.Add(clean, randDense(rng, 16, 32))
-		random, err := RandomRows(pool, 16, uint64(ex))
+		random, err := randomRows(pool, 16, uint64(ex))
 		if err != nil {
 			t.Fatal(err)
 		}
-		rep, err := Unmix(noisy, clean, random, UnmixConfig{Draw: PoolDraw(pool, uint64(ex))})
+		rep, err := Unmix(noisy, clean, random, UnmixConfig{Draw: poolDraw(pool, uint64(ex))})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -168,7 +201,7 @@ func TestUnmixRectangular(t *testing.T) {
 	rng := rand.New(rand.NewPCG(4, 4))
 	pool := randDense(rng, 50, 8)
 	for _, tc := range []struct{ s, n int }{{3, 7}, {7, 3}} {
-		f, err := UnmixMass(randDense(rng, tc.s, 8), randDense(rng, tc.n, 8), UnmixConfig{K: 4, Draw: PoolDraw(pool, 1)})
+		f, err := UnmixMass(randDense(rng, tc.s, 8), randDense(rng, tc.n, 8), UnmixConfig{K: 4, Draw: poolDraw(pool, 1)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -182,18 +215,18 @@ func TestUnmixRejectsBadInput(t *testing.T) {
 	rng := rand.New(rand.NewPCG(4, 5))
 	pool := randDense(rng, 5, 4)
 	pred, clean := randDense(rng, 2, 4), randDense(rng, 2, 4)
-	if _, err := UnmixMass(pred, randDense(rng, 2, 5), UnmixConfig{Draw: PoolDraw(pool, 1)}); err == nil {
+	if _, err := UnmixMass(pred, randDense(rng, 2, 5), UnmixConfig{Draw: poolDraw(pool, 1)}); err == nil {
 		t.Error("width mismatch accepted")
 	}
 	if _, err := UnmixMass(pred, clean, UnmixConfig{}); err == nil {
 		t.Error("missing DrawFunc accepted")
 	}
-	if _, err := UnmixMass(pred, clean, UnmixConfig{K: 16, Draw: PoolDraw(pool, 1)}); err == nil {
+	if _, err := UnmixMass(pred, clean, UnmixConfig{K: 16, Draw: poolDraw(pool, 1)}); err == nil {
 		t.Error("pool smaller than K-1 accepted")
 	}
 	bad := mat.DenseCopyOf(pred)
 	bad.Set(1, 1, math.NaN())
-	if _, err := UnmixMass(bad, clean, UnmixConfig{K: 2, Draw: PoolDraw(pool, 1)}); err == nil {
+	if _, err := UnmixMass(bad, clean, UnmixConfig{K: 2, Draw: poolDraw(pool, 1)}); err == nil {
 		t.Error("NaN prediction accepted")
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/gelo-research/geloattack/engine"
+	"github.com/gelo-research/geloattack/engine/cpu"
 )
 
 // hostLoss is the float64 composition cos(q, cand) / tau followed by InfoNCEHost.
@@ -49,7 +50,7 @@ func TestInfoNCEOnEngine(t *testing.T) {
 		}
 		return out
 	}
-	be, err := engine.NewCPU(engine.CPUConfig{})
+	be, err := cpu.New(cpu.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +109,7 @@ func TestInfoNCEOnEngine(t *testing.T) {
 }
 
 func TestInfoNCERejectsBadInput(t *testing.T) {
-	be, err := engine.NewCPU(engine.CPUConfig{})
+	be, err := cpu.New(cpu.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

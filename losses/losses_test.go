@@ -3,28 +3,8 @@ package losses
 import (
 	"math"
 	"math/rand/v2"
-	"reflect"
 	"testing"
 )
-
-func TestInBatchCandidates(t *testing.T) {
-	ids, pos, err := InBatchCandidates([][]int64{{7, 3}, {3}, {9, 7, 1}}, []int64{1, 42, 42, 5})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := []int64{7, 3, 9, 1, 42, 5}; !reflect.DeepEqual(ids, want) {
-		t.Errorf("ids = %v, want %v", ids, want)
-	}
-	if want := [][]int{{0, 1}, {1}, {2, 0, 3}}; !reflect.DeepEqual(pos, want) {
-		t.Errorf("pos = %v, want %v", pos, want)
-	}
-	if _, _, err := InBatchCandidates([][]int64{{1}, {}}, nil); err == nil {
-		t.Error("an example without positives was accepted")
-	}
-	if _, _, err := InBatchCandidates([][]int64{{1, 2, 1}}, nil); err == nil {
-		t.Error("a repeated positive was accepted")
-	}
-}
 
 func TestInfoNCEHostKnownAnswers(t *testing.T) {
 	// Equal scores: L = log(|C| / |P|).

@@ -18,6 +18,7 @@ import (
 	"github.com/gelo-research/geloattack/engine/blas"
 	"github.com/gelo-research/geloattack/internal/benchkit"
 	"github.com/gelo-research/geloattack/models/settransformer"
+	"github.com/gelo-research/geloattack/tasks"
 	"github.com/gelo-research/geloattack/train"
 )
 
@@ -100,10 +101,10 @@ type BenchTrainResult struct {
 // final evaluation and checkpoint (which are not part of a step).
 var errBenchDone = errors.New("benchmark steps done")
 
-// benchTask wraps a train.Task to time train.Train's loop from inside: the start of each Step and
+// benchTask wraps a tasks.Task to time train.Train's loop from inside: the start of each Step and
 // its duration. At step stop it returns errBenchDone instead of stepping.
 type benchTask struct {
-	train.Task
+	tasks.Task
 	stop   int64
 	starts []time.Time
 	cpu    []time.Duration // process CPU time (all threads) at each start
@@ -212,7 +213,7 @@ func BenchTrain(ctx context.Context, opts BenchTrainOptions) (BenchTrainResult, 
 	gen := make([]time.Duration, 0, res.B)
 	for i := range res.B {
 		t0 := time.Now()
-		ex, err := sess.Sampler.ExampleWith(&ws, data.Train, train.TrainEvalOffset/2+int64(i))
+		ex, err := sess.Sampler.ExampleWith(&ws, data.Train, tasks.TrainEvalOffset/2+int64(i))
 		if err != nil {
 			return BenchTrainResult{}, fmt.Errorf("bench train: generation: %w", err)
 		}

@@ -10,7 +10,7 @@ import (
 
 	"github.com/gelo-research/geloattack/checkpoints"
 	"github.com/gelo-research/geloattack/config"
-	"github.com/gelo-research/geloattack/engine"
+	"github.com/gelo-research/geloattack/engine/cpu"
 	"github.com/gelo-research/geloattack/engine/cuda"
 	"github.com/gelo-research/geloattack/engine/device"
 )
@@ -56,7 +56,7 @@ func TestOpenUsesTheConfiguredDevice(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if _, ok := s.Backend.(*engine.CPU); !ok {
+	if _, ok := s.Backend.(*cpu.Backend); !ok {
 		t.Fatalf("device cpu gave %T", s.Backend)
 	}
 	if got := s.Task.Params().Data().Storage().Backend(); got != s.Backend {

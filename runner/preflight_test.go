@@ -10,7 +10,7 @@ import (
 	"github.com/gelo-research/geloattack/data/gelo"
 	"github.com/gelo-research/geloattack/engine"
 	"github.com/gelo-research/geloattack/models/settransformer"
-	"github.com/gelo-research/geloattack/train"
+	"github.com/gelo-research/geloattack/tasks"
 )
 
 // The pre-flight's activation estimate bounds what one step really holds (arena and gradient
@@ -45,9 +45,9 @@ func TestEstimateBoundsMeasuredActivations(t *testing.T) {
 			}
 			var tape *engine.Tape
 			switch task := s.Task.(type) {
-			case *train.Retrieval:
+			case *tasks.Retrieval:
 				tape = task.Model().Tape()
-			case *train.Unmix:
+			case *tasks.Unmix:
 				tape = task.Model().Tape()
 			}
 			_, peak := tape.ArenaBytes()

@@ -25,6 +25,7 @@ import (
 	"github.com/gelo-research/geloattack/engine/device"
 	"github.com/gelo-research/geloattack/internal/runlock"
 	"github.com/gelo-research/geloattack/models/settransformer"
+	"github.com/gelo-research/geloattack/tasks"
 	"github.com/gelo-research/geloattack/train"
 )
 
@@ -44,7 +45,7 @@ type Session struct {
 	Cfg     config.Run
 	Corpus  data.Corpus
 	Sampler *gelo.Sampler
-	Task    train.Task
+	Task    tasks.Task
 	// Backend is the device the model lives on, opened from Cfg.Device and Cfg.Precision.
 	Backend engine.Backend
 	// DeviceLog holds the lines the device choice logged: the device opened (its backend's name),
@@ -209,21 +210,17 @@ func Open(cfg config.Run) (*Session, error) {
 }
 
 // newTask builds the model of cfg.Model.Task on be and its training objective.
-func newTask(be engine.Backend, cfg config.Run, sampler *gelo.Sampler) (train.Task, error) {
+func newTask(be engine.Backend, cfg config.Run, sampler *gelo.Sampler) (tasks.Task, error) {
 	switch cfg.Model.Task {
 	case settransformer.TaskRetrieval:
 		model, err := settransformer.NewOn(be, cfg.Model, cfg.Seed)
 		if err != nil {
 			return nil, err
 		}
-		return train.NewRetrieval(model, sampler, cfg.Loss.ExtraNegatives, cfg.Seed), nil
+		return tasks.NewRetrieval(model, sampler, cfg.Loss.ExtraNegatives, cfg.Seed), nil
 	case settransformer.TaskUnmix:
-		model, err := settransformer.NewUnmixOn(be, cfg.Model, cfg.Seed, settransformer.WithLoss(cfg.Loss.Unmix))
-		if err != nil {
-			return nil, err
-		}
-		ev := train.UnmixEvalConfig{K: cfg.Eval.PoolK, Tau: cfg.Eval.Tau}
-		return train.NewUnmix(model, sampler, cfg.Loss.Unmix, ev, cfg.Seed), nil
+		ev := tasks.UnmixEvalConfig{K: cfg.Eval.PoolK, Tau: cfg.Eval.Tau}
+		return tasks.NewUnmix(be, cfg.Model, cfg.Loss.Unmix, sampler, ev, cfg.Seed)
 	}
 	return nil, fmt.Errorf("model.task %q is not supported by this build", cfg.Model.Task)
 }

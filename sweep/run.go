@@ -12,6 +12,7 @@ import (
 
 	"github.com/gelo-research/geloattack/checkpoints"
 	"github.com/gelo-research/geloattack/config"
+	"github.com/gelo-research/geloattack/eval"
 	"github.com/gelo-research/geloattack/internal/runlock"
 	"github.com/gelo-research/geloattack/runner"
 	"github.com/gelo-research/geloattack/train"
@@ -239,9 +240,9 @@ func runCell(ctx context.Context, c Cell, dir, tag string, o Options) CellResult
 // headline is the val mass beside its chance, when the result has one.
 func headline(final map[string]map[string]float64) string {
 	val := final["val"]
-	for _, m := range []string{"pos_mass", "unmix_mass"} {
+	for _, m := range eval.PrimaryMetrics {
 		if v, ok := val[m]; ok {
-			return fmt.Sprintf(": val %s %.4f (chance %.4f)", m, v, val[m+"_chance"])
+			return fmt.Sprintf(": val %s %.4f (chance %.4f)", m, v, val[m+eval.ChanceSuffix])
 		}
 	}
 	return ""

@@ -8,6 +8,7 @@ import (
 	"github.com/gelo-research/geloattack/data"
 	"github.com/gelo-research/geloattack/data/gelo"
 	"github.com/gelo-research/geloattack/models/settransformer"
+	"github.com/gelo-research/geloattack/tasks"
 )
 
 // TestMemoryStopsGrowingOnceEveryBucketIsSeen trains 320 steps of a ranged config (1-8 positives
@@ -49,7 +50,7 @@ func TestMemoryStopsGrowingOnceEveryBucketIsSeen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	task := NewRetrieval(m, s, 0, 1)
+	task := tasks.NewRetrieval(m, s, 0, 1)
 	pipe := gelo.NewPipeline(context.Background(), s, data.Train, 4, 2, 2, 0, gelo.PadTo(bucket))
 	defer pipe.Close()
 

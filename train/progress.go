@@ -4,12 +4,12 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"sort"
-	"strings"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
 	"golang.org/x/term"
+
+	"github.com/gelo-research/geloattack/eval"
 )
 
 // progress shows training progress: a bar with step, loss, rows/s and ETA on a terminal, plain
@@ -81,69 +81,11 @@ func (p *progress) eval(done int64, m map[string]map[string]float64) {
 	if p.bar != nil {
 		_ = p.bar.Clear()
 	}
-	fmt.Fprintf(p.w, "eval @ step %d: %s\n", done, MetricsLine(m))
+	fmt.Fprintf(p.w, "eval @ step %d: %s\n", done, eval.MetricsLine(m))
 }
 
 func (p *progress) finish() {
 	if p.bar != nil {
 		_ = p.bar.Finish()
 	}
-}
-
-// MetricsLine renders each split's metrics with their chance levels on one line, e.g.
-// "train pos_mass 0.41 (chance 0.13) | val pos_mass 0.30 (chance 0.13)".
-func MetricsLine(m map[string]map[string]float64) string {
-	var parts []string
-	for _, split := range []string{"train", "val"} {
-		ms, ok := m[split]
-		if !ok {
-			continue
-		}
-		var fs []string
-		for _, k := range metricNames(ms) {
-			s := fmt.Sprintf("%s %.4f", k, ms[k])
-			if c, ok := ms[k+"_chance"]; ok {
-				s += fmt.Sprintf(" (chance %.4f)", c)
-			}
-			fs = append(fs, s)
-		}
-		parts = append(parts, split+" "+strings.Join(fs, ", "))
-	}
-	return strings.Join(parts, " | ")
-}
-
-// MetricsMarkdown renders the metrics as a table: metric, train, val, chance.
-func MetricsMarkdown(m map[string]map[string]float64) string {
-	var b strings.Builder
-	b.WriteString("| metric | train | val | chance (train / val) |\n|---|---|---|---|\n")
-	names := metricNames(m["val"])
-	if len(names) == 0 {
-		names = metricNames(m["train"])
-	}
-	for _, k := range names {
-		fmt.Fprintf(&b, "| %s | %.4f | %.4f | %s |\n", k, m["train"][k], m["val"][k], chancePair(m, k))
-	}
-	return b.String()
-}
-
-func chancePair(m map[string]map[string]float64, k string) string {
-	t, okT := m["train"][k+"_chance"]
-	v, okV := m["val"][k+"_chance"]
-	if !okT && !okV {
-		return "–"
-	}
-	return fmt.Sprintf("%.4f / %.4f", t, v)
-}
-
-// metricNames lists the metric keys without their _chance and _se companions, sorted.
-func metricNames(ms map[string]float64) []string {
-	var names []string
-	for k := range ms {
-		if strings.HasSuffix(k, "_chance") || strings.HasSuffix(k, "_se") {
-			continue
-		}
-		names = append(names, k)
-	}
-	sort.Strings(names)
-	return names
 }

@@ -1,6 +1,7 @@
-// Package train runs a learned attack: batches from the prefetching sampler pipeline, forward and
-// backward on the engine, AdamW with warmup and cosine decay, periodic evaluation on train and val,
-// metrics.jsonl, atomic checkpoints and exact resume.
+// Package train is the training loop of a learned attack: batches from the prefetching sampler
+// pipeline, a task's forward and backward (package tasks holds the tasks), AdamW with warmup and
+// cosine decay, periodic evaluation on train and val (tasks.Evaluate), metrics.jsonl, atomic
+// checkpoints and exact resume.
 package train
 
 import "math"

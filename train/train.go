@@ -14,33 +14,9 @@ import (
 	"github.com/gelo-research/geloattack/data"
 	"github.com/gelo-research/geloattack/data/gelo"
 	"github.com/gelo-research/geloattack/engine"
+	"github.com/gelo-research/geloattack/eval"
+	"github.com/gelo-research/geloattack/tasks"
 )
-
-// Task is one attack objective over a model: it runs the forward and backward pass of a batch and
-// scores batches for evaluation. Implementations hold the model and its parameters.
-type Task interface {
-	// Params is the model's parameter buffer (weights, gradients, named views).
-	Params() *engine.Params
-	// Step runs forward and backward on b, accumulating gradients into Params, and returns the
-	// loss. step is the 0-based optimizer step, for per-step draws (extra negatives), so a resumed
-	// run repeats them exactly.
-	Step(b *gelo.Batch, step int64) (float64, error)
-	// NewEvaluator starts one evaluation pass over a split.
-	NewEvaluator() Evaluator
-}
-
-// Evaluator accumulates the SPEC §6 metrics of one split over several batches.
-type Evaluator interface {
-	// Add scores batch b (forward only).
-	Add(b *gelo.Batch) error
-	// Metrics returns the figures so far, each metric beside its chance level (e.g. "pos_mass"
-	// and "pos_mass_chance").
-	Metrics() map[string]float64
-}
-
-// TrainEvalOffset is the first example index of the train split's evaluation stream: far beyond
-// any training step's examples, so evaluation on train scores fresh mixtures of training texts.
-const TrainEvalOffset = int64(1) << 40
 
 // Run is everything one training run needs.
 type Run struct {
@@ -49,7 +25,7 @@ type Run struct {
 	// Options are the trainer's settings.
 	Options Options
 	// Task is the objective and model.
-	Task Task
+	Task tasks.Task
 	// Sampler draws the examples.
 	Sampler *gelo.Sampler
 	// Metadata is stored in every checkpoint (the resolved config as JSON under "config").
@@ -236,53 +212,11 @@ func Train(ctx context.Context, r Run) (Result, error) {
 	return res, nil
 }
 
-// evaluate is the periodic evaluation of a run.
+// evaluate is the periodic evaluation of a run (tasks.Evaluate with the run's batch settings).
 func evaluate(ctx context.Context, r Run) (map[string]map[string]float64, error) {
 	o := r.Options
-	return Evaluate(ctx, r.Sampler, r.Task, EvalSpec{BatchSize: o.BatchSize, Batches: o.EvalBatches, Workers: o.Workers, Prefetch: o.Prefetch,
+	return tasks.Evaluate(ctx, r.Sampler, r.Task, tasks.EvalSpec{BatchSize: o.BatchSize, Batches: o.EvalBatches, Workers: o.Workers, Prefetch: o.Prefetch,
 		Bucket: o.Bucket(r.Sampler.Config())})
-}
-
-// EvalSpec says how many batches of which size an evaluation scores.
-type EvalSpec struct {
-	BatchSize, Batches, Workers, Prefetch int
-	// Bucket pads each batch's set size to a multiple of it (gelo.PadTo); 0 means the sampler
-	// config's default (gelo.Config.DefaultSetBucket).
-	Bucket int
-}
-
-// Evaluate scores spec.Batches fixed batches of each split: val from the start of its stream, train
-// from TrainEvalOffset (fresh mixtures of training texts). The batches depend on the sampler's
-// seed alone, so every evaluation of a run sees the same examples. The result maps "train" and
-// "val" to the task's metrics.
-func Evaluate(ctx context.Context, s *gelo.Sampler, task Task, spec EvalSpec) (map[string]map[string]float64, error) {
-	out := map[string]map[string]float64{}
-	for _, split := range []data.Split{data.Train, data.Val} {
-		first := int64(0)
-		if split == data.Train {
-			first = TrainEvalOffset / int64(spec.BatchSize)
-		}
-		bucket := spec.Bucket
-		if bucket == 0 {
-			bucket = s.Config().DefaultSetBucket()
-		}
-		pipe := gelo.NewFinitePipeline(ctx, s, split, spec.BatchSize, spec.Workers, spec.Prefetch, first, int64(spec.Batches),
-			gelo.PadTo(bucket))
-		ev := task.NewEvaluator()
-		for i := 0; i < spec.Batches; i++ {
-			b, err := pipe.Next()
-			if err == nil {
-				err = ev.Add(b)
-			}
-			if err != nil {
-				pipe.Close()
-				return nil, fmt.Errorf("eval %s batch %d: %w", split, i, err)
-			}
-		}
-		pipe.Close()
-		out[split.String()] = ev.Metrics()
-	}
-	return out, nil
 }
 
 // Keys of checkpoints.State.Last holding the loss window of the unfinished log interval.
@@ -299,12 +233,8 @@ type lossWindow struct {
 
 func (w lossWindow) mean() float64 { return w.sum / float64(w.n) }
 
-// primaryMetrics are the metric keys that rank evaluations, one per task: pos_mass (retrieval)
-// and unmix_mass (unmix). An evaluation is scored by the first of them its val split reports.
-var primaryMetrics = []string{"pos_mass", "unmix_mass"}
-
 // bestEval is the best evaluation of a run so far: the one with the highest val primary metric
-// (see primaryMetrics), the earliest among equals. Checkpoints record it as State.BestStep (the
+// (see eval.PrimaryMetrics: pos_mass for retrieval, unmix_mass for unmix), the earliest among equals. Checkpoints record it as State.BestStep (the
 // steps done at that evaluation) and State.Best (all its figures keyed "<split>.<metric>", e.g.
 // "val.pos_mass", "train.pos_mass_chance"); a NaN never counts, and a run without an evaluation
 // that reports a primary metric records none (BestStep 0, Best empty).
@@ -314,9 +244,9 @@ type bestEval struct {
 }
 
 // offer makes the evaluation at step the best if its val primary metric beats the best so far.
-func (b *bestEval) offer(step int64, eval map[string]map[string]float64) {
-	for _, key := range primaryMetrics {
-		v, ok := eval["val"][key]
+func (b *bestEval) offer(step int64, final map[string]map[string]float64) {
+	for _, key := range eval.PrimaryMetrics {
+		v, ok := final["val"][key]
 		if !ok {
 			continue
 		}
@@ -327,7 +257,7 @@ func (b *bestEval) offer(step int64, eval map[string]map[string]float64) {
 			return
 		}
 		flat := map[string]float64{}
-		for split, ms := range eval {
+		for split, ms := range final {
 			for k, x := range ms {
 				flat[split+"."+k] = x
 			}
@@ -371,6 +301,6 @@ func WriteReport(dir string, title string, res Result) error {
 	if err := checkpoints.WriteFileAtomic(filepath.Join(dir, "report.json"), append(b, '\n')); err != nil {
 		return err
 	}
-	md := fmt.Sprintf("# %s\n\nSteps: %d\n\n%s", title, res.Steps, MetricsMarkdown(res.Final))
+	md := fmt.Sprintf("# %s\n\nSteps: %d\n\n%s", title, res.Steps, eval.MetricsMarkdown(res.Final))
 	return checkpoints.WriteFileAtomic(filepath.Join(dir, "report.md"), []byte(md))
 }

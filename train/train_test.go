@@ -15,6 +15,8 @@ import (
 	"github.com/gelo-research/geloattack/checkpoints"
 	"github.com/gelo-research/geloattack/data/gelo"
 	"github.com/gelo-research/geloattack/engine"
+	"github.com/gelo-research/geloattack/engine/cpu"
+	"github.com/gelo-research/geloattack/tasks"
 )
 
 // fakeTask has one parameter whose gradient is 1 and a constant loss; its evaluator calls onEval.
@@ -26,7 +28,7 @@ type fakeTask struct {
 
 func newFakeTask(t *testing.T) *fakeTask {
 	t.Helper()
-	be, err := engine.NewCPU(engine.CPUConfig{Workers: 1})
+	be, err := cpu.New(cpu.Config{Workers: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +49,7 @@ func (f *fakeTask) Step(b *gelo.Batch, step int64) (float64, error) {
 	return float64(step%7) + 0.5, nil
 }
 
-func (f *fakeTask) NewEvaluator() Evaluator { return &fakeEval{task: f} }
+func (f *fakeTask) NewEvaluator() tasks.Evaluator { return &fakeEval{task: f} }
 
 type fakeEval struct {
 	task *fakeTask
@@ -175,7 +177,7 @@ func (s *scoredTask) Step(b *gelo.Batch, step int64) (float64, error) {
 	return s.fakeTask.Step(b, step)
 }
 
-func (s *scoredTask) NewEvaluator() Evaluator { return scoredEval{s} }
+func (s *scoredTask) NewEvaluator() tasks.Evaluator { return scoredEval{s} }
 
 type scoredEval struct{ task *scoredTask }
 

@@ -11,8 +11,9 @@ import (
 	"strings"
 
 	"github.com/gelo-research/geloattack/checkpoints"
+	"github.com/gelo-research/geloattack/eval"
 	"github.com/gelo-research/geloattack/runner"
-	"github.com/gelo-research/geloattack/train"
+	"github.com/gelo-research/geloattack/tasks"
 )
 
 // runEval is `geloattack eval`.
@@ -80,7 +81,7 @@ func runEval(ctx context.Context, args []string) error {
 	if err := sess.LoadWeights(ck); err != nil {
 		return err
 	}
-	spec := train.EvalSpec{BatchSize: cfg.Train.BatchSize, Batches: cfg.Eval.Batches, Workers: cfg.Train.Workers, Prefetch: cfg.Train.Prefetch, Bucket: cfg.Train.SetBucket}
+	spec := tasks.EvalSpec{BatchSize: cfg.Train.BatchSize, Batches: cfg.Eval.Batches, Workers: cfg.Train.Workers, Prefetch: cfg.Train.Prefetch, Bucket: cfg.Train.SetBucket}
 	if *batches > 0 {
 		spec.Batches = *batches
 	}
@@ -95,7 +96,7 @@ func runEval(ctx context.Context, args []string) error {
 			"these figures are a different sample: -batches %d -batch-size %d reproduces that table exactly\n",
 			cfg.Train.EvalBatches, cfg.Train.BatchSize, cfg.Train.EvalBatches, cfg.Train.BatchSize)
 	}
-	m, err := train.Evaluate(ctx, sess.Sampler, sess.Task, spec)
+	m, err := tasks.Evaluate(ctx, sess.Sampler, sess.Task, spec)
 	if err != nil {
 		return err
 	}
@@ -112,7 +113,7 @@ func runEval(ctx context.Context, args []string) error {
 	if err := checkpoints.WriteFileAtomic(filepath.Join(dir, "eval.json"), append(j, '\n')); err != nil {
 		return err
 	}
-	md := fmt.Sprintf("# Evaluation of %s\n\nStep %d, %d batches of %d examples per split.\n\n%s", path, ck.State.Step, spec.Batches, spec.BatchSize, train.MetricsMarkdown(m))
+	md := fmt.Sprintf("# Evaluation of %s\n\nStep %d, %d batches of %d examples per split.\n\n%s", path, ck.State.Step, spec.Batches, spec.BatchSize, eval.MetricsMarkdown(m))
 	if err := checkpoints.WriteFileAtomic(filepath.Join(dir, "eval.md"), []byte(md)); err != nil {
 		return err
 	}

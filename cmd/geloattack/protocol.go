@@ -12,7 +12,7 @@ import (
 	"strings"
 
 	"github.com/gelo-research/geloattack/checkpoints"
-	"github.com/gelo-research/geloattack/engine"
+	"github.com/gelo-research/geloattack/engine/cpu"
 	"github.com/gelo-research/geloattack/engine/device"
 	"github.com/gelo-research/geloattack/protocol/equality"
 	"github.com/gelo-research/geloattack/protocol/overhead"
@@ -109,7 +109,7 @@ func runProtocolBench(ctx context.Context, args []string) error {
 			return fmt.Errorf("protocol bench: %w", err)
 		}
 		defer device.Close(be)
-		if _, cpu := be.(*engine.CPU); !cpu {
+		if _, onCPU := be.(*cpu.Backend); !onCPU {
 			cfg.Backend = be
 		}
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/gelo-research/geloattack/checkpoints"
 	"github.com/gelo-research/geloattack/config"
+	"github.com/gelo-research/geloattack/eval"
 	"github.com/gelo-research/geloattack/runner"
 	"github.com/gelo-research/geloattack/train"
 )
@@ -88,7 +89,7 @@ func runTrain(ctx context.Context, args []string) error {
 		return err
 	}
 	fmt.Printf("final evaluation after %d steps (%s):\n%s\nreport: %s\n", res.Steps, dir,
-		train.MetricsMarkdown(res.Final), filepath.Join(dir, "report.md"))
+		eval.MetricsMarkdown(res.Final), filepath.Join(dir, "report.md"))
 	return nil
 }
 

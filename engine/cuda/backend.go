@@ -166,7 +166,7 @@ func NewBackend(opts BackendOptions) (*Backend, error) {
 	b.flash = opts.FusedAttention || os.Getenv("GELOATTACK_CUDA_ATTENTION") == "fused"
 	b.oneD = b.alloc(2)
 	if err := b.Err(); err != nil {
-		b.Close()
+		_ = b.Close() // the allocation error is the one to report
 		return nil, &NoDeviceError{Why: err.Error(), Err: err}
 	}
 	return b, nil
@@ -263,10 +263,12 @@ func (b *Backend) PeakBytes() int64 { return b.peak }
 func (b *Backend) HeldBytes() int64 { return b.held }
 
 // Close waits for the queued work and frees every allocation; tensors of
-// the backend must not be used afterwards.
-func (b *Backend) Close() {
+// the backend must not be used afterwards (calls then do nothing and Err
+// says the backend is closed). A second Close does nothing. Errors of the
+// queued work stay with Err and Sync: Close itself always succeeds.
+func (b *Backend) Close() error {
 	if b.dev == nil {
-		return
+		return nil
 	}
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
@@ -284,6 +286,7 @@ func (b *Backend) Close() {
 	b.dev.Close()
 	b.dev = nil
 	b.fail(errors.New("backend closed"))
+	return nil
 }
 
 // alloc returns n zeroed float32 elements, recording failures.
@@ -398,24 +401,6 @@ func b2i(v bool) int32 {
 		return 1
 	}
 	return 0
-}
-
-func rowsOf(t *engine.Tensor) int {
-	if t.Rank() == 0 {
-		return 1
-	}
-	c := t.Dim(-1)
-	if c == 0 {
-		return 0
-	}
-	return t.Size() / c
-}
-
-func colsOf(t *engine.Tensor) int {
-	if t.Rank() == 0 {
-		return 1
-	}
-	return t.Dim(-1)
 }
 
 // Upload copies host data into t.
@@ -557,7 +542,7 @@ func (b *Backend) scaleInPlace(c DevicePtr, n int, beta float32) {
 
 // RMSNorm: y = x rstd w with rstd = 1/sqrt(mean x^2 + eps) per row.
 func (b *Backend) RMSNorm(y, rstd, x, w *engine.Tensor, eps float32) {
-	M, h := rowsOf(x), colsOf(x)
+	M, h := x.Rows(), x.Cols()
 	if M == 0 || !b.begin() {
 		return
 	}
@@ -570,7 +555,7 @@ const rmsRowsPer = 64
 
 // RMSNormBackward accumulates dx and dw.
 func (b *Backend) RMSNormBackward(dx, dw, dy, x, w, rstd *engine.Tensor) {
-	M, h := rowsOf(x), colsOf(x)
+	M, h := x.Rows(), x.Cols()
 	if M == 0 || !b.begin() {
 		return
 	}
@@ -806,7 +791,7 @@ func (b *Backend) BinaryBackward(op engine.BinaryOp, da, db, dy, a, bt *engine.T
 
 // ScaleRows: y[r, :] (+)= x[r, :] s[r].
 func (b *Backend) ScaleRows(y, x, s *engine.Tensor, accumulate bool) {
-	rows, h := s.Size(), colsOf(x)
+	rows, h := s.Size(), x.Cols()
 	if rows == 0 || h == 0 || !b.begin() {
 		return
 	}
@@ -839,7 +824,7 @@ func (b *Backend) MeanPoolBackward(dx, dy, mask *engine.Tensor) {
 
 // L2Normalize: y = x / max(||x||, eps) per row, norm = ||x||.
 func (b *Backend) L2Normalize(y, norm, x *engine.Tensor, eps float32) {
-	M, e := rowsOf(x), colsOf(x)
+	M, e := x.Rows(), x.Cols()
 	if M == 0 || !b.begin() {
 		return
 	}
@@ -849,7 +834,7 @@ func (b *Backend) L2Normalize(y, norm, x *engine.Tensor, eps float32) {
 
 // L2NormalizeBackward accumulates dx.
 func (b *Backend) L2NormalizeBackward(dx, dy, y, norm *engine.Tensor, eps float32) {
-	M, e := rowsOf(y), colsOf(y)
+	M, e := y.Rows(), y.Cols()
 	if M == 0 || dx == nil || !b.begin() {
 		return
 	}
@@ -859,7 +844,7 @@ func (b *Backend) L2NormalizeBackward(dx, dy, y, norm *engine.Tensor, eps float3
 
 // RowReduce: y (M) = log-sum-exp or norm of each row of x (M, C).
 func (b *Backend) RowReduce(op engine.RowOp, y, x *engine.Tensor) {
-	M, C := rowsOf(x), colsOf(x)
+	M, C := x.Rows(), x.Cols()
 	if M == 0 || !b.begin() {
 		return
 	}
@@ -873,7 +858,7 @@ func (b *Backend) RowReduce(op engine.RowOp, y, x *engine.Tensor) {
 
 // RowReduceBackward accumulates dx.
 func (b *Backend) RowReduceBackward(op engine.RowOp, dx, dy, x, y *engine.Tensor) {
-	M, C := rowsOf(x), colsOf(x)
+	M, C := x.Rows(), x.Cols()
 	if M == 0 || C == 0 || dx == nil || !b.begin() {
 		return
 	}
@@ -945,7 +930,7 @@ func (b *Backend) Transpose(y, x *engine.Tensor, accumulate bool) {
 // BroadcastAdd: y = x + col (per row) + row (per column, per batch element).
 func (b *Backend) BroadcastAdd(y, x, col, row *engine.Tensor) {
 	M, C := x.Dim(-2), x.Dim(-1)
-	rows := rowsOf(x)
+	rows := x.Rows()
 	if rows == 0 || C == 0 || !b.begin() {
 		return
 	}
@@ -956,7 +941,7 @@ func (b *Backend) BroadcastAdd(y, x, col, row *engine.Tensor) {
 // BroadcastAddBackward accumulates dx, dcol (row sums) and drow (column sums).
 func (b *Backend) BroadcastAddBackward(dx, dcol, drow, dy *engine.Tensor) {
 	M, C := dy.Dim(-2), dy.Dim(-1)
-	rows := rowsOf(dy)
+	rows := dy.Rows()
 	if rows == 0 || C == 0 || !b.begin() {
 		return
 	}

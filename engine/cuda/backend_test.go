@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/gelo-research/geloattack/engine"
+	"github.com/gelo-research/geloattack/engine/cpu"
 )
 
 // newTestBackend opens the CUDA backend with the given GEMM precision, or
@@ -35,7 +36,7 @@ func openTestBackend(t *testing.T, opts BackendOptions) *Backend {
 		}
 		t.Fatalf("NewBackend(precision %q): %v", precision, err)
 	}
-	t.Cleanup(b.Close)
+	t.Cleanup(func() { _ = b.Close() })
 	return b
 }
 
@@ -53,7 +54,7 @@ func crossCheckCUDAWith(t *testing.T, opts BackendOptions, tol tolerances) {
 	if got := dut.Precision(); got != precision {
 		t.Errorf("Precision() = %q, want %q", got, precision)
 	}
-	ref, err := engine.NewCPU(engine.CPUConfig{})
+	ref, err := cpu.New(cpu.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,11 +123,11 @@ func TestBackendPrecisionEffect(t *testing.T) {
 		}
 		return c.ToHost()
 	}
-	cpu, err := engine.NewCPU(engine.CPUConfig{})
+	ref, err := cpu.New(cpu.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := gemm(cpu)
+	want := gemm(ref)
 	got := map[string][]float32{}
 	rel := map[string]float64{}
 	for _, p := range []string{PrecisionFP32, PrecisionTF32, PrecisionBF16} {

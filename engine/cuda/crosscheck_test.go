@@ -45,6 +45,7 @@ import (
 
 	"github.com/gelo-research/geloattack/engine"
 	"github.com/gelo-research/geloattack/engine/blas"
+	"github.com/gelo-research/geloattack/engine/cpu"
 )
 
 // tolerances are the relative error bounds of compareValues.
@@ -1424,9 +1425,9 @@ func checkDeterminism(r reporter, be engine.Backend) {
 }
 
 // newCPU returns a CPU backend or fails the test.
-func newCPU(t *testing.T, cfg engine.CPUConfig) *engine.CPU {
+func newCPU(t *testing.T, cfg cpu.Config) *cpu.Backend {
 	t.Helper()
-	c, err := engine.NewCPU(cfg)
+	c, err := cpu.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1438,18 +1439,18 @@ func newCPU(t *testing.T, cfg engine.CPUConfig) *engine.CPU {
 // against gonum's pure-Go SGEMM (different summation orders: a check of the
 // fp32 tolerance on real rounding differences).
 func TestCrossCheckCPU(t *testing.T) {
-	ref := newCPU(t, engine.CPUConfig{Workers: 1})
+	ref := newCPU(t, cpu.Config{Workers: 1})
 	t.Run("workers", func(t *testing.T) {
-		checkBackendOps(t, ref, newCPU(t, engine.CPUConfig{}), fp32Tol)
+		checkBackendOps(t, ref, newCPU(t, cpu.Config{}), fp32Tol)
 	})
 	t.Run("gonum", func(t *testing.T) {
-		checkBackendOps(t, ref, newCPU(t, engine.CPUConfig{Workers: 2, BLAS: blas.Gonum()}), fp32Tol)
+		checkBackendOps(t, ref, newCPU(t, cpu.Config{Workers: 2, BLAS: blas.Gonum()}), fp32Tol)
 	})
 }
 
 // TestCrossCheckDeterminismCPU runs the determinism check on the CPU.
 func TestCrossCheckDeterminismCPU(t *testing.T) {
-	checkDeterminism(t, newCPU(t, engine.CPUConfig{}))
+	checkDeterminism(t, newCPU(t, cpu.Config{}))
 }
 
 // TestCrossCheckCompare checks that compareValues reports what it must.
@@ -1625,7 +1626,7 @@ func (r *recorder) Errorf(format string, args ...any) {
 // TestCrossCheckDetectsFaults runs the harness against CPU backends with one
 // deliberate fault each: the op case of that method, and only it, must fail.
 func TestCrossCheckDetectsFaults(t *testing.T) {
-	ref := newCPU(t, engine.CPUConfig{Workers: 1})
+	ref := newCPU(t, cpu.Config{Workers: 1})
 	for _, c := range []struct{ fault, opCase string }{
 		{"Gemm ignores beta", "Gemm"},
 		{"Attention ignores the mask", "Attention"},
@@ -1641,7 +1642,7 @@ func TestCrossCheckDetectsFaults(t *testing.T) {
 		{"InfoNCEBackward ignores dy", "InfoNCE"},
 	} {
 		t.Run(c.fault, func(t *testing.T) {
-			dut := &brokenBackend{Backend: newCPU(t, engine.CPUConfig{}), fault: c.fault}
+			dut := &brokenBackend{Backend: newCPU(t, cpu.Config{}), fault: c.fault}
 			failed := map[string][]string{}
 			runOpCases(ref, dut, fp32Tol, func(name string, body func(r reporter)) {
 				if testing.Short() && name != c.opCase {

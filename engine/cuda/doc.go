@@ -7,7 +7,7 @@
 // Open returns a *Device or an error that starts with "no CUDA device: " and
 // says why (the libraries not found with every path tried, or the name of the
 // driver error). Callers choosing a device treat any such error as "use the
-// CPU" (see README.md, "Device chooser").
+// CPU" (the engine/cpu backend; see README.md, "Device chooser").
 //
 // The custom kernels are CUDA C under kernels/; scripts/build-ptx.sh compiles
 // them to PTX on a machine with nvcc, the PTX under ptx/ is committed and

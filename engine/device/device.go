@@ -2,7 +2,7 @@
 // "cuda", "cuda:N") and a GEMM precision ("fp32", "tf32", "bf16") into an engine.Backend. Commands
 // resolve the device once at start-up here; model code only ever sees the engine.Backend.
 //
-//   - "cpu": engine.NewCPU. The CPU computes in fp32 whatever the precision; any other precision
+//   - "cpu": cpu.New (package engine/cpu). The CPU computes in fp32 whatever the precision; any other precision
 //     logs a one-line note saying so.
 //   - "cuda" or "cuda:N": the CUDA backend on GPU 0 or N (after CUDA_VISIBLE_DEVICES). A failure is
 //     returned, wrapped as "device cuda: no CUDA device: <why>", so a user who asked for a GPU learns
@@ -21,6 +21,7 @@ import (
 	"strings"
 
 	"github.com/gelo-research/geloattack/engine"
+	"github.com/gelo-research/geloattack/engine/cpu"
 	"github.com/gelo-research/geloattack/engine/cuda"
 	"github.com/gelo-research/geloattack/engine/device/devspec"
 )
@@ -75,7 +76,7 @@ type Options struct {
 	// its Ordinal is ignored: the spec's is used.
 	CUDA cuda.Options
 	// CPU configures the CPU backend.
-	CPU engine.CPUConfig
+	CPU cpu.Config
 }
 
 // Open is OpenWith(Options{Spec: spec, Precision: precision, Log: log}).
@@ -99,7 +100,7 @@ func OpenWith(o Options) (engine.Backend, error) {
 		return nil, err
 	}
 	openCPU := func() (engine.Backend, error) {
-		be, err := engine.NewCPU(o.CPU)
+		be, err := cpu.New(o.CPU)
 		if err != nil {
 			return nil, fmt.Errorf("device cpu: %w", err)
 		}
@@ -151,15 +152,13 @@ func noDevice(err error) error {
 	return fmt.Errorf("%w: %w", cuda.ErrNoDevice, err)
 }
 
-// Close releases be's device resources when it holds any (the CUDA backend's Close); the CPU
-// backend needs none. Tensors of be must not be used afterwards.
-func Close(be engine.Backend) {
-	switch c := be.(type) {
-	case interface{ Close() }:
-		c.Close()
-	case interface{ Close() error }:
-		_ = c.Close()
+// Close is be.Close() for callers that hold be as an interface and may hold none: a nil be is
+// nothing to release. Tensors of be must not be used afterwards.
+func Close(be engine.Backend) error {
+	if be == nil {
+		return nil
 	}
+	return be.Close()
 }
 
 // PeakBytes is the peak device memory be has held (the CUDA backend's PeakBytes), and false when

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gelo-research/geloattack/engine"
+	"github.com/gelo-research/geloattack/engine/cpu"
 	"github.com/gelo-research/geloattack/engine/cuda"
 )
 
@@ -90,7 +90,7 @@ func TestCPU(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer Close(be)
-	if _, ok := be.(*engine.CPU); !ok {
+	if _, ok := be.(*cpu.Backend); !ok {
 		t.Fatalf("cpu gave %T", be)
 	}
 	if len(*lines) != 1 || (*lines)[0] != "device: "+be.Name() {
@@ -136,7 +136,7 @@ func TestAutoFallsBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer Close(be)
-	if _, ok := be.(*engine.CPU); !ok {
+	if _, ok := be.(*cpu.Backend); !ok {
 		t.Fatalf("auto without a driver gave %T", be)
 	}
 	if len(*lines) < 1 || !strings.HasPrefix((*lines)[0], "device: cpu (auto: no usable GPU here, so the CPU computes; why: no CUDA device: ") || !strings.HasSuffix((*lines)[0], ")") {
@@ -180,7 +180,7 @@ func TestThisMachine(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer Close(be)
-	if _, cpu := be.(*engine.CPU); !cpu {
+	if _, isCPU := be.(*cpu.Backend); !isCPU {
 		t.Logf("auto opened %s: this machine has a GPU", be.Name())
 		if len(*lines) != 1 || (*lines)[0] != "device: "+be.Name() {
 			t.Errorf("log %q, want the backend's name", *lines)

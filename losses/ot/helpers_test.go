@@ -6,12 +6,13 @@ import (
 	"testing"
 
 	"github.com/gelo-research/geloattack/engine"
+	"github.com/gelo-research/geloattack/engine/cpu"
 )
 
 // newTape returns a tape on a one-worker CPU backend (the test machine is shared).
 func newTape(t testing.TB) *engine.Tape {
 	t.Helper()
-	be, err := engine.NewCPU(engine.CPUConfig{Workers: 1})
+	be, err := cpu.New(cpu.Config{Workers: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"gonum.org/v1/gonum/mat"
 
 	"github.com/gelo-research/geloattack/engine"
+	"github.com/gelo-research/geloattack/engine/cpu"
 	"github.com/gelo-research/geloattack/eval/assign"
 )
 
@@ -749,7 +750,7 @@ func TestBadInputs(t *testing.T) {
 }
 
 func TestDustbinParam(t *testing.T) {
-	be, err := engine.NewCPU(engine.CPUConfig{Workers: 1})
+	be, err := cpu.New(cpu.Config{Workers: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -33,13 +33,39 @@ type Parts struct {
 	Plan *engine.Tensor
 }
 
-// Unmix records the unmix loss of SPEC §5 on tp: w_cyc L_cyc + w_ot L_OT + lambda_a
+// Loss is an unmix loss whose configuration has been checked once, when it was made: a model
+// holds one for its whole training run, so the steps do not validate the configuration again.
+// Make it with NewLoss (the zero Loss has every weight 0).
+type Loss struct {
+	cfg Config
+}
+
+// NewLoss checks cfg and returns the loss it configures.
+func NewLoss(cfg Config) (Loss, error) {
+	if err := cfg.Validate(); err != nil {
+		return Loss{}, fmt.Errorf("ot: config: %w", err)
+	}
+	return Loss{cfg: cfg}, nil
+}
+
+// Config is the loss's configuration.
+func (l Loss) Config() Config { return l.cfg }
+
+// Unmix records the unmix loss of SPEC §5 on tp under cfg (checked on every call; a training
+// loop makes a Loss once and calls its Record).
+func Unmix(tp *engine.Tape, cfg Config, in Batch) (Parts, error) {
+	l, err := NewLoss(cfg)
+	if err != nil {
+		return Parts{}, err
+	}
+	return l.Record(tp, in)
+}
+
+// Record records the unmix loss of SPEC §5 on tp: w_cyc L_cyc + w_ot L_OT + lambda_a
 // ||A_hat||_F^2/(n_obs S) + w_norm (mean ||h_hat|| - mean ||h||)^2/m^2. Terms with weight 0
 // are skipped, so their inputs may be nil (AHat and UObs when w_cyc and lambda_a are 0).
-func Unmix(tp *engine.Tape, cfg Config, in Batch) (Parts, error) {
-	if err := cfg.Validate(); err != nil {
-		return Parts{}, fmt.Errorf("ot: config: %w", err)
-	}
+func (l Loss) Record(tp *engine.Tape, in Batch) (Parts, error) {
+	cfg := l.cfg
 	var (
 		p       Parts
 		weights []float32

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gelo-research/geloattack/engine"
+	"github.com/gelo-research/geloattack/engine/cpu"
 	"github.com/gelo-research/geloattack/engine/cuda"
 	"github.com/gelo-research/geloattack/losses/ot"
 )
@@ -23,7 +24,11 @@ func openCUDA(t *testing.T, precision string) *cuda.Backend {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(be.Close)
+	t.Cleanup(func() {
+		if err := be.Close(); err != nil {
+			t.Errorf("close the GPU backend: %v", err)
+		}
+	})
 	return be
 }
 
@@ -64,7 +69,7 @@ func newStepModel(t *testing.T, be engine.Backend, task Task) stepModel {
 		}
 		batch, tg := SyntheticUnmixBatch(cfg, shape.B, shape.N, 3)
 		return stepModel{m.Params(), func() (float32, error) {
-			l, err := m.ForwardBackward(batch, tg, loss)
+			l, err := m.ForwardBackward(batch, tg)
 			return l, err
 		}}
 	}
@@ -114,11 +119,11 @@ func TestCUDATrainingStepMatchesCPU(t *testing.T) {
 		}
 		for _, task := range []Task{TaskRetrieval, TaskUnmix} {
 			t.Run(prec+"/"+string(task), func(t *testing.T) {
-				cpu, err := engine.NewCPU(engine.CPUConfig{})
+				cpuBe, err := cpu.New(cpu.Config{})
 				if err != nil {
 					t.Fatal(err)
 				}
-				ref, dut := newStepModel(t, cpu, task), newStepModel(t, gpu, task)
+				ref, dut := newStepModel(t, cpuBe, task), newStepModel(t, gpu, task)
 				if err := dut.params.Data().CopyFrom(ref.params.Data().ToHost()); err != nil {
 					t.Fatal(err)
 				}

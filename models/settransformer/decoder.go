@@ -2,6 +2,7 @@ package settransformer
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/gelo-research/geloattack/engine"
 )
@@ -27,20 +28,17 @@ type Decoder struct {
 	norm   *engine.Tensor // (h)
 }
 
-// NewDecoder binds a decoder to the parameters ParamSpecs(c) names "slots", "dec.layers.{i}.…"
-// and "dec.norm.weight" in ps.
-func NewDecoder(c Config, ps *engine.Params) (*Decoder, error) {
-	l := &lookup{ps: ps}
-	d := &Decoder{heads: c.Heads, eps: float32(c.Eps), slots: l.get("slots"), norm: l.get("dec.norm.weight")}
+// decoder registers the decoder's parameters on b, in this order: "slots", the blocks
+// "dec.layers.{i}.…" (with cross-attention) and "dec.norm.weight".
+func (b *paramBuilder) decoder(c Config) *Decoder {
+	h := c.Hidden
+	outStd := InitStd / math.Sqrt(2*float64(c.DecLayers))
+	d := &Decoder{heads: c.Heads, eps: float32(c.Eps), slots: b.normal("slots", []int{c.Slots, h}, InitStd)}
 	for i := 0; i < c.DecLayers; i++ {
-		p := fmt.Sprintf("dec.layers.%d.", i)
-		d.layers = append(d.layers, decBlock{
-			block:     l.block(p),
-			crossNorm: l.get(p + "cross_norm.weight"),
-			cross:     l.attn(p + "cross_attn"),
-		})
+		d.layers = append(d.layers, b.block(fmt.Sprintf("dec.layers.%d.", i), h, c.MLPHidden, true, outStd))
 	}
-	return d, l.err
+	d.norm = b.norm("dec.norm.weight", h)
+	return d
 }
 
 // Forward records the decoder on tp: enc (B, N, h) the encoder's row states, mask (B, N) with 1

@@ -3,6 +3,7 @@ package settransformer
 import (
 	"errors"
 	"fmt"
+	"math"
 
 	"github.com/gelo-research/geloattack/engine"
 )
@@ -35,53 +36,20 @@ type Encoder struct {
 	norm   *engine.Tensor // (h)
 }
 
-// lookup returns the named parameter of ps or records an error naming it.
-type lookup struct {
-	ps  *engine.Params
-	err error
-}
-
-func (l *lookup) get(name string) *engine.Tensor {
-	t, ok := l.ps.Lookup(name)
-	if !ok && l.err == nil {
-		l.err = fmt.Errorf("settransformer: parameter %q is not registered", name)
-	}
-	return t
-}
-
-// attn binds the q, k, v and o projections under prefix (e.g. "layers.3.attn").
-func (l *lookup) attn(prefix string) attnWeights {
-	return attnWeights{
-		wq: l.get(prefix + ".q_proj.weight"),
-		wk: l.get(prefix + ".k_proj.weight"),
-		wv: l.get(prefix + ".v_proj.weight"),
-		wo: l.get(prefix + ".o_proj.weight"),
-	}
-}
-
-// block binds the self-attention and MLP sub-blocks under prefix (e.g. "layers.3.").
-func (l *lookup) block(prefix string) block {
-	return block{
-		attnNorm: l.get(prefix + "attn_norm.weight"),
-		attn:     l.attn(prefix + "attn"),
-		mlpNorm:  l.get(prefix + "mlp_norm.weight"),
-		gate:     l.get(prefix + "mlp.gate_proj.weight"),
-		up:       l.get(prefix + "mlp.up_proj.weight"),
-		down:     l.get(prefix + "mlp.down_proj.weight"),
-	}
-}
-
-// NewEncoder binds an encoder to the parameters named by EncoderParamSpecs(c) in ps.
-func NewEncoder(c Config, ps *engine.Params) (*Encoder, error) {
-	l := &lookup{ps: ps}
-	e := &Encoder{heads: c.Heads, eps: float32(c.Eps), inProj: l.get("in_proj.weight"), norm: l.get("norm.weight")}
+// encoder registers the encoder's parameters on b, in this order: the input projection, the CLS
+// vector (retrieval task only), the blocks and the final norm.
+func (b *paramBuilder) encoder(c Config) *Encoder {
+	h := c.Hidden
+	outStd := InitStd / math.Sqrt(2*float64(c.Layers))
+	e := &Encoder{heads: c.Heads, eps: float32(c.Eps), inProj: b.linear("in_proj.weight", h, c.InputDim, InitStd)}
 	if hasCLS(c) {
-		e.cls = l.get("cls")
+		e.cls = b.normal("cls", []int{h}, InitStd)
 	}
 	for i := 0; i < c.Layers; i++ {
-		e.layers = append(e.layers, l.block(fmt.Sprintf("layers.%d.", i)))
+		e.layers = append(e.layers, b.block(fmt.Sprintf("layers.%d.", i), h, c.MLPHidden, false, outStd).block)
 	}
-	return e, l.err
+	e.norm = b.norm("norm.weight", h)
+	return e
 }
 
 // errNoCLS is Forward's error on an encoder bound for the unmix task.

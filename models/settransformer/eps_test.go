@@ -57,7 +57,7 @@ func TestConfiguredEpsReachesEveryRMSNorm(t *testing.T) {
 		}
 		um := unmixModelWith(t, ucfg, uloss, uw)
 		ub, utg := engineUnmixBatch(ubt)
-		total, err := um.ForwardBackward(ub, utg, uloss)
+		total, err := um.ForwardBackward(ub, utg)
 		if err != nil {
 			t.Fatalf("unmix, eps %g: %v", eps, err)
 		}

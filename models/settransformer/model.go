@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/gelo-research/geloattack/engine"
+	"github.com/gelo-research/geloattack/engine/cpu"
 	"github.com/gelo-research/geloattack/losses"
 )
 
@@ -68,7 +69,7 @@ func New(cfg Config, seed uint64) (*Model, error) {
 // does not choose devices; engine/device does (auto, cpu, cuda[:N]) for the commands, which build
 // models with NewOn and NewUnmixOn.
 func defaultBackend() (engine.Backend, error) {
-	be, err := engine.NewCPU(engine.CPUConfig{})
+	be, err := cpu.New(cpu.Config{})
 	if err != nil {
 		return nil, fmt.Errorf("settransformer: open compute device: %w", err)
 	}
@@ -80,57 +81,15 @@ func NewOn(be engine.Backend, cfg Config, seed uint64) (*Model, error) {
 	if cfg.Task != TaskRetrieval {
 		return nil, fmt.Errorf("settransformer: New builds task %q, got task %q (use NewUnmix)", TaskRetrieval, cfg.Task)
 	}
-	specs, err := ParamSpecs(cfg)
-	if err != nil {
+	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	ps, err := buildParams(be, cfg, specs, seed, nil)
-	if err != nil {
+	pb := newParamBuilder()
+	enc, hd := pb.declare(cfg)
+	if err := pb.alloc(be, seed); err != nil {
 		return nil, err
 	}
-	enc, err := NewEncoder(cfg, ps)
-	if err != nil {
-		return nil, err
-	}
-	m := &Model{cfg: cfg, params: ps, enc: enc, tape: engine.NewTape(be)}
-	m.head, _ = ps.Lookup("retrieval_head.weight")
-	if cfg.LearnTemperature {
-		m.logTau, _ = ps.Lookup("log_tau")
-	}
-	return m, nil
-}
-
-// buildParams registers specs plus whatever extra registers (a loss's parameters; extra returns
-// their initialiser, run after the allocation, or nil), allocates the buffer on be and
-// initialises every spec from seed.
-func buildParams(be engine.Backend, cfg Config, specs []ParamSpec, seed uint64, extra func(ps *engine.Params) (init func() error)) (*engine.Params, error) {
-	ps := engine.NewParams()
-	for _, s := range specs {
-		ps.Add(s.Name, s.Shape, engine.DefaultDecay(s.Name, s.Shape))
-	}
-	var init func() error
-	if extra != nil {
-		init = extra(ps)
-	}
-	if err := ps.Alloc(be); err != nil {
-		return nil, fmt.Errorf("settransformer: allocate %d parameters: %w", ps.Len(), err)
-	}
-	for _, s := range specs {
-		buf := make([]float32, s.Size())
-		if err := s.Init(buf, seed); err != nil {
-			return nil, err
-		}
-		t, _ := ps.Lookup(s.Name)
-		if err := t.CopyFrom(buf); err != nil {
-			return nil, fmt.Errorf("settransformer: initialise %s: %w", s.Name, err)
-		}
-	}
-	if init != nil {
-		if err := init(); err != nil {
-			return nil, fmt.Errorf("settransformer: %w", err)
-		}
-	}
-	return ps, nil
+	return &Model{cfg: cfg, params: pb.ps, enc: enc, head: hd.retrieval, logTau: hd.logTau, tape: engine.NewTape(be)}, nil
 }
 
 // Config returns the model's configuration.

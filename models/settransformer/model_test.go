@@ -6,11 +6,12 @@ import (
 	"testing"
 
 	"github.com/gelo-research/geloattack/engine"
+	"github.com/gelo-research/geloattack/engine/cpu"
 )
 
 func testBackend(t testing.TB) engine.Backend {
 	t.Helper()
-	be, err := engine.NewCPU(engine.CPUConfig{})
+	be, err := cpu.New(cpu.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

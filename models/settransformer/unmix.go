@@ -46,7 +46,10 @@ type UnmixModel struct {
 	mixQ    *engine.Tensor // mix_head.q.weight (h, h)
 	mixK    *engine.Tensor // mix_head.k.weight (h, h)
 	dustbin *engine.Tensor // ot.dustbin_score (1); nil unless built for a dustbin loss
-	tape    *engine.Tape
+	// loss is the unmix loss the model was built with (WithLoss), checked once there; nil for a
+	// model built only to predict.
+	loss *ot.Loss
+	tape *engine.Tape
 	// parts are the loss terms of the latest ForwardBackward, still on the tape (read back only
 	// when LossParts asks); hasParts turns false when the tape is reset for another pass.
 	parts    ot.Parts
@@ -64,10 +67,10 @@ type unmixOptions struct {
 	loss *ot.Config
 }
 
-// WithLoss builds the model for training with the unmix loss cfg: the dustbin variant needs the
-// learned dustbin score, which is then registered as the parameter ot.DustbinParamName (no weight
-// decay) and initialised to cfg.DustbinInit. The other variants add no parameter. ForwardBackward
-// still takes the loss configuration on every call.
+// WithLoss builds the model for training with the unmix loss cfg, which the model then owns: it
+// is checked once, here, and every ForwardBackward uses it. The dustbin variant needs the learned
+// dustbin score, which is then registered as the parameter ot.DustbinParamName (no weight decay)
+// and initialised to cfg.DustbinInit. The other variants add no parameter.
 func WithLoss(cfg ot.Config) UnmixOption {
 	return func(o *unmixOptions) { o.loss = &cfg }
 }
@@ -92,37 +95,38 @@ func NewUnmixOn(be engine.Backend, cfg Config, seed uint64, opts ...UnmixOption)
 	for _, opt := range opts {
 		opt(&o)
 	}
+	var loss *ot.Loss
 	if o.loss != nil {
-		if err := o.loss.Validate(); err != nil {
-			return nil, fmt.Errorf("settransformer: unmix loss config: %w", err)
+		l, err := ot.NewLoss(*o.loss)
+		if err != nil {
+			return nil, fmt.Errorf("settransformer: unmix loss: %w", err)
 		}
+		loss = &l
 	}
-	specs, err := ParamSpecs(cfg)
-	if err != nil {
+	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	pb := newParamBuilder()
+	enc, hd := pb.declare(cfg)
+	// The dustbin score is the loss's parameter (package ot names and initialises it); it is
+	// registered after the model's, so it is the last entry of the table and of checkpoints.
 	var dustbin *engine.Tensor
-	extra := func(ps *engine.Params) func() error {
-		if o.loss == nil || o.loss.Variant != ot.Dustbin {
-			return nil
+	if o.loss != nil && o.loss.Variant == ot.Dustbin {
+		dustbin = ot.AddDustbinParam(pb.ps)
+	}
+	if err := pb.alloc(be, seed); err != nil {
+		return nil, err
+	}
+	if dustbin != nil {
+		if err := ot.InitDustbinParam(dustbin, *o.loss); err != nil {
+			return nil, fmt.Errorf("settransformer: %w", err)
 		}
-		dustbin = ot.AddDustbinParam(ps)
-		return func() error { return ot.InitDustbinParam(dustbin, *o.loss) }
 	}
-	ps, err := buildParams(be, cfg, specs, seed, extra)
-	if err != nil {
-		return nil, err
-	}
-	m := &UnmixModel{cfg: cfg, params: ps, dustbin: dustbin, tape: engine.NewTape(be)}
-	if m.enc, err = NewEncoder(cfg, ps); err != nil {
-		return nil, err
-	}
-	if m.dec, err = NewDecoder(cfg, ps); err != nil {
-		return nil, err
-	}
-	l := &lookup{ps: ps}
-	m.rowHead, m.mixQ, m.mixK = l.get("row_head.weight"), l.get("mix_head.q.weight"), l.get("mix_head.k.weight")
-	return m, l.err
+	return &UnmixModel{
+		cfg: cfg, params: pb.ps, enc: enc, dec: hd.dec,
+		rowHead: hd.rowHead, mixQ: hd.mixQ, mixK: hd.mixK,
+		dustbin: dustbin, loss: loss, tape: engine.NewTape(be),
+	}, nil
 }
 
 // Config returns the model's configuration.
@@ -185,17 +189,17 @@ func (m *UnmixModel) Forward(b Batch) (UnmixOutputs, error) {
 	return UnmixOutputs{HHat: hHat, AHat: aHat, Rows: e, Slots: z}, nil
 }
 
-// ForwardBackward computes the unmix loss of SPEC §5 (ot.Unmix under loss, every slot a real
+// ForwardBackward computes the unmix loss of SPEC §5 (the model's WithLoss, every slot a real
 // prediction) of b against t and accumulates (+=) the gradient of every parameter into
 // Params().Grad(); the caller zeroes gradients once per optimiser step (Params().ZeroGrad). It
 // returns the total loss, the one value it reads back to the host (on a GPU each read-back is a
-// sync); LossParts reads the terms when asked. The dustbin variant needs a model built WithLoss
-// of a dustbin config.
+// sync); LossParts reads the terms when asked. A model built without WithLoss has no loss to
+// train with and returns an error.
 //
 // The loss reads each example's real observed rows as a prefix of its set, so the rows of U are
 // first packed real-rows-first (host copy, padding zeroed); the loss does not depend on the order
 // of U's rows, so any mask layout gives the loss of the unpadded examples.
-func (m *UnmixModel) ForwardBackward(b Batch, t UnmixTargets, loss ot.Config) (float32, error) {
+func (m *UnmixModel) ForwardBackward(b Batch, t UnmixTargets) (float32, error) {
 	m.hasParts = false
 	d := m.cfg.InputDim
 	if err := checkBatch(b, d); err != nil {
@@ -204,8 +208,8 @@ func (m *UnmixModel) ForwardBackward(b Batch, t UnmixTargets, loss ot.Config) (f
 	if len(t.H) == 0 || len(t.H)%(b.B*d) != 0 {
 		return 0, fmt.Errorf("settransformer: targets H has %d values: want a positive multiple of B*d = %d*%d", len(t.H), b.B, d)
 	}
-	if loss.Variant == ot.Dustbin && m.dustbin == nil {
-		return 0, fmt.Errorf("settransformer: loss variant %q needs the model built WithLoss of that config (no %s parameter)", loss.Variant, ot.DustbinParamName)
+	if m.loss == nil {
+		return 0, fmt.Errorf("settransformer: ForwardBackward of an unmix model built without WithLoss: it has no loss to train with")
 	}
 	nh := len(t.H) / (b.B * d)
 	u, err := m.packRows(b)
@@ -223,7 +227,7 @@ func (m *UnmixModel) ForwardBackward(b Batch, t UnmixTargets, loss ot.Config) (f
 		}
 	}
 	hHat, aHat, _, _ := m.record(tp, uT, mask)
-	parts, err := ot.Unmix(tp, loss, ot.Batch{
+	parts, err := m.loss.Record(tp, ot.Batch{
 		Sets: ot.Sets{
 			HHat: hHat, H: tp.Input(t.H, b.B, nh, d), // (B, S, d), (B, Nmax, d)
 			CleanRows: t.CleanRows, MeanNorm: t.MeanNorm,

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/gelo-research/geloattack/engine"
+	"github.com/gelo-research/geloattack/engine/cpu"
 	"github.com/gelo-research/geloattack/losses/ot"
 )
 
@@ -71,7 +72,7 @@ func TestUnmixMatchesOracle(t *testing.T) {
 			}
 
 			m.Params().ZeroGrad()
-			total, err := m.ForwardBackward(b, tg, loss)
+			total, err := m.ForwardBackward(b, tg)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -214,7 +215,7 @@ func TestUnmixPermutationEquivariance(t *testing.T) {
 	}
 	hHat, aHat, rows := out.HHat.ToHost(), out.AHat.ToHost(), out.Rows.ToHost()
 	m.Params().ZeroGrad()
-	l, err := m.ForwardBackward(b, tg, loss)
+	l, err := m.ForwardBackward(b, tg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -242,7 +243,7 @@ func TestUnmixPermutationEquivariance(t *testing.T) {
 		}
 	}
 	m.Params().ZeroGrad()
-	pl, err := m.ForwardBackward(pb, tg, loss)
+	pl, err := m.ForwardBackward(pb, tg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -280,7 +281,7 @@ func TestUnmixPaddingChangesNothing(t *testing.T) {
 		}
 		hHat, aHat = out.HHat.ToHost(), out.AHat.ToHost()
 		m.Params().ZeroGrad()
-		if l, err = m.ForwardBackward(b, tg, loss); err != nil {
+		if l, err = m.ForwardBackward(b, tg); err != nil {
 			t.Fatal(err)
 		}
 		parts = m.LossParts()
@@ -416,8 +417,8 @@ func TestUnmixParamNames(t *testing.T) {
 	}
 }
 
-// TestUnmixRejects: wrong tasks, a dustbin loss on a model built without one, malformed targets,
-// a set without real rows, an invalid loss and the CLS entry point of an unmix encoder are
+// TestUnmixRejects: wrong tasks, an invalid loss, training a model built without a loss,
+// malformed targets, a set without real rows and the CLS entry point of an unmix encoder are
 // errors, not panics.
 func TestUnmixRejects(t *testing.T) {
 	be := testBackend(t)
@@ -433,31 +434,32 @@ func TestUnmixRejects(t *testing.T) {
 	if _, err := NewUnmixOn(be, cfg, 1, WithLoss(bad)); err == nil {
 		t.Error("NewUnmix accepted an invalid loss config")
 	}
-	m, err := NewUnmixOn(be, cfg, 1)
+	plain, err := NewUnmixOn(be, cfg, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
 	bt := testUnmixBatch(cfg, 51)
 	b, tg := engineUnmixBatch(bt)
-	if _, err := m.ForwardBackward(b, tg, testUnmixLoss(ot.Dustbin)); err == nil || !strings.Contains(err.Error(), "WithLoss") {
-		t.Errorf("dustbin loss without a dustbin score: %v", err)
+	if _, err := plain.ForwardBackward(b, tg); err == nil || !strings.Contains(err.Error(), "WithLoss") {
+		t.Errorf("training a model built without a loss: %v", err)
 	}
-	if _, err := m.ForwardBackward(b, tg, bad); err == nil {
-		t.Error("invalid loss config accepted")
+	m, err := NewUnmixOn(be, cfg, 1, WithLoss(testUnmixLoss(ot.Balanced)))
+	if err != nil {
+		t.Fatal(err)
 	}
 	short := tg
 	short.H = tg.H[:len(tg.H)-1]
-	if _, err := m.ForwardBackward(b, short, testUnmixLoss(ot.Balanced)); err == nil {
+	if _, err := m.ForwardBackward(b, short); err == nil {
 		t.Error("targets of the wrong size accepted")
 	}
 	few := tg
 	few.CleanRows = []int{1, 2}
-	if _, err := m.ForwardBackward(b, few, testUnmixLoss(ot.Balanced)); err == nil {
+	if _, err := m.ForwardBackward(b, few); err == nil {
 		t.Error("clean-row counts for the wrong batch size accepted")
 	}
 	empty := Batch{B: b.B, N: b.N, U: b.U, Mask: slices.Clone(b.Mask)}
 	clear(empty.Mask[b.N : 2*b.N])
-	if _, err := m.ForwardBackward(empty, tg, testUnmixLoss(ot.Balanced)); err == nil {
+	if _, err := m.ForwardBackward(empty, tg); err == nil {
 		t.Error("a set without real rows accepted")
 	}
 	if _, err := m.Forward(Batch{B: 1, N: 2, U: make([]float32, 5)}); err == nil {
@@ -475,7 +477,7 @@ func TestUnmixRejects(t *testing.T) {
 // ForwardBackward and after Forward reuses the tape.
 func TestUnmixLossPartsOnDemand(t *testing.T) {
 	cfg, loss := testUnmixConfig(), testUnmixLoss(ot.Balanced)
-	be, err := engine.NewCPU(engine.CPUConfig{Workers: 1})
+	be, err := cpu.New(cpu.Config{Workers: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -488,7 +490,7 @@ func TestUnmixLossPartsOnDemand(t *testing.T) {
 		t.Fatalf("loss parts %v before any ForwardBackward", p)
 	}
 	before := be.HostReads()
-	total, err := m.ForwardBackward(b, tg, loss)
+	total, err := m.ForwardBackward(b, tg)
 	if err != nil {
 		t.Fatal(err)
 	}

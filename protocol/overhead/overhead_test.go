@@ -15,8 +15,8 @@ import (
 
 	"gonum.org/v1/gonum/mat"
 
-	"github.com/gelo-research/geloattack/engine"
 	"github.com/gelo-research/geloattack/engine/blas"
+	"github.com/gelo-research/geloattack/engine/cpu"
 )
 
 // smallConfig is a run that takes milliseconds: two n, d != p so that a swapped dimension
@@ -97,11 +97,11 @@ func TestRunColumnsAddUp(t *testing.T) {
 // TestRunOnBackend runs the device path (Tape.MatMul, engine.Sync, uploads of A) on the CPU
 // backend, the one available in tests: the same invariants hold and copy is measured.
 func TestRunOnBackend(t *testing.T) {
-	be, err := engine.NewCPU(engine.CPUConfig{Workers: 2})
+	be, err := cpu.New(cpu.Config{Workers: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer blas.SetThreads(0) // NewCPU set the process-wide count to 1
+	defer blas.SetThreads(0) // cpu.New set the process-wide count to 1
 	cfg := smallConfig()
 	cfg.Backend = be
 	cfg.Repeats = 3

@@ -11,6 +11,7 @@ import (
 
 	"github.com/gelo-research/geloattack/engine"
 	"github.com/gelo-research/geloattack/engine/blas"
+	"github.com/gelo-research/geloattack/engine/cpu"
 )
 
 // Row is one kind of A measured at one n: each part's spread over the rounds, in milliseconds.
@@ -119,7 +120,7 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (Result, error) {
 	}
 	// The CPU backend runs BLAS single-threaded on its own workers: more BLAS threads would
 	// compete with them. Otherwise the BLAS threads are this benchmark's to set.
-	if _, cpuBackend := cfg.Backend.(*engine.CPU); !cpuBackend {
+	if _, cpuBackend := cfg.Backend.(*cpu.Backend); !cpuBackend {
 		prev := lib.Threads()
 		lib.SetThreads(cfg.Threads)
 		defer lib.SetThreads(prev)

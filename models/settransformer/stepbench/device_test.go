@@ -7,13 +7,14 @@ import (
 	"testing"
 
 	"github.com/gelo-research/geloattack/engine"
+	"github.com/gelo-research/geloattack/engine/cpu"
 	st "github.com/gelo-research/geloattack/models/settransformer"
 )
 
 // fakeGPU is the CPU backend dressed as a device that counts GEMM FLOPs, reports its peak memory
 // and precision and has a name the MFU table knows.
 type fakeGPU struct {
-	*engine.CPU
+	*cpu.Backend
 	flops, syncs int64
 }
 
@@ -24,15 +25,15 @@ func (f *fakeGPU) GemmFLOPs() int64  { return f.flops }
 func (f *fakeGPU) Sync() error       { f.syncs++; return nil }
 func (f *fakeGPU) Gemm(transA, transB bool, batch, m, n, k int, alpha float32, a, b *engine.Tensor, beta float32, c *engine.Tensor) {
 	f.flops += 2 * int64(batch) * int64(m) * int64(n) * int64(k)
-	f.CPU.Gemm(transA, transB, batch, m, n, k, alpha, a, b, beta, c)
+	f.Backend.Gemm(transA, transB, batch, m, n, k, alpha, a, b, beta, c)
 }
 
 func TestBenchOnDeviceReportsMemoryFLOPsAndMFU(t *testing.T) {
-	cpu, err := engine.NewCPU(engine.CPUConfig{})
+	cpuBe, err := cpu.New(cpu.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	be := &fakeGPU{CPU: cpu}
+	be := &fakeGPU{Backend: cpuBe}
 	res, err := benchmarkStepsOn(context.Background(), be, st.TaskRetrieval, "tiny", 2)
 	if err != nil {
 		t.Fatal(err)
@@ -64,7 +65,7 @@ func TestBenchOnDeviceReportsMemoryFLOPsAndMFU(t *testing.T) {
 
 	// Through the public entry point, unmix, on a device whose peak is not known: MFU n/a.
 	var sb strings.Builder
-	other := &unknownGPU{fakeGPU{CPU: cpu}}
+	other := &unknownGPU{fakeGPU{Backend: cpuBe}}
 	if err := RunUnmixWith(context.Background(), Options{Backend: other}, "tiny", 1, &sb); err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/gelo-research/geloattack/engine"
+	"github.com/gelo-research/geloattack/engine/cpu"
 	"github.com/gelo-research/geloattack/internal/benchkit"
 	"github.com/gelo-research/geloattack/losses/ot"
 	st "github.com/gelo-research/geloattack/models/settransformer"
@@ -128,7 +129,7 @@ func newBenchModel(be engine.Backend, task st.Task, preset string, shape benchSh
 		batch, tg := st.SyntheticUnmixBatch(cfg, shape.B, shape.N, 2)
 		return benchModel{
 			params: m.Params(), tape: m.Tape(), slots: cfg.Slots,
-			fwdBwd:   func() error { _, err := m.ForwardBackward(batch, tg, loss); return err },
+			fwdBwd:   func() error { _, err := m.ForwardBackward(batch, tg); return err },
 			inferFwd: func() error { _, err := m.Forward(batch); return err },
 		}, nil
 	default:
@@ -153,11 +154,11 @@ func benchmarkStepsOn(ctx context.Context, be engine.Backend, task st.Task, pres
 		return Result{}, fmt.Errorf("settransformer: benchmark steps = %d, want >= 1", steps)
 	}
 	if be == nil {
-		cpu, err := engine.NewCPU(engine.CPUConfig{})
+		cpuBe, err := cpu.New(cpu.Config{})
 		if err != nil {
 			return Result{}, fmt.Errorf("settransformer: open compute device: %w", err)
 		}
-		be = cpu
+		be = cpuBe
 	}
 	syncDev := func(what string) error {
 		if err := engine.Sync(be); err != nil {
@@ -214,7 +215,7 @@ func benchmarkStepsOn(ctx context.Context, be engine.Backend, task st.Task, pres
 	if err := syncDev("timed steps"); err != nil {
 		return Result{}, err
 	}
-	elapsed, cpu := time.Since(start), benchkit.ProcessCPUTime()-cpuStart
+	elapsed, cpuTime := time.Since(start), benchkit.ProcessCPUTime()-cpuStart
 	var flops int64
 	if counts {
 		flops = counter.GemmFLOPs() - flops0
@@ -230,7 +231,7 @@ func benchmarkStepsOn(ctx context.Context, be engine.Backend, task st.Task, pres
 	res.StepSeconds = elapsed.Seconds() / float64(steps)
 	res.OptSeconds = optTotal.Seconds() / float64(steps)
 	res.RowsPerSec = float64(shape.B*shape.N) / res.StepSeconds
-	res.CPUSeconds = cpu.Seconds() / float64(steps)
+	res.CPUSeconds = cpuTime.Seconds() / float64(steps)
 	res.Workers = runtime.GOMAXPROCS(0)
 	if res.CPUSeconds > 0 {
 		res.CPURowsPerSec = float64(shape.B*shape.N) / (res.CPUSeconds / float64(res.Workers))
@@ -241,7 +242,7 @@ func benchmarkStepsOn(ctx context.Context, be engine.Backend, task st.Task, pres
 	_, res.ArenaPeak = m.tape.ArenaBytes()
 	res.GradPool = m.tape.GradPoolBytes()
 	res.Backend = be.Name()
-	_, res.OnCPU = be.(*engine.CPU)
+	_, res.OnCPU = be.(*cpu.Backend)
 	res.Precision = "fp32"
 	if p, ok := be.(interface{ Precision() string }); ok && p.Precision() != "" {
 		res.Precision = p.Precision()

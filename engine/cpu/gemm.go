@@ -1,12 +1,14 @@
-package engine
+package cpu
 
-// Gemm is the batched row-major GEMM (see Backend.Gemm). BLAS runs
+import "github.com/gelo-research/geloattack/engine"
+
+// Gemm is the batched row-major GEMM (see engine.Backend.Gemm). BLAS runs
 // single-threaded; parallelism is the workers': a batch of small products
 // is spread over them product by product, a large product is split into
 // blocks of rows of C, one per worker. Every element of C is then computed
 // by one sequential BLAS call whatever the scheduling, so results are
 // reproducible.
-func (c *CPU) Gemm(transA, transB bool, batch, m, n, k int, alpha float32, a, b *Tensor, beta float32, cc *Tensor) {
+func (c *Backend) Gemm(transA, transB bool, batch, m, n, k int, alpha float32, a, b *engine.Tensor, beta float32, cc *engine.Tensor) {
 	as, bs, cs := f32(a), f32(b), f32(cc)
 	lda, ldb := k, n
 	if transA {

@@ -1,12 +1,12 @@
 //go:build amd64
 
-package engine
+package cpu
 
-import "golang.org/x/sys/cpu"
+import xcpu "golang.org/x/sys/cpu"
 
 // hasAVX2 says expAffine may use its AVX2/FMA kernel (decided once from
 // the CPU's features; never changed).
-var hasAVX2 = cpu.X86.HasAVX2 && cpu.X86.HasFMA
+var hasAVX2 = xcpu.X86.HasAVX2 && xcpu.X86.HasFMA
 
 // expAffineAVX2 computes dst[i] = exp(a*src[i] + b) eight elements at a
 // time for as many whole blocks of 8 of the n elements as it can, stopping

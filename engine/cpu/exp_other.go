@@ -1,6 +1,6 @@
 //go:build !amd64
 
-package engine
+package cpu
 
 // hasAVX2 is false off amd64: expAffine uses its Go loop.
 const hasAVX2 = false

@@ -1,7 +1,9 @@
-package engine
+package cpu
 
 import (
 	"math"
+
+	"github.com/gelo-research/geloattack/engine"
 )
 
 // reduceChunks is the fixed number of pieces a reduction is split into.
@@ -12,7 +14,7 @@ const reduceChunks = 16
 // parallelReduce runs fn over rows [0, n) in reduceChunks pieces, each adding
 // into its own zeroed partial of width elements, then adds the partials into
 // out in piece order.
-func (c *CPU) parallelReduce(n, rowCost, width int, out []float32, fn func(lo, hi int, acc []float32)) {
+func (c *Backend) parallelReduce(n, rowCost, width int, out []float32, fn func(lo, hi int, acc []float32)) {
 	pieces := min(n, reduceChunks)
 	if len(c.reduceBuf) < pieces*width {
 		c.reduceBuf = make([]float32, pieces*width)
@@ -32,8 +34,8 @@ func (c *CPU) parallelReduce(n, rowCost, width int, out []float32, fn func(lo, h
 }
 
 // RMSNorm: y = x * rstd * w per row, rstd = 1/sqrt(mean(x^2) + eps).
-func (c *CPU) RMSNorm(y, rstd, x, w *Tensor, eps float32) {
-	M, h := x.rows(), x.cols()
+func (c *Backend) RMSNorm(y, rstd, x, w *engine.Tensor, eps float32) {
+	M, h := x.Rows(), x.Cols()
 	xs, ys, rs, ws := f32(x), f32(y), f32(rstd), f32(w)
 	c.parallelRows(M, h, func(_, lo, hi int) {
 		for r := lo; r < hi; r++ {
@@ -53,8 +55,8 @@ func (c *CPU) RMSNorm(y, rstd, x, w *Tensor, eps float32) {
 
 // RMSNormBackward: with xhat = x*rstd and g = dy*w,
 // dx += rstd * (g - xhat * mean(g * xhat)), dw += sum_rows dy * xhat.
-func (c *CPU) RMSNormBackward(dx, dw, dy, x, w, rstd *Tensor) {
-	M, h := x.rows(), x.cols()
+func (c *Backend) RMSNormBackward(dx, dw, dy, x, w, rstd *engine.Tensor) {
+	M, h := x.Rows(), x.Cols()
 	xs, dys, rs, ws, dxs := f32(x), f32(dy), f32(rstd), f32(w), f32(dx)
 	body := func(lo, hi int, acc []float32) {
 		for r := lo; r < hi; r++ {
@@ -86,8 +88,8 @@ func (c *CPU) RMSNormBackward(dx, dw, dy, x, w, rstd *Tensor) {
 }
 
 // L2Normalize: y = x / max(||x||, eps), norm = ||x|| per row.
-func (c *CPU) L2Normalize(y, norm, x *Tensor, eps float32) {
-	M, e := x.rows(), x.cols()
+func (c *Backend) L2Normalize(y, norm, x *engine.Tensor, eps float32) {
+	M, e := x.Rows(), x.Cols()
 	xs, ys, ns := f32(x), f32(y), f32(norm)
 	c.parallelRows(M, e, func(_, lo, hi int) {
 		for r := lo; r < hi; r++ {
@@ -108,8 +110,8 @@ func (c *CPU) L2Normalize(y, norm, x *Tensor, eps float32) {
 
 // L2NormalizeBackward: dx += (dy - y (dy.y)) / ||x|| when ||x|| > eps, else
 // dy / eps (the clamp is constant there).
-func (c *CPU) L2NormalizeBackward(dx, dy, y, norm *Tensor, eps float32) {
-	M, e := y.rows(), y.cols()
+func (c *Backend) L2NormalizeBackward(dx, dy, y, norm *engine.Tensor, eps float32) {
+	M, e := y.Rows(), y.Cols()
 	dxs, dys, ys, ns := f32(dx), f32(dy), f32(y), f32(norm)
 	c.parallelRows(M, e, func(_, lo, hi int) {
 		for r := lo; r < hi; r++ {
@@ -133,16 +135,16 @@ func (c *CPU) L2NormalizeBackward(dx, dy, y, norm *Tensor, eps float32) {
 }
 
 // RowReduce: y[r] = LSE or norm of row r.
-func (c *CPU) RowReduce(op RowOp, y, x *Tensor) {
-	M, C := x.rows(), x.cols()
+func (c *Backend) RowReduce(op engine.RowOp, y, x *engine.Tensor) {
+	M, C := x.Rows(), x.Cols()
 	xs, ys := f32(x), f32(y)
 	c.parallelRows(M, C, func(_, lo, hi int) {
 		for r := lo; r < hi; r++ {
 			xr := xs[r*C : (r+1)*C]
 			switch op {
-			case RowLogSumExp:
+			case engine.RowLogSumExp:
 				ys[r] = logSumExp(xr, nil)
-			case RowNorm:
+			case engine.RowNorm:
 				var ss float64
 				for _, v := range xr {
 					ss += float64(v) * float64(v)
@@ -179,18 +181,18 @@ func logSumExp(x, mask []float32) float32 {
 
 // RowReduceBackward: LSE: dx += dy * exp(x - y); norm: dx += dy * x / y
 // (0 where the norm is 0).
-func (c *CPU) RowReduceBackward(op RowOp, dx, dy, x, y *Tensor) {
-	M, C := x.rows(), x.cols()
+func (c *Backend) RowReduceBackward(op engine.RowOp, dx, dy, x, y *engine.Tensor) {
+	M, C := x.Rows(), x.Cols()
 	xs, ys, dxs, dys := f32(x), f32(y), f32(dx), f32(dy)
 	c.parallelRows(M, C, func(_, lo, hi int) {
 		for r := lo; r < hi; r++ {
 			xr, dr, g, l := xs[r*C:(r+1)*C], dxs[r*C:(r+1)*C], dys[r], ys[r]
 			switch op {
-			case RowLogSumExp:
+			case engine.RowLogSumExp:
 				for j, v := range xr {
 					dr[j] += g * expf(v-l)
 				}
-			case RowNorm:
+			case engine.RowNorm:
 				if l == 0 {
 					continue
 				}
@@ -204,8 +206,8 @@ func (c *CPU) RowReduceBackward(op RowOp, dx, dy, x, y *Tensor) {
 }
 
 // ScaleRows: y[r, :] (+)= x[r, :] * s[r].
-func (c *CPU) ScaleRows(y, x, s *Tensor, accumulate bool) {
-	M, h := x.rows(), x.cols()
+func (c *Backend) ScaleRows(y, x, s *engine.Tensor, accumulate bool) {
+	M, h := x.Rows(), x.Cols()
 	xs, ys, ss := f32(x), f32(y), f32(s)
 	c.parallelRows(M, h, func(_, lo, hi int) {
 		for r := lo; r < hi; r++ {
@@ -242,8 +244,8 @@ func meanWeight(mask []float32, b, N int) float32 {
 }
 
 // MeanPool: y[b] = mean of the real rows of x[b].
-func (c *CPU) MeanPool(y, x, mask *Tensor) {
-	B, N, h := x.shape[0], x.shape[1], x.shape[2]
+func (c *Backend) MeanPool(y, x, mask *engine.Tensor) {
+	B, N, h := x.Dim(0), x.Dim(1), x.Dim(2)
 	xs, ys, ms := f32(x), f32(y), f32(mask)
 	c.parallelRows(B, N*h, func(_, lo, hi int) {
 		for b := lo; b < hi; b++ {
@@ -266,8 +268,8 @@ func (c *CPU) MeanPool(y, x, mask *Tensor) {
 }
 
 // MeanPoolBackward: dx[b, i] += dy[b] / count for real rows i.
-func (c *CPU) MeanPoolBackward(dx, dy, mask *Tensor) {
-	B, N, h := dx.shape[0], dx.shape[1], dx.shape[2]
+func (c *Backend) MeanPoolBackward(dx, dy, mask *engine.Tensor) {
+	B, N, h := dx.Dim(0), dx.Dim(1), dx.Dim(2)
 	dxs, dys, ms := f32(dx), f32(dy), f32(mask)
 	c.parallelRows(B, N*h, func(_, lo, hi int) {
 		for b := lo; b < hi; b++ {
@@ -286,8 +288,8 @@ func (c *CPU) MeanPoolBackward(dx, dy, mask *Tensor) {
 }
 
 // InfoNCE: y = mean_b (LSE_c s_bc - LSE_{p: pos_bp = 1} s_bp).
-func (c *CPU) InfoNCE(y, scores, pos *Tensor) {
-	B, C := scores.shape[0], scores.shape[1]
+func (c *Backend) InfoNCE(y, scores, pos *engine.Tensor) {
+	B, C := scores.Dim(0), scores.Dim(1)
 	ss, ps := f32(scores), f32(pos)
 	var total float64
 	for b := range B {
@@ -298,8 +300,8 @@ func (c *CPU) InfoNCE(y, scores, pos *Tensor) {
 }
 
 // InfoNCEBackward: ds_bc += dy/B * (softmax(s_b)_c - pos_bc softmax_P(s_b)_c).
-func (c *CPU) InfoNCEBackward(ds, dy, scores, pos *Tensor) {
-	B, C := scores.shape[0], scores.shape[1]
+func (c *Backend) InfoNCEBackward(ds, dy, scores, pos *engine.Tensor) {
+	B, C := scores.Dim(0), scores.Dim(1)
 	ss, ps, dss := f32(scores), f32(pos), f32(ds)
 	g := f32(dy)[0] / float32(B)
 	c.parallelRows(B, C, func(_, lo, hi int) {
@@ -318,42 +320,42 @@ func (c *CPU) InfoNCEBackward(ds, dy, scores, pos *Tensor) {
 }
 
 // Reduce: y = sum x or sum x^2 (accumulated in float64).
-func (c *CPU) Reduce(op ReduceOp, y, x *Tensor) {
+func (c *Backend) Reduce(op engine.ReduceOp, y, x *engine.Tensor) {
 	var s float64
 	switch op {
-	case ReduceSum:
+	case engine.ReduceSum:
 		s = c.sumHost(x, false)
-	case ReduceSumSquares:
+	case engine.ReduceSumSquares:
 		s = c.sumHost(x, true)
 	}
 	f32(y)[0] = float32(s)
 }
 
 // ReduceBackward: dx += dy (sum) or dx += 2 dy x (sum of squares).
-func (c *CPU) ReduceBackward(op ReduceOp, dx, dy, x *Tensor) {
+func (c *Backend) ReduceBackward(op engine.ReduceOp, dx, dy, x *engine.Tensor) {
 	g := f32(dy)[0]
 	switch op {
-	case ReduceSum:
+	case engine.ReduceSum:
 		d := f32(dx)
 		c.parallelElems(len(d), func(lo, hi int) {
 			for i := lo; i < hi; i++ {
 				d[i] += g
 			}
 		})
-	case ReduceSumSquares:
+	case engine.ReduceSumSquares:
 		c.Axpy(dx, 2*g, x)
 	}
 }
 
 // SumSquaresHost returns sum x^2 in float64.
-func (c *CPU) SumSquaresHost(x *Tensor) float64 {
+func (c *Backend) SumSquaresHost(x *engine.Tensor) float64 {
 	c.hostReads.Add(1)
 	return c.sumHost(x, true)
 }
 
 // sumHost sums x (or x^2) in float64, in reduceChunks pieces added in
 // order (bit-reproducible whatever the scheduling).
-func (c *CPU) sumHost(x *Tensor, squares bool) float64 {
+func (c *Backend) sumHost(x *engine.Tensor, squares bool) float64 {
 	xs := f32(x)
 	n := len(xs)
 	var parts [reduceChunks]float64
@@ -379,9 +381,9 @@ func (c *CPU) sumHost(x *Tensor, squares bool) float64 {
 }
 
 // Transpose: y (..., m, n) (+)= x (..., n, m)^T, batched over the leading dimension.
-func (c *CPU) Transpose(y, x *Tensor, accumulate bool) {
+func (c *Backend) Transpose(y, x *engine.Tensor, accumulate bool) {
 	n, m := x.Dim(-2), x.Dim(-1)
-	batch := x.size / max(1, n*m)
+	batch := x.Size() / max(1, n*m)
 	xs, ys := f32(x), f32(y)
 	// Rows of the output: batch*m, each gathering one column of x.
 	c.parallelRows(batch*m, n, func(_, lo, hi int) {
@@ -401,10 +403,10 @@ func (c *CPU) Transpose(y, x *Tensor, accumulate bool) {
 }
 
 // BroadcastAdd: y = x + col[..., i] + row[..., j].
-func (c *CPU) BroadcastAdd(y, x, col, row *Tensor) {
+func (c *Backend) BroadcastAdd(y, x, col, row *engine.Tensor) {
 	M, C := x.Dim(-2), x.Dim(-1)
 	xs, ys, cs, rs := f32(x), f32(y), f32(col), f32(row)
-	c.parallelRows(x.rows(), C, func(_, lo, hi int) {
+	c.parallelRows(x.Rows(), C, func(_, lo, hi int) {
 		for r := lo; r < hi; r++ { // r = b*M + i
 			b := r / M
 			xr, yr := xs[r*C:(r+1)*C], ys[r*C:(r+1)*C]
@@ -427,12 +429,12 @@ func (c *CPU) BroadcastAdd(y, x, col, row *Tensor) {
 
 // BroadcastAddBackward: dx += dy, dcol += row sums of dy, drow += column sums
 // of dy per batch element.
-func (c *CPU) BroadcastAddBackward(dx, dcol, drow, dy *Tensor) {
+func (c *Backend) BroadcastAddBackward(dx, dcol, drow, dy *engine.Tensor) {
 	M, C := dy.Dim(-2), dy.Dim(-1)
-	batch := dy.size / max(1, M*C)
+	batch := dy.Size() / max(1, M*C)
 	dys, dxs, dcs, drs := f32(dy), f32(dx), f32(dcol), f32(drow)
 	if dxs != nil || dcs != nil {
-		c.parallelRows(dy.rows(), C, func(_, lo, hi int) {
+		c.parallelRows(dy.Rows(), C, func(_, lo, hi int) {
 			for r := lo; r < hi; r++ {
 				gr := dys[r*C : (r+1)*C]
 				var s float32
@@ -463,13 +465,13 @@ func (c *CPU) BroadcastAddBackward(dx, dcol, drow, dy *Tensor) {
 }
 
 // PrependRow: y[b, 0] = row, y[b, 1:] = x[b].
-func (c *CPU) PrependRow(y, x, row *Tensor) {
+func (c *Backend) PrependRow(y, x, row *engine.Tensor) {
 	N1, h := y.Dim(-2), y.Dim(-1)
-	if y.ndim == 2 { // a mask (B, N+1) with a one-element row
+	if y.Rank() == 2 { // a mask (B, N+1) with a one-element row
 		h = 1
-		N1 = y.shape[1]
+		N1 = y.Dim(1)
 	}
-	B := y.shape[0]
+	B := y.Dim(0)
 	xs, ys, rs := f32(x), f32(y), f32(row)
 	c.parallelRows(B, N1*h, func(_, lo, hi int) {
 		for b := lo; b < hi; b++ {

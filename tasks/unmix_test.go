@@ -1,18 +1,14 @@
-package train
+package tasks
 
 import (
-	"context"
-	"io"
 	"math"
 	"math/rand/v2"
-	"slices"
 	"testing"
-
-	"gonum.org/v1/gonum/mat"
 
 	"github.com/gelo-research/geloattack/data"
 	"github.com/gelo-research/geloattack/data/gelo"
 	"github.com/gelo-research/geloattack/engine"
+	"github.com/gelo-research/geloattack/engine/cpu"
 	"github.com/gelo-research/geloattack/losses/ot"
 	"github.com/gelo-research/geloattack/models/settransformer"
 )
@@ -62,11 +58,15 @@ func unmixTestTask(t testing.TB, s *gelo.Sampler, ev UnmixEvalConfig) *Unmix {
 		Temperature: settransformer.DefaultTemperature}
 	loss := ot.DefaultConfig()
 	loss.Iters = 20
-	m, err := settransformer.NewUnmix(cfg, 1, settransformer.WithLoss(loss))
+	be, err := cpu.New(cpu.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return NewUnmix(m, s, loss, ev, 9)
+	task, err := NewUnmix(be, cfg, loss, s, ev, 9)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return task
 }
 
 // unmixTestBatch is batch index of split, drawn directly from the sampler.
@@ -209,130 +209,24 @@ func TestUnmixScoreOracle(t *testing.T) {
 	}
 }
 
-// TestUnmixRowPool: the pool holds distinct real rows of the split's texts under the right text
-// ids, draws never come from excluded texts, draws subtract the centring mean, and asking for more
-// rows than the pool has outside the excluded texts is an error.
-func TestUnmixRowPool(t *testing.T) {
-	c := unmixTestCorpus(t, 12)
-	d := unmixTestD
-	texts := []int{1, 3, 4, 7, 8, 10}
-	total := 0
-	for _, ti := range texts {
-		total += c.NumTokens(ti)
-	}
-	// corpusRow reports whether row is one of text id's rows minus center (nil: none), computed
-	// in float32 as the sampler centres.
-	corpusRow := func(id int64, row, center []float32) bool {
-		i, _ := c.IndexOf(id)
-		buf := make([]float32, c.NumTokens(i)*d)
-		if err := c.Rows(i, 0, c.NumTokens(i), buf); err != nil {
-			t.Fatal(err)
-		}
-		for j := range buf {
-			if center != nil {
-				buf[j] -= center[j%d]
-			}
-		}
-		for r := 0; r < c.NumTokens(i); r++ {
-			if slices.Equal(buf[r*d:(r+1)*d], row) {
-				return true
-			}
-		}
-		return false
-	}
-	p, err := buildRowPool(c, texts, 30, 5)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(p.text) != 30 {
-		t.Fatalf("pool of %d rows, want 30", len(p.text))
-	}
-	for r, id := range p.text {
-		if !corpusRow(id, p.rows[r*d:(r+1)*d], nil) {
-			t.Fatalf("pool row %d is not a row of its text %d", r, id)
-		}
-		for q := 0; q < r; q++ {
-			if slices.Equal(p.rows[q*d:(q+1)*d], p.rows[r*d:(r+1)*d]) {
-				t.Fatalf("pool rows %d and %d are the same row", q, r)
-			}
-		}
-	}
-	all, err := buildRowPool(c, texts, 10*total, 5)
-	if err != nil || len(all.text) != total {
-		t.Fatalf("pool larger than the split: %d rows (%v), want all %d", len(all.text), err, total)
-	}
-
-	excluded := []int64{c.TextID(3), c.TextID(8)}
-	allowed := p.outside(excluded)
-	center := make([]float32, d)
-	for j := range center {
-		center[j] = float32(j) - 3.5
-	}
-	rng := rand.New(rand.NewPCG(2, 2))
-	dst := mat.NewDense(len(allowed), d, nil)
-	if err := p.draw(rng, allowed, center, dst); err != nil {
-		t.Fatal(err)
-	}
-	for i := 0; i < len(allowed); i++ {
-		row := make([]float32, d)
-		for j, v := range dst.RawRowView(i) {
-			row[j] = float32(v)
-		}
-		found := false
-		for _, id := range p.text {
-			if corpusRow(id, row, center) {
-				found = true
-				if slices.Contains(excluded, id) {
-					t.Fatalf("drawn row %d comes from excluded text %d", i, id)
-				}
-			}
-		}
-		if !found {
-			t.Fatalf("drawn row %d is no corpus row minus the centring mean", i)
-		}
-	}
-	if err := p.draw(rng, allowed, nil, mat.NewDense(len(allowed)+1, d, nil)); err == nil {
-		t.Error("drew more rows than the pool has outside the excluded texts")
-	}
-}
-
-// TestUnmixInTrainLoop: the unmix task runs in the trainer end to end (steps, evaluation on both
-// splits, checkpoint) and its final evaluation carries the unmix metrics.
-func TestUnmixInTrainLoop(t *testing.T) {
-	s := unmixTestSampler(t, unmixTestCorpus(t, 30), false)
-	task := unmixTestTask(t, s, UnmixEvalConfig{PoolRows: 200})
-	o := DefaultOptions()
-	o.Steps, o.BatchSize, o.WarmupSteps, o.LogEvery, o.EvalEvery, o.EvalBatches, o.CkptEvery = 3, 2, 1, 1, 3, 1, 3
-	res, err := Train(context.Background(), Run{Dir: t.TempDir(), Options: o, Task: task, Sampler: s, Progress: io.Discard})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, split := range []string{"train", "val"} {
-		m := res.Final[split]
-		if _, ok := m["unmix_mass"]; !ok {
-			t.Errorf("%s: final metrics %v lack unmix_mass", split, m)
-		}
-	}
-}
-
 // TestUnmixStepReadsBackOnlyTheLoss: a training step hands exactly one value to the host, the total
 // loss; the loss terms (which never reach metrics.jsonl) stay on the device until LastParts asks
 // for them. On a GPU every read-back is a sync that drains the queue.
 func TestUnmixStepReadsBackOnlyTheLoss(t *testing.T) {
 	s := unmixTestSampler(t, unmixTestCorpus(t, 30), false)
 	task := unmixTestTask(t, s, UnmixEvalConfig{})
-	cpu, ok := task.Params().Data().Storage().Backend().(*engine.CPU)
+	cpuBe, ok := task.Params().Data().Storage().Backend().(*cpu.Backend)
 	if !ok {
 		t.Fatalf("test model is not on the CPU backend")
 	}
 	b := unmixTestBatch(t, s, data.Train, 0, 4)
 	for step := range 3 {
-		before := cpu.HostReads()
+		before := cpuBe.HostReads()
 		l, err := task.Step(b, int64(step))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if n := cpu.HostReads() - before; n != 1 {
+		if n := cpuBe.HostReads() - before; n != 1 {
 			t.Fatalf("step %d read %d values back to the host, want 1 (the loss)", step, n)
 		}
 		task.Params().ZeroGrad()

@@ -1,43 +1,52 @@
-package engine
+package cpu
 
 import (
+	"errors"
 	"fmt"
 	"runtime"
 	"sync"
 	"sync/atomic"
 
+	"github.com/gelo-research/geloattack/engine"
 	"github.com/gelo-research/geloattack/engine/blas"
 )
 
-// CPUConfig configures the CPU backend.
-type CPUConfig struct {
+// Config configures the CPU backend.
+type Config struct {
 	// Workers is the number of goroutines kernels run on; 0 means
 	// GOMAXPROCS. GEMMs are split across them with BLAS single-threaded:
-	// NewCPU sets the library's (process-wide) thread count to 1.
+	// New sets the library's (process-wide) thread count to 1.
 	Workers int
 	// BLAS is the GEMM library; nil means blas.Default() (OpenBLAS when it
 	// loads, else gonum).
 	BLAS *blas.Library
 }
 
-// CPU is the CPU backend: Go kernels parallel over rows on a fixed pool of
-// workers, GEMM through BLAS. It runs one kernel at a time (kernels called
-// from several goroutines are serialised).
-type CPU struct {
+// Backend is the CPU backend: Go kernels parallel over rows on a fixed pool
+// of workers, GEMM through BLAS. It runs one kernel at a time (kernels
+// called from several goroutines are serialised).
+type Backend struct {
 	lib       *blas.Library
 	workers   int
-	mu        sync.Mutex // one parallel section at a time: workers and scratch are shared
-	pool      *workerPool
+	mu        sync.Mutex  // one parallel section at a time: workers and scratch are shared
+	pool      *workerPool // nil after Close: kernels then run on the caller's goroutine
+	cleanup   runtime.Cleanup
+	closed    atomic.Bool
 	scratch   [][]float32  // per worker
 	reduceBuf []float32    // partial sums of parallelReduce, one row per piece
 	minWork   int          // work below which kernels stay on one goroutine (tests lower it)
 	hostReads atomic.Int64 // see HostReads
 }
 
-// NewCPU returns a CPU backend.
-func NewCPU(cfg CPUConfig) (*CPU, error) {
+// errClosed is Err's answer after Close: the backend still computes (its
+// memory is host memory) but serially, so a caller that keeps using it
+// learns why its steps are slow instead of waiting on a stopped pool.
+var errClosed = errors.New("engine/cpu: backend used after Close")
+
+// New returns a CPU backend; Close stops its workers.
+func New(cfg Config) (*Backend, error) {
 	if cfg.Workers < 0 {
-		return nil, fmt.Errorf("engine: CPU workers = %d: want >= 0", cfg.Workers)
+		return nil, fmt.Errorf("engine/cpu: workers = %d: want >= 0", cfg.Workers)
 	}
 	w := cfg.Workers
 	if w == 0 {
@@ -50,59 +59,100 @@ func NewCPU(cfg CPUConfig) (*CPU, error) {
 	// The workers are the parallelism; BLAS threads would compete with them
 	// (OpenBLAS's idle threads spin) and make sums depend on the split.
 	lib.SetThreads(1)
-	c := &CPU{lib: lib, workers: w, pool: newWorkerPool(w), scratch: make([][]float32, w), minWork: minParallel}
-	// Stop the pool's goroutines once the backend is unreachable.
-	runtime.AddCleanup(c, func(p *workerPool) { close(p.tasks) }, c.pool)
+	c := &Backend{lib: lib, workers: w, pool: newWorkerPool(w), scratch: make([][]float32, w), minWork: minParallel}
+	// A backend dropped without Close still stops its pool's goroutines once
+	// it is unreachable.
+	c.cleanup = runtime.AddCleanup(c, func(p *workerPool) { p.stop() }, c.pool)
 	return c, nil
 }
 
+// Close stops the worker goroutines. It is safe to call more than once; a
+// kernel called afterwards runs on the caller's goroutine and Err reports
+// the use after Close.
+func (c *Backend) Close() error {
+	c.mu.Lock() // waits for a kernel in flight
+	defer c.mu.Unlock()
+	if c.pool == nil {
+		return nil
+	}
+	c.cleanup.Stop()
+	c.pool.stop()
+	c.pool = nil
+	c.closed.Store(true)
+	return nil
+}
+
+// Err reports a use of the backend after Close (engine.Errer), nil before.
+func (c *Backend) Err() error {
+	if c.closed.Load() {
+		return errClosed
+	}
+	return nil
+}
+
+// SetMinWork sets the work (elements touched) below which kernels stay on
+// one goroutine; tests set 1 to exercise the parallel paths at small sizes.
+func (c *Backend) SetMinWork(n int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.minWork = n
+}
+
 // Name describes the backend.
-func (c *CPU) Name() string {
+func (c *Backend) Name() string {
 	return fmt.Sprintf("cpu (%d workers; %s)", c.workers, c.lib.Name())
 }
 
-// Workers is the number of worker goroutines.
-func (c *CPU) Workers() int { return c.workers }
+// BLAS is the GEMM library the kernels call.
+func (c *Backend) BLAS() *blas.Library { return c.lib }
 
-// cpuStorage is host memory.
-type cpuStorage struct {
-	be   *CPU
+// Workers is the number of worker goroutines.
+func (c *Backend) Workers() int { return c.workers }
+
+// storage is host memory.
+type storage struct {
+	be   *Backend
 	data []float32
 }
 
-func (s *cpuStorage) Backend() Backend { return s.be }
-func (s *cpuStorage) Len() int         { return len(s.data) }
+// Backend is the CPU backend that allocated the memory.
+func (s *storage) Backend() engine.Backend { return s.be }
+
+// Len is the number of float32 elements.
+func (s *storage) Len() int { return len(s.data) }
 
 // Alloc returns n zeroed float32 elements of host memory.
-func (c *CPU) Alloc(n int) (Storage, error) {
+func (c *Backend) Alloc(n int) (engine.Storage, error) {
 	if n < 0 {
-		return nil, fmt.Errorf("engine: cpu: allocate %d elements", n)
+		return nil, fmt.Errorf("engine/cpu: allocate %d elements", n)
 	}
-	return &cpuStorage{be: c, data: make([]float32, n)}, nil
+	return &storage{be: c, data: make([]float32, n)}, nil
 }
 
-// f32 is the tensor's elements as a Go slice (nil for a nil tensor).
-func f32(t *Tensor) []float32 {
+// f32 is the tensor's elements as a Go slice (nil for a nil tensor). The
+// Tape has checked that t lives on this backend.
+func f32(t *engine.Tensor) []float32 {
 	if t == nil {
 		return nil
 	}
-	return t.st.(*cpuStorage).data[t.off : t.off+t.size : t.off+t.size]
+	off, n := t.Offset(), t.Size()
+	return t.Storage().(*storage).data[off : off+n : off+n]
 }
 
 // Upload copies src into t (in parallel: a step's input is tens of MB).
-func (c *CPU) Upload(t *Tensor, src []float32) {
+func (c *Backend) Upload(t *engine.Tensor, src []float32) {
 	dst := f32(t)
 	c.parallelElems(len(dst), func(lo, hi int) { copy(dst[lo:hi], src[lo:hi]) })
 }
 
 // Download copies t into dst.
-func (c *CPU) Download(dst []float32, t *Tensor) {
+func (c *Backend) Download(dst []float32, t *engine.Tensor) {
 	c.hostReads.Add(1)
 	copy(dst, f32(t))
 }
 
 // DownloadRange copies len(dst) elements of t starting at off.
-func (c *CPU) DownloadRange(dst []float32, t *Tensor, off int) {
+func (c *Backend) DownloadRange(dst []float32, t *engine.Tensor, off int) {
 	c.hostReads.Add(1)
 	copy(dst, f32(t)[off:])
 }
@@ -112,10 +162,10 @@ func (c *CPU) DownloadRange(dst []float32, t *Tensor, off int) {
 // Item) and SumSquaresHost. On an asynchronous backend each is a sync that
 // stalls the queue, so tests count them here, on the CPU, to keep them off
 // a training step's path.
-func (c *CPU) HostReads() int64 { return c.hostReads.Load() }
+func (c *Backend) HostReads() int64 { return c.hostReads.Load() }
 
 // Fill sets every element of t to v.
-func (c *CPU) Fill(t *Tensor, v float32) {
+func (c *Backend) Fill(t *engine.Tensor, v float32) {
 	x := f32(t)
 	c.parallelElems(len(x), func(lo, hi int) {
 		s := x[lo:hi]
@@ -130,7 +180,7 @@ func (c *CPU) Fill(t *Tensor, v float32) {
 }
 
 // Axpy is y += alpha*x.
-func (c *CPU) Axpy(y *Tensor, alpha float32, x *Tensor) {
+func (c *Backend) Axpy(y *engine.Tensor, alpha float32, x *engine.Tensor) {
 	ys, xs := f32(y), f32(x)
 	c.parallelElems(len(ys), func(lo, hi int) {
 		yy, xx := ys[lo:hi], xs[lo:hi]
@@ -140,8 +190,8 @@ func (c *CPU) Axpy(y *Tensor, alpha float32, x *Tensor) {
 	})
 }
 
-// Copy2D copies or accumulates a strided block (see Backend.Copy2D).
-func (c *CPU) Copy2D(dst *Tensor, dstOff, dstLd int, src *Tensor, srcOff, srcLd int, rows, cols int, accumulate bool) {
+// Copy2D copies or accumulates a strided block (see engine.Backend.Copy2D).
+func (c *Backend) Copy2D(dst *engine.Tensor, dstOff, dstLd int, src *engine.Tensor, srcOff, srcLd int, rows, cols int, accumulate bool) {
 	d, s := f32(dst), f32(src)
 	if dstLd == 0 { // sum all rows into one: serial over rows, parallel over columns
 		c.parallelElems(cols, func(lo, hi int) {
@@ -184,7 +234,7 @@ func (c *CPU) Copy2D(dst *Tensor, dstOff, dstLd int, src *Tensor, srcOff, srcLd 
 }
 
 // scratchFor returns worker w's scratch space of at least n elements.
-func (c *CPU) scratchFor(w, n int) []float32 {
+func (c *Backend) scratchFor(w, n int) []float32 {
 	if len(c.scratch[w]) < n {
 		c.scratch[w] = make([]float32, n)
 	}
@@ -196,7 +246,7 @@ func (c *CPU) scratchFor(w, n int) []float32 {
 const minParallel = 1 << 14
 
 // parallelElems runs fn over [0, n) in contiguous chunks, one per worker.
-func (c *CPU) parallelElems(n int, fn func(lo, hi int)) {
+func (c *Backend) parallelElems(n int, fn func(lo, hi int)) {
 	c.parallelRows(n, 1, func(_, lo, hi int) { fn(lo, hi) })
 }
 
@@ -204,14 +254,14 @@ func (c *CPU) parallelElems(n int, fn func(lo, hi int)) {
 // that the workers take in turn (a few per worker, so that a worker delayed
 // by other processes does not hold the rest up). A worker may get several
 // chunks; rowCost (elements per row) decides whether to split at all.
-func (c *CPU) parallelRows(n, rowCost int, fn func(w, lo, hi int)) {
+func (c *Backend) parallelRows(n, rowCost int, fn func(w, lo, hi int)) {
 	if n == 0 {
 		return
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	w := min(c.workers, n)
-	if n*rowCost < c.minWork || w == 1 {
+	if n*rowCost < c.minWork || w == 1 || c.pool == nil {
 		fn(0, 0, n)
 		return
 	}
@@ -235,11 +285,13 @@ type workerPool struct {
 	wg    sync.WaitGroup
 }
 
+// poolTask is one call of run's function, for worker i.
 type poolTask struct {
 	fn func(int)
 	i  int
 }
 
+// newWorkerPool starts n-1 goroutines (the caller of run is the n-th).
 func newWorkerPool(n int) *workerPool {
 	p := &workerPool{tasks: make(chan poolTask, n)}
 	for range n - 1 {
@@ -253,6 +305,12 @@ func newWorkerPool(n int) *workerPool {
 	return p
 }
 
+// stop ends the goroutines once they finish their tasks; run must not be
+// called afterwards.
+func (p *workerPool) stop() { close(p.tasks) }
+
+// run calls fn(i) for i < n, fn(0) on the calling goroutine, and returns
+// when all are done.
 func (p *workerPool) run(n int, fn func(int)) {
 	p.wg.Add(n - 1)
 	for i := 1; i < n; i++ {

@@ -1,9 +1,13 @@
-package engine
+package cpu
 
-import "math"
+import (
+	"math"
+
+	"github.com/gelo-research/geloattack/engine"
+)
 
 // SwiGLU: y = g * sigmoid(g) * u.
-func (c *CPU) SwiGLU(y, gate, up *Tensor) {
+func (c *Backend) SwiGLU(y, gate, up *engine.Tensor) {
 	ys, gs, us := f32(y), f32(gate), f32(up)
 	c.parallelElems(len(ys), func(lo, hi int) {
 		yy, gg, uu := ys[lo:hi], gs[lo:hi], us[lo:hi]
@@ -20,7 +24,7 @@ const swigluBlock = 1024
 
 // SwiGLUBackward: with s = sigmoid(g): dg (+)= dy u s (1 + g (1 - s)),
 // du (+)= dy g s.
-func (c *CPU) SwiGLUBackward(dgate, dup, dy, gate, up *Tensor, accGate, accUp bool) {
+func (c *Backend) SwiGLUBackward(dgate, dup, dy, gate, up *engine.Tensor, accGate, accUp bool) {
 	dgs, dus, dys, gs, us := f32(dgate), f32(dup), f32(dy), f32(gate), f32(up)
 	c.parallelRows(len(dys), 1, func(w, lo, hi int) {
 		e := c.scratchFor(w, swigluBlock)
@@ -52,32 +56,32 @@ func (c *CPU) SwiGLUBackward(dgate, dup, dy, gate, up *Tensor, accGate, accUp bo
 }
 
 // Unary: y = f(x, c); y may alias x.
-func (c *CPU) Unary(op UnaryOp, y, x *Tensor, k float32) {
+func (c *Backend) Unary(op engine.UnaryOp, y, x *engine.Tensor, k float32) {
 	ys, xs := f32(y), f32(x)
 	c.parallelElems(len(ys), func(lo, hi int) {
 		yy, xx := ys[lo:hi], xs[lo:hi]
 		switch op {
-		case UnaryScale:
+		case engine.UnaryScale:
 			for i, v := range xx {
 				yy[i] = k * v
 			}
-		case UnaryAddScalar:
+		case engine.UnaryAddScalar:
 			for i, v := range xx {
 				yy[i] = v + k
 			}
-		case UnaryExp:
+		case engine.UnaryExp:
 			for i, v := range xx {
 				yy[i] = expf(v)
 			}
-		case UnaryLog:
+		case engine.UnaryLog:
 			for i, v := range xx {
 				yy[i] = float32(math.Log(float64(v)))
 			}
-		case UnarySquare:
+		case engine.UnarySquare:
 			for i, v := range xx {
 				yy[i] = v * v
 			}
-		case UnarySqrt:
+		case engine.UnarySqrt:
 			for i, v := range xx {
 				yy[i] = float32(math.Sqrt(float64(v)))
 			}
@@ -86,23 +90,23 @@ func (c *CPU) Unary(op UnaryOp, y, x *Tensor, k float32) {
 }
 
 // UnaryBackward accumulates dx from dy, x and the output y.
-func (c *CPU) UnaryBackward(op UnaryOp, dx, dy, x, y *Tensor, k float32) {
+func (c *Backend) UnaryBackward(op engine.UnaryOp, dx, dy, x, y *engine.Tensor, k float32) {
 	dxs, dys, xs, ys := f32(dx), f32(dy), f32(x), f32(y)
 	c.parallelElems(len(dxs), func(lo, hi int) {
 		for i := lo; i < hi; i++ {
 			g := dys[i]
 			switch op {
-			case UnaryScale:
+			case engine.UnaryScale:
 				dxs[i] += k * g
-			case UnaryAddScalar:
+			case engine.UnaryAddScalar:
 				dxs[i] += g
-			case UnaryExp:
+			case engine.UnaryExp:
 				dxs[i] += g * ys[i]
-			case UnaryLog:
+			case engine.UnaryLog:
 				dxs[i] += g / xs[i]
-			case UnarySquare:
+			case engine.UnarySquare:
 				dxs[i] += 2 * g * xs[i]
-			case UnarySqrt:
+			case engine.UnarySqrt:
 				dxs[i] += g / (2 * ys[i])
 			}
 		}
@@ -110,7 +114,7 @@ func (c *CPU) UnaryBackward(op UnaryOp, dx, dy, x, y *Tensor, k float32) {
 }
 
 // Binary: y = f(a, b), b of a's size or one element.
-func (c *CPU) Binary(op BinaryOp, y, a, b *Tensor) {
+func (c *Backend) Binary(op engine.BinaryOp, y, a, b *engine.Tensor) {
 	ys, as, bs := f32(y), f32(a), f32(b)
 	scalar := len(bs) == 1 && len(as) != 1
 	c.parallelElems(len(ys), func(lo, hi int) {
@@ -118,19 +122,19 @@ func (c *CPU) Binary(op BinaryOp, y, a, b *Tensor) {
 		if scalar {
 			bv := bs[0]
 			switch op {
-			case BinaryAdd:
+			case engine.BinaryAdd:
 				for i, v := range aa {
 					yy[i] = v + bv
 				}
-			case BinarySub:
+			case engine.BinarySub:
 				for i, v := range aa {
 					yy[i] = v - bv
 				}
-			case BinaryMul:
+			case engine.BinaryMul:
 				for i, v := range aa {
 					yy[i] = v * bv
 				}
-			case BinaryDiv:
+			case engine.BinaryDiv:
 				for i, v := range aa {
 					yy[i] = v / bv
 				}
@@ -139,19 +143,19 @@ func (c *CPU) Binary(op BinaryOp, y, a, b *Tensor) {
 		}
 		bb := bs[lo:hi]
 		switch op {
-		case BinaryAdd:
+		case engine.BinaryAdd:
 			for i, v := range aa {
 				yy[i] = v + bb[i]
 			}
-		case BinarySub:
+		case engine.BinarySub:
 			for i, v := range aa {
 				yy[i] = v - bb[i]
 			}
-		case BinaryMul:
+		case engine.BinaryMul:
 			for i, v := range aa {
 				yy[i] = v * bb[i]
 			}
-		case BinaryDiv:
+		case engine.BinaryDiv:
 			for i, v := range aa {
 				yy[i] = v / bb[i]
 			}
@@ -160,7 +164,7 @@ func (c *CPU) Binary(op BinaryOp, y, a, b *Tensor) {
 }
 
 // BinaryBackward accumulates da and db; a one-element b gets the sum.
-func (c *CPU) BinaryBackward(op BinaryOp, da, db, dy, a, b *Tensor) {
+func (c *Backend) BinaryBackward(op engine.BinaryOp, da, db, dy, a, b *engine.Tensor) {
 	das, dbs, dys, as, bs := f32(da), f32(db), f32(dy), f32(a), f32(b)
 	scalar := len(bs) == 1 && len(dys) != 1
 	bAt := func(i int) float32 {
@@ -169,17 +173,17 @@ func (c *CPU) BinaryBackward(op BinaryOp, da, db, dy, a, b *Tensor) {
 		}
 		return bs[i]
 	}
-	if das != nil && (op == BinaryAdd || op == BinarySub) {
+	if das != nil && (op == engine.BinaryAdd || op == engine.BinarySub) {
 		c.Axpy(da, 1, dy)
 	} else if das != nil {
 		c.parallelElems(len(dys), func(lo, hi int) {
 			for i := lo; i < hi; i++ {
 				switch op {
-				case BinaryAdd, BinarySub:
+				case engine.BinaryAdd, engine.BinarySub:
 					das[i] += dys[i]
-				case BinaryMul:
+				case engine.BinaryMul:
 					das[i] += dys[i] * bAt(i)
-				case BinaryDiv:
+				case engine.BinaryDiv:
 					das[i] += dys[i] / bAt(i)
 				}
 			}
@@ -190,20 +194,20 @@ func (c *CPU) BinaryBackward(op BinaryOp, da, db, dy, a, b *Tensor) {
 	}
 	grad := func(i int) float32 {
 		switch op {
-		case BinaryAdd:
+		case engine.BinaryAdd:
 			return dys[i]
-		case BinarySub:
+		case engine.BinarySub:
 			return -dys[i]
-		case BinaryMul:
+		case engine.BinaryMul:
 			return dys[i] * as[i]
 		default: // Div: d(a/b)/db = -a/b^2
 			bv := bAt(i)
 			return -dys[i] * as[i] / (bv * bv)
 		}
 	}
-	if !scalar && (op == BinaryAdd || op == BinarySub) {
+	if !scalar && (op == engine.BinaryAdd || op == engine.BinarySub) {
 		sign := float32(1)
-		if op == BinarySub {
+		if op == engine.BinarySub {
 			sign = -1
 		}
 		c.Axpy(db, sign, dy)
@@ -226,7 +230,7 @@ func (c *CPU) BinaryBackward(op BinaryOp, da, db, dy, a, b *Tensor) {
 
 // AdamW updates p in place (see AdamWStep), PyTorch's order: decay first,
 // then the Adam step with bias-corrected moments; g is zeroed.
-func (c *CPU) AdamW(p, g, m, v *Tensor, s AdamWStep) {
+func (c *Backend) AdamW(p, g, m, v *engine.Tensor, s engine.AdamWStep) {
 	ps, gs, ms, vs := f32(p), f32(g), f32(m), f32(v)
 	decay := 1 - s.LR*s.Decay
 	step := s.LR / s.BiasCorr1

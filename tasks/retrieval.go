@@ -1,4 +1,4 @@
-package train
+package tasks
 
 import (
 	"fmt"
@@ -9,9 +9,9 @@ import (
 
 	"github.com/gelo-research/geloattack/data"
 	"github.com/gelo-research/geloattack/data/gelo"
+	"github.com/gelo-research/geloattack/data/splitpool"
 	"github.com/gelo-research/geloattack/engine"
 	"github.com/gelo-research/geloattack/eval"
-	"github.com/gelo-research/geloattack/losses"
 	"github.com/gelo-research/geloattack/models/settransformer"
 )
 
@@ -27,8 +27,8 @@ type Retrieval struct {
 	mask           []float32 // reused (B, N) float mask
 }
 
-// NewRetrieval binds a retrieval model to the sampler's corpus. Extra negatives are drawn from a
-// stream seeded by (seed, step).
+// NewRetrieval binds a retrieval model to the sampler's corpus. Each step's extraNegatives extra
+// negative texts (splitpool.ExtraTexts) are drawn from a stream seeded by (seed, step).
 func NewRetrieval(m *settransformer.Model, s *gelo.Sampler, extraNegatives int, seed uint64) *Retrieval {
 	return &Retrieval{model: m, corpus: s.Corpus(), sampler: s, extraNegatives: extraNegatives, seed: seed}
 }
@@ -45,52 +45,31 @@ func (r *Retrieval) modelBatch(b *gelo.Batch) settransformer.Batch {
 	return settransformer.Batch{B: b.B, N: b.N, U: b.U, Mask: r.mask}
 }
 
-// floatMask writes a batch's row mask as 1/0 floats, the form the models take, into buf (grown
-// when too small) and returns it. mask: (B, N).
-func floatMask(buf []float32, mask []bool) []float32 {
-	if cap(buf) < len(mask) {
-		buf = make([]float32, len(mask))
-	}
-	buf = buf[:len(mask)]
-	for i, m := range mask {
-		buf[i] = 0
-		if m {
-			buf[i] = 1
-		}
-	}
-	return buf
-}
-
-// targets builds the in-batch candidate set (plus extra negatives drawn from rng when non-nil) and
-// each example's positive indices into it. cand: (C, e).
+// targets builds the in-batch candidate set (plus extra negatives drawn from rng when non-nil,
+// by splitpool's rule: distinct texts of the split outside the batch's positives) and each
+// example's positive indices into it. cand: (C, e).
 func (r *Retrieval) targets(b *gelo.Batch, rng *rand.Rand) (settransformer.Targets, error) {
-	pos := make([][]int64, b.B)
-	index := map[int64]int{} // text id -> corpus index
+	pos := make([][]int, b.B) // corpus indices of each example's positive texts
 	for i, ex := range b.Examples {
-		pos[i] = ex.Positives
-		for j, id := range ex.Positives {
-			index[id] = ex.PositiveIdx[j]
-		}
+		pos[i] = ex.PositiveIdx
 	}
-	var extra []int64
+	var extra []int
 	if rng != nil && r.extraNegatives > 0 {
-		texts := r.sampler.Texts(b.Examples[0].Split)
-		for k := 0; k < r.extraNegatives; k++ {
-			ci := texts[rng.IntN(len(texts))]
-			id := r.corpus.TextID(ci)
-			index[id] = ci
-			extra = append(extra, id)
+		var positives []int
+		for _, ps := range pos {
+			positives = append(positives, ps...)
 		}
+		extra = splitpool.ExtraTexts(rng, r.sampler.Texts(b.Examples[0].Split), positives, r.extraNegatives)
 	}
-	ids, p, err := losses.InBatchCandidates(pos, extra)
+	cands, p, err := splitpool.Candidates(pos, extra)
 	if err != nil {
 		return settransformer.Targets{}, err
 	}
 	e := r.corpus.E()
-	cand := make([]float32, len(ids)*e)
-	for c, id := range ids {
-		if err := r.corpus.TextEmbedding(index[id], cand[c*e:(c+1)*e]); err != nil {
-			return settransformer.Targets{}, fmt.Errorf("candidate text %d: %w", id, err)
+	cand := make([]float32, len(cands)*e)
+	for c, ti := range cands {
+		if err := r.corpus.TextEmbedding(ti, cand[c*e:(c+1)*e]); err != nil {
+			return settransformer.Targets{}, fmt.Errorf("candidate text %d: %w", r.corpus.TextID(ti), err)
 		}
 	}
 	return settransformer.Targets{Candidates: cand, Positives: p}, nil
@@ -151,14 +130,6 @@ func (ev *retrievalEval) Add(b *gelo.Batch) error {
 	return ev.acc.Add(scores, t.Positives)
 }
 
-// Metrics are the positive mass, top-1 and recall@|P| with chance levels and standard errors.
-func (ev *retrievalEval) Metrics() map[string]float64 {
-	res := ev.acc.Result()
-	out := map[string]float64{}
-	for name, m := range map[string]eval.Metric{"pos_mass": res.Mass, "top1": res.Top1, "recall": res.Recall} {
-		out[name] = m.Mean
-		out[name+"_chance"] = m.Chance
-		out[name+"_se"] = m.StdErr
-	}
-	return out
-}
+// Metrics are the positive mass, top-1 and recall@|P| with chance levels and standard errors
+// (keys: eval.RetrievalResult.Metrics).
+func (ev *retrievalEval) Metrics() map[string]float64 { return ev.acc.Result().Metrics() }

@@ -1,7 +1,9 @@
-package engine
+package cpu
 
 import (
 	"math"
+
+	"github.com/gelo-research/geloattack/engine"
 )
 
 // keyLayout describes which keys of one batch element take part: count real
@@ -68,7 +70,7 @@ type attnScratch struct {
 	idx    []int32
 }
 
-func (c *CPU) attnScratchFor(w, Nq, Nk, dh int) *attnScratch {
+func (c *Backend) attnScratchFor(w, Nq, Nk, dh int) *attnScratch {
 	buf := c.scratchFor(w, 2*Nq*Nk+4*Nk*dh)
 	a := &attnScratch{}
 	a.s, buf = buf[:Nq*Nk], buf[Nq*Nk:]
@@ -86,8 +88,8 @@ func (c *CPU) attnScratchFor(w, Nq, Nk, dh int) *attnScratch {
 // softmax, then O_j = P V_j by GEMM. Only real keys enter the products
 // (a prefix of the rows, or gathered into scratch), so padded rows never
 // influence the result, not even through NaN or Inf.
-func (c *CPU) Attention(o, lse, q, k, v, mask *Tensor, heads int) {
-	B, Nq, Nk, h := q.shape[0], q.shape[1], k.shape[1], q.shape[2]
+func (c *Backend) Attention(o, lse, q, k, v, mask *engine.Tensor, heads int) {
+	B, Nq, Nk, h := q.Dim(0), q.Dim(1), k.Dim(1), q.Dim(2)
 	dh := h / heads
 	scale := float32(1 / math.Sqrt(float64(dh)))
 	qs, ks, vs, os, ls, ms := f32(q), f32(k), f32(v), f32(o), f32(lse), f32(mask)
@@ -145,8 +147,8 @@ func softmaxRow(x []float32) float32 {
 // and accumulates dV += P^T dO, dS = P * (dO V^T - rowsum(dO * O)) * scale,
 // dQ += dS K, dK += dS^T Q, all by GEMM over the real keys only: padded
 // keys and values get exactly zero gradient.
-func (c *CPU) AttentionBackward(dq, dk, dv, do, q, k, v, mask, o, lse *Tensor, heads int) {
-	B, Nq, Nk, h := q.shape[0], q.shape[1], k.shape[1], q.shape[2]
+func (c *Backend) AttentionBackward(dq, dk, dv, do, q, k, v, mask, o, lse *engine.Tensor, heads int) {
+	B, Nq, Nk, h := q.Dim(0), q.Dim(1), k.Dim(1), q.Dim(2)
 	dh := h / heads
 	scale := float32(1 / math.Sqrt(float64(dh)))
 	qs, ks, vs, os, ls, ms := f32(q), f32(k), f32(v), f32(o), f32(lse), f32(mask)

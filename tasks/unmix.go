@@ -1,26 +1,19 @@
-package train
+package tasks
 
 import (
 	"fmt"
 	"math/rand/v2"
-	"slices"
-	"sort"
 
 	"gonum.org/v1/gonum/mat"
 
 	"github.com/gelo-research/geloattack/data"
 	"github.com/gelo-research/geloattack/data/gelo"
+	"github.com/gelo-research/geloattack/data/splitpool"
 	"github.com/gelo-research/geloattack/engine"
 	"github.com/gelo-research/geloattack/eval"
-	"github.com/gelo-research/geloattack/internal/sample"
 	"github.com/gelo-research/geloattack/losses/ot"
 	"github.com/gelo-research/geloattack/models/settransformer"
 )
-
-// DefaultUnmixPoolRows is the default size of a split's distractor pool: enough distinct rows
-// that the K-1 distractors of different targets rarely repeat, small enough (32 MiB at
-// d = 4096) to hold for both splits.
-const DefaultUnmixPoolRows = 2048
 
 // UnmixEvalConfig holds the settings of the SPEC §6 unmix metric.
 type UnmixEvalConfig struct {
@@ -29,7 +22,7 @@ type UnmixEvalConfig struct {
 	K int
 	// Tau is the softmax temperature over cosines (0: eval.DefaultUnmixTau).
 	Tau float64
-	// PoolRows is the number of rows of a split's distractor pool (0: DefaultUnmixPoolRows;
+	// PoolRows is the number of rows of a split's distractor pool (0: splitpool.DefaultRows;
 	// a split with fewer rows gives all of them).
 	PoolRows int
 }
@@ -40,22 +33,27 @@ type Unmix struct {
 	model   *settransformer.UnmixModel
 	sampler *gelo.Sampler
 	corpus  data.Corpus
-	loss    ot.Config
 	evalCfg UnmixEvalConfig
 	seed    uint64
 	mask    []float32 // reused (B, N) float mask
 	h       []float32 // reused (B, Nmax, d) clean rows
 	// pools holds each split's distractor rows, built on first use and then shared by every
 	// evaluator (they depend on the seed and the split alone).
-	pools map[data.Split]*rowPool
+	pools map[data.Split]*splitpool.Rows
 }
 
-// NewUnmix binds an unmixing model to the sampler's corpus. lossCfg is the unmix loss of every
-// step (a dustbin variant needs the model built with settransformer.WithLoss of it); evalCfg and
-// seed fix the distractor pools and draws of the evaluation.
-func NewUnmix(m *settransformer.UnmixModel, s *gelo.Sampler, lossCfg ot.Config, evalCfg UnmixEvalConfig, seed uint64) *Unmix {
-	return &Unmix{model: m, sampler: s, corpus: s.Corpus(), loss: lossCfg, evalCfg: evalCfg, seed: seed,
-		pools: map[data.Split]*rowPool{}}
+// NewUnmix builds the unmixing model of cfg on be, with parameters initialised from seed, for
+// training with the unmix loss (which the model checks once and keeps, registering the dustbin
+// score when the variant has one), and binds it to the sampler's corpus. The loss configuration
+// reaches the model here and nowhere else. evalCfg and seed fix the distractor pools and draws of
+// the evaluation.
+func NewUnmix(be engine.Backend, cfg settransformer.Config, loss ot.Config, s *gelo.Sampler, evalCfg UnmixEvalConfig, seed uint64) (*Unmix, error) {
+	m, err := settransformer.NewUnmixOn(be, cfg, seed, settransformer.WithLoss(loss))
+	if err != nil {
+		return nil, err
+	}
+	return &Unmix{model: m, sampler: s, corpus: s.Corpus(), evalCfg: evalCfg, seed: seed,
+		pools: map[data.Split]*splitpool.Rows{}}, nil
 }
 
 // Params is the model's parameter buffer.
@@ -108,7 +106,7 @@ func (u *Unmix) Step(b *gelo.Batch, _ int64) (float64, error) {
 	if err != nil {
 		return 0, err
 	}
-	total, err := u.model.ForwardBackward(u.modelBatch(b), t, u.loss)
+	total, err := u.model.ForwardBackward(u.modelBatch(b), t)
 	if err != nil {
 		return 0, err
 	}
@@ -121,15 +119,15 @@ func (u *Unmix) Step(b *gelo.Batch, _ int64) (float64, error) {
 func (u *Unmix) NewEvaluator() Evaluator { return &unmixEval{task: u} }
 
 // pool returns the split's distractor pool, building it on first use.
-func (u *Unmix) pool(split data.Split) (*rowPool, error) {
+func (u *Unmix) pool(split data.Split) (*splitpool.Rows, error) {
 	if p, ok := u.pools[split]; ok {
 		return p, nil
 	}
 	size := u.evalCfg.PoolRows
 	if size == 0 {
-		size = DefaultUnmixPoolRows
+		size = splitpool.DefaultRows
 	}
-	p, err := buildRowPool(u.corpus, u.sampler.Texts(split), size, u.seed^0x706f6f6c^uint64(split)<<56)
+	p, err := splitpool.NewRows(u.corpus, u.sampler.Texts(split), size, splitpool.RowsSeed(u.seed, split))
 	if err != nil {
 		return nil, fmt.Errorf("unmix distractor pool of split %s: %w", split, err)
 	}
@@ -173,113 +171,22 @@ func (u *Unmix) score(ex *gelo.Example, pred []float32, S int) (eval.UnmixReport
 		return eval.UnmixReport{}, err
 	}
 	d := ex.D
-	if p.d != d {
-		return eval.UnmixReport{}, fmt.Errorf("pool rows of width %d for an example of width %d", p.d, d)
+	if p.D() != d {
+		return eval.UnmixReport{}, fmt.Errorf("pool rows of width %d for an example of width %d", p.D(), d)
 	}
-	allowed := p.outside(ex.Positives)
+	allowed := p.Outside(ex.Positives)
 	rng := rand.New(rand.NewPCG(u.seed^0x756e6d69786576, uint64(ex.Split)<<56^uint64(ex.Index)))
 	random := mat.NewDense(S, d, nil)
-	if err := p.draw(rng, allowed, ex.CenterMean, random); err != nil {
+	if err := p.Draw(rng, allowed, ex.CenterMean, random); err != nil {
 		return eval.UnmixReport{}, fmt.Errorf("random rows: %w", err)
 	}
 	cfg := eval.UnmixConfig{K: u.evalCfg.K, Tau: u.evalCfg.Tau, Draw: func(_ int, dst *mat.Dense) error {
-		return p.draw(rng, allowed, ex.CenterMean, dst)
+		return p.Draw(rng, allowed, ex.CenterMean, dst)
 	}}
 	return eval.Unmix(mat.NewDense(S, d, widen(pred)), mat.NewDense(ex.NClean, d, widen(ex.H)), random, cfg)
 }
 
 // Metrics are the same-embedding mass with its chance level and standard error, the matched
-// cosines' mean and p95, and the same figures for random rows of other texts of the split.
-func (ev *unmixEval) Metrics() map[string]float64 {
-	r := ev.acc.Result()
-	return map[string]float64{
-		"unmix_mass": r.Mass.Mean, "unmix_mass_chance": r.Mass.Chance, "unmix_mass_se": r.Mass.StdErr,
-		"cos_mean": r.CosMean, "cos_p95": r.CosP95,
-		"random_mass": r.RandomMass.Mean, "random_mass_chance": r.RandomMass.Chance, "random_mass_se": r.RandomMass.StdErr,
-		"random_cos_mean": r.RandomCosMean, "random_cos_p95": r.RandomCosP95,
-	}
-}
-
-// rowPool is a seeded sample of token rows of one split's texts.
-type rowPool struct {
-	d    int
-	rows []float32 // (P, d)
-	text []int64   // (P): the text id of each row
-}
-
-// buildRowPool draws size distinct rows uniformly from all rows of texts (all of them when there
-// are no more), in corpus order.
-func buildRowPool(c data.Corpus, texts []int, size int, seed uint64) (*rowPool, error) {
-	if size < 1 {
-		return nil, fmt.Errorf("pool size %d, want >= 1", size)
-	}
-	start := make([]int, len(texts)+1) // start[i]: global index of the first row of texts[i]
-	for i, ti := range texts {
-		start[i+1] = start[i] + c.NumTokens(ti)
-	}
-	total := start[len(texts)]
-	if total == 0 {
-		return nil, fmt.Errorf("the split has no rows")
-	}
-	var picks []int
-	if total <= size {
-		picks = make([]int, total)
-		for i := range picks {
-			picks[i] = i
-		}
-	} else {
-		picks = sample.Distinct(rand.New(rand.NewPCG(seed, 0x64697374)), total, size)
-		slices.Sort(picks)
-	}
-	d := c.D()
-	p := &rowPool{d: d, rows: make([]float32, len(picks)*d), text: make([]int64, len(picks))}
-	for r, g := range picks {
-		i := sort.SearchInts(start, g+1) - 1 // the text holding global row g
-		if err := c.Rows(texts[i], g-start[i], 1, p.rows[r*d:(r+1)*d]); err != nil {
-			return nil, err
-		}
-		p.text[r] = c.TextID(texts[i])
-	}
-	return p, nil
-}
-
-// outside lists the pool rows whose text is not one of texts.
-func (p *rowPool) outside(texts []int64) []int {
-	out := make([]int, 0, len(p.text))
-	for r, id := range p.text {
-		if !slices.Contains(texts, id) {
-			out = append(out, r)
-		}
-	}
-	return out
-}
-
-// draw fills the rows of dst with distinct pool rows from allowed, minus center when not nil
-// (in float32, as the sampler centres H, so that a row equal to a target stays bit-identical).
-func (p *rowPool) draw(rng *rand.Rand, allowed []int, center []float32, dst *mat.Dense) error {
-	k, d := dst.Dims()
-	if d != p.d {
-		return fmt.Errorf("rows of width %d wanted from a pool of width %d", d, p.d)
-	}
-	if k > len(allowed) {
-		return fmt.Errorf("%d rows wanted, the pool has %d rows outside the example's texts (raise the pool size or the corpus)", k, len(allowed))
-	}
-	for i, a := range sample.Distinct(rng, len(allowed), k) {
-		src, row := p.rows[allowed[a]*d:(allowed[a]+1)*d], dst.RawRowView(i)
-		for j, v := range src {
-			if center != nil {
-				v -= center[j]
-			}
-			row[j] = float64(v)
-		}
-	}
-	return nil
-}
-
-func widen(v []float32) []float64 {
-	out := make([]float64, len(v))
-	for i, x := range v {
-		out[i] = float64(x)
-	}
-	return out
-}
+// cosines' mean and p95, and the same figures for random rows of other texts of the split (keys:
+// eval.UnmixSummary.Metrics).
+func (ev *unmixEval) Metrics() map[string]float64 { return ev.acc.Result().Metrics() }
