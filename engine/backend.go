@@ -80,6 +80,12 @@ type Backend interface {
 	// op(A_i): (m, k), op(B_i): (k, n), C_i: (m, n), matrices stored
 	// contiguously one after another.
 	Gemm(transA, transB bool, batch, m, n, k int, alpha float32, a, b *Tensor, beta float32, c *Tensor)
+	// GemmStrided is Gemm with the matrices of the batch strideA, strideB
+	// and strideC elements apart: A_i starts at element i*strideA of a. A
+	// stride of 0 uses one matrix in every product (one input shared by
+	// a stack of weights, as a fused q/k/v projection); strideC must keep
+	// the products' C_i apart (>= m*n).
+	GemmStrided(transA, transB bool, batch, m, n, k int, alpha float32, a *Tensor, strideA int, b *Tensor, strideB int, beta float32, c *Tensor, strideC int)
 
 	// RMSNorm: x: (M, h), w: (h) -> y: (M, h), rstd: (M) = 1/sqrt(mean x^2 + eps).
 	RMSNorm(y, rstd, x, w *Tensor, eps float32)

@@ -39,6 +39,14 @@ type Params struct {
 	data  *Tensor    // (total)
 	grad  *Tensor    // (total)
 	runs  []decayRun // the non-empty decay classes in buffer order, set by Alloc
+	// stacks are the views made by Stack, bound by Alloc.
+	stacks []paramStack
+}
+
+// paramStack is one Stack view: the tensor and the indices of its parts in views.
+type paramStack struct {
+	t     *Tensor
+	parts []int
 }
 
 // decayRun is a range of the buffer whose parameters share one decay flag.
@@ -109,6 +117,66 @@ func (p *Params) Alloc(be Backend) error {
 		t.st, t.off = ds, v.Offset
 		g := &Tensor{shape: t.shape, ndim: t.ndim, size: t.size, st: gs, off: v.Offset, name: t.name + ".grad", node: -1}
 		t.grad, t.gradReady = g, true
+	}
+	return p.bindStacks()
+}
+
+// Stack returns one tensor (P*rows, cols) that views P registered 2-D
+// parameters of equal shape (rows, cols) as one matrix, for Tape.LinearStack
+// (a fused q/k/v projection: one GEMM over the three weights). The parts keep
+// their names, checkpoint entries and optimiser state; the stack is no
+// parameter of its own (not in Views), only another view of their memory
+// and of their gradients. The parts must have been registered one after
+// another with the same decay, so that the layout puts them side by side;
+// Alloc checks that and returns the error, as it does Add's.
+func (p *Params) Stack(name string, parts ...*Tensor) *Tensor {
+	t := &Tensor{name: name, needGrad: true, param: true, node: -1}
+	if p.err != nil {
+		return t
+	}
+	if p.data != nil {
+		p.err = fmt.Errorf("engine: stack %q made after Alloc", name)
+		return t
+	}
+	idx := make([]int, len(parts))
+	for j, part := range parts {
+		i, ok := p.index[part.name]
+		if !ok || p.views[i].Tensor != part {
+			p.err = fmt.Errorf("engine: stack %q: part %q is not a parameter of this table", name, part.name)
+			return t
+		}
+		if part.ndim != 2 || part.shape != parts[0].shape {
+			p.err = fmt.Errorf("engine: stack %q: part %v: want 2-D parts of one shape (part 0 is %v)", name, part, parts[0])
+			return t
+		}
+		idx[j] = i
+	}
+	if len(parts) == 0 {
+		p.err = fmt.Errorf("engine: stack %q has no parts", name)
+		return t
+	}
+	t.ndim, t.size = 2, len(parts)*parts[0].size
+	t.shape[0], t.shape[1] = len(parts)*parts[0].shape[0], parts[0].shape[1]
+	p.stacks = append(p.stacks, paramStack{t: t, parts: idx})
+	return t
+}
+
+// bindStacks points every Stack view at its parts' memory, which layout must
+// have placed side by side.
+func (p *Params) bindStacks() error {
+	for _, s := range p.stacks {
+		first := p.views[s.parts[0]]
+		next := first.Offset
+		for _, i := range s.parts {
+			v := p.views[i]
+			if v.Offset != next {
+				return fmt.Errorf("engine: stack %q: %q does not follow the previous part in the buffer (register the parts one after another, with the same decay)", s.t.name, v.Name)
+			}
+			next += v.Size
+		}
+		s.t.st, s.t.off = p.data.st, first.Offset
+		g := &Tensor{shape: s.t.shape, ndim: 2, size: s.t.size, st: p.grad.st, off: first.Offset, name: s.t.name + ".grad", node: -1}
+		s.t.grad, s.t.gradReady = g, true
 	}
 	return nil
 }

@@ -288,6 +288,20 @@ func (tp *Tape) ensureGrad(t *Tensor) {
 	if t.grad != nil {
 		return
 	}
+	if t.node >= 0 && tp.nodes[t.node].op == opStackPart {
+		// A LinearStack part's gradient is its block of the stack's gradient:
+		// its consumers write it in place, where the stack's GEMMs read it.
+		s := tp.nodes[t.node].in[0]
+		tp.ensureGrad(s)
+		if tp.err != nil {
+			return
+		}
+		g := tp.newTensor()
+		g.shape, g.ndim, g.size, g.name = t.shape, t.ndim, t.size, t.name+".grad"
+		g.st, g.off, g.alias = s.grad.st, s.grad.off+(t.off-s.off), true
+		t.grad, t.gradReady = g, false
+		return
+	}
 	g := tp.newTensor()
 	g.shape, g.ndim, g.size, g.name = t.shape, t.ndim, t.size, t.name+".grad"
 	st, err := tp.grads.get(t.size)
@@ -388,7 +402,7 @@ func (p *gradPool) get(n int) (Storage, error) {
 }
 
 func (p *gradPool) put(g *Tensor) {
-	if g == nil || g.off != 0 {
+	if g == nil || g.off != 0 || g.alias {
 		return
 	}
 	c := g.st.Len()

@@ -34,7 +34,10 @@ type Tensor struct {
 	// gradReady says grad holds values (else it is a recycled buffer that
 	// the first backward kernel to reach it overwrites or zeroes).
 	gradReady bool
-	node      int // index of the producing tape node, -1 for leaves
+	// alias says the tensor is a view of another tensor's gradient (a
+	// LinearStack part's): its storage is not the gradient pool's to recycle.
+	alias bool
+	node  int // index of the producing tape node, -1 for leaves
 }
 
 // Shape returns the dimensions; the slice aliases the tensor: do not modify.

@@ -9,6 +9,14 @@ import "github.com/gelo-research/geloattack/engine"
 // by one sequential BLAS call whatever the scheduling, so results are
 // reproducible.
 func (c *Backend) Gemm(transA, transB bool, batch, m, n, k int, alpha float32, a, b *engine.Tensor, beta float32, cc *engine.Tensor) {
+	c.GemmStrided(transA, transB, batch, m, n, k, alpha, a, m*k, b, k*n, beta, cc, m*n)
+}
+
+// GemmStrided is Gemm with explicit strides between the batch's matrices
+// (see engine.Backend.GemmStrided); a zero stride shares one matrix. The
+// scheduling is Gemm's, so a product gives the same bits whether it is
+// made alone or in a strided batch.
+func (c *Backend) GemmStrided(transA, transB bool, batch, m, n, k int, alpha float32, a *engine.Tensor, sa int, b *engine.Tensor, sb int, beta float32, cc *engine.Tensor, sc int) {
 	as, bs, cs := f32(a), f32(b), f32(cc)
 	lda, ldb := k, n
 	if transA {
@@ -17,19 +25,20 @@ func (c *Backend) Gemm(transA, transB bool, batch, m, n, k int, alpha float32, a
 	if transB {
 		ldb = k
 	}
-	sa, sb, sc := m*k, k*n, m*n
+	// matrix i of x with stride st and size sz (a shared matrix when st is 0).
+	mat := func(x []float32, i, st, sz int) []float32 { return x[i*st : i*st+sz] }
 	// Below 16*minWork (2^18 by default) multiply-adds a product is not
 	// split: a split costs a hand-off and repacks B per worker.
 	if batch >= 2*c.workers || m*n*k < 16*c.minWork {
 		c.parallelRows(batch, m*n*k, func(_, lo, hi int) {
 			for i := lo; i < hi; i++ {
-				c.lib.Sgemm(transA, transB, m, n, k, alpha, as[i*sa:(i+1)*sa], lda, bs[i*sb:(i+1)*sb], ldb, beta, cs[i*sc:(i+1)*sc], n)
+				c.lib.Sgemm(transA, transB, m, n, k, alpha, mat(as, i, sa, m*k), lda, mat(bs, i, sb, k*n), ldb, beta, mat(cs, i, sc, m*n), n)
 			}
 		})
 		return
 	}
 	for i := range batch {
-		ai, bi, ci := as[i*sa:(i+1)*sa], bs[i*sb:(i+1)*sb], cs[i*sc:(i+1)*sc]
+		ai, bi, ci := mat(as, i, sa, m*k), mat(bs, i, sb, k*n), mat(cs, i, sc, m*n)
 		c.parallelRows(m, n*k, func(_, lo, hi int) {
 			aoff := lo * lda // rows lo..hi of op(A): rows of A, or its columns when transposed
 			if transA {

@@ -477,13 +477,35 @@ func (b *Backend) Gemm(transA, transB bool, batch, m, n, k int, alpha float32, a
 	b.gemm(transA, transB, batch, m, n, k, alpha, ptr(a), ptr(bm), beta, ptr(c))
 }
 
+// GemmStrided is engine.Backend.GemmStrided: one strided-batched cuBLAS call,
+// where a zero stride shares one matrix across the batch (a fused q/k/v
+// projection is one launch instead of three).
+func (b *Backend) GemmStrided(transA, transB bool, batch, m, n, k int, alpha float32, a *engine.Tensor, strideA int, bm *engine.Tensor, strideB int, beta float32, c *engine.Tensor, strideC int) {
+	if !b.begin() {
+		return
+	}
+	defer b.end()
+	b.gemmStrided(transA, transB, batch, m, n, k, alpha, ptr(a), strideA, ptr(bm), strideB, beta, ptr(c), strideC)
+}
+
 // gemm is Gemm on device addresses.
 func (b *Backend) gemm(transA, transB bool, batch, m, n, k int, alpha float32, a, bm DevicePtr, beta float32, c DevicePtr) {
+	b.gemmStrided(transA, transB, batch, m, n, k, alpha, a, m*k, bm, k*n, beta, c, m*n)
+}
+
+// gemmStrided is GemmStrided on device addresses.
+func (b *Backend) gemmStrided(transA, transB bool, batch, m, n, k int, alpha float32, a DevicePtr, strideA int, bm DevicePtr, strideB int, beta float32, c DevicePtr, strideC int) {
 	if batch == 0 || m == 0 || n == 0 {
 		return
 	}
 	if k == 0 { // C = beta C: cuBLAS may not touch C when k is 0
-		b.scaleInPlace(c, batch*m*n, beta)
+		if strideC == m*n {
+			b.scaleInPlace(c, batch*m*n, beta)
+		} else {
+			for i := range batch {
+				b.scaleInPlace(c+DevicePtr(4*i*strideC), m*n, beta)
+			}
+		}
 		return
 	}
 	b.calls++
@@ -499,13 +521,14 @@ func (b *Backend) gemm(transA, transB bool, batch, m, n, k int, alpha float32, a
 	if b.prec == PrecisionBF16 {
 		// Real bf16 inputs: cuBLAS's FAST_16BF compute type on fp32
 		// operands ran tf32 kernels (bit-identical results) on an H100.
-		a, bm = b.toBF16(slotA16, a, batch*m*k), b.toBF16(slotB16, bm, batch*k*n)
+		// The copies keep the strides: a shared matrix is rounded once.
+		a, bm = b.toBF16(slotA16, a, (batch-1)*strideA+m*k), b.toBF16(slotB16, bm, (batch-1)*strideB+k*n)
 		in = DataBFloat16
 	}
 	r, _, _ := purego.SyscallN(d.Blas.gemmSBEx, d.handle, uintptr(o1), uintptr(o2), uintptr(n), uintptr(m), uintptr(k),
-		uintptr(unsafe.Pointer(&d.alpha)), uintptr(bm), in, uintptr(ldb), uintptr(k*n),
-		uintptr(a), in, uintptr(lda), uintptr(m*k),
-		uintptr(unsafe.Pointer(&d.beta)), uintptr(c), DataFloat32, uintptr(ldc), uintptr(m*n),
+		uintptr(unsafe.Pointer(&d.alpha)), uintptr(bm), in, uintptr(ldb), uintptr(strideB),
+		uintptr(a), in, uintptr(lda), uintptr(strideA),
+		uintptr(unsafe.Pointer(&d.beta)), uintptr(c), DataFloat32, uintptr(ldc), uintptr(strideC),
 		uintptr(batch), uintptr(b.compute), uintptr(uint32(cublasGemmDefault&0xffffffff)))
 	b.fail(cublasCheck("cublasGemmStridedBatchedEx", int32(r)))
 }

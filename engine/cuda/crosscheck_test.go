@@ -395,6 +395,7 @@ var opCases = []opCase{
 	{"Axpy", caseAxpy},
 	{"Copy2D", caseCopy2D},
 	{"Gemm", caseGemm},
+	{"GemmStrided", caseGemmStrided},
 	{"RMSNorm", caseRMSNorm},
 	{"Attention", caseAttention},
 	{"SwiGLU", caseSwiGLU},
@@ -627,6 +628,35 @@ func caseGemm(h *harness) {
 			be.Gemm(false, true, 2, m, n, k, 1, T(a), T(b), 0, T(c))
 		})
 		h.allFinite("reference C", c.ref.ToHost(), nil)
+		h.out("C", c, h.tol.Gemm)
+	}
+}
+
+// caseGemmStrided: a shared A (stride 0: one input through a stack of weights, the fused q/k/v
+// forward), a shared B (the stack's weight gradient) and C blocks with a gap between them.
+func caseGemmStrided(h *harness) {
+	for _, s := range [][3]int{{7, 33, 5}, {385, 64, 384}} {
+		m, n, k := s[0], s[1], s[2]
+		const batch = 3
+		h.sub("GemmStrided shared A m,n,k=%d,%d,%d", m, n, k)
+		a, b, c := h.normal(m, k), h.normal(batch, n, k), h.normal(batch, m, n)
+		h.both(func(be engine.Backend, T func(*pair) *engine.Tensor) {
+			be.GemmStrided(false, true, batch, m, n, k, 1, T(a), 0, T(b), n*k, 0, T(c), m*n)
+		})
+		h.out("C", c, h.tol.Gemm)
+
+		h.sub("GemmStrided shared B, beta 1 m,n,k=%d,%d,%d", m, n, k)
+		a, b, c = h.normal(batch, k, m), h.normal(k, n), h.normal(batch, m, n)
+		h.both(func(be engine.Backend, T func(*pair) *engine.Tensor) {
+			be.GemmStrided(true, false, batch, m, n, k, 1, T(a), m*k, T(b), 0, 1, T(c), m*n)
+		})
+		h.out("C", c, h.tol.Gemm)
+
+		h.sub("GemmStrided C with gaps m,n,k=%d,%d,%d", m, n, k)
+		a, b, c = h.normal(batch, m, k), h.normal(batch, k, n), h.normal(batch, m+1, n)
+		h.both(func(be engine.Backend, T func(*pair) *engine.Tensor) {
+			be.GemmStrided(false, false, batch, m, n, k, 0.5, T(a), m*k, T(b), k*n, 0, T(c), (m+1)*n)
+		})
 		h.out("C", c, h.tol.Gemm)
 	}
 }

@@ -11,6 +11,8 @@ import (
 // attnWeights are one attention sub-block's projections (PyTorch layout, (out, in)).
 type attnWeights struct {
 	wq, wk, wv, wo *engine.Tensor // (h, h)
+	qkv            *engine.Tensor // (3h, h): wq, wk, wv viewed as one weight (engine.Params.Stack)
+	kv             *engine.Tensor // (2h, h): wk, wv viewed as one weight
 }
 
 // block is one pre-norm transformer block's weights (PyTorch layout, (out, in)).
@@ -103,7 +105,16 @@ func (b *block) feedForward(tp *engine.Tape, x *engine.Tensor, eps float32) *eng
 // forward is the projected multi-head attention of queries xq over keys and values from xkv
 // (self-attention when they are the same tensor): xq (B, Nq, h), xkv (B, Nk, h), keyMask (B, Nk)
 // or nil -> (B, Nq, h), the output projection applied.
+// The projections of one input are one strided GEMM over the stacked weights (q, k and v for
+// self-attention; k and v for cross-attention), with the gradients of three separate ones.
 func (w *attnWeights) forward(tp *engine.Tape, xq, xkv, keyMask *engine.Tensor, heads int) *engine.Tensor {
-	o := tp.Attention(tp.Linear(xq, w.wq), tp.Linear(xkv, w.wk), tp.Linear(xkv, w.wv), keyMask, heads)
+	var qkv [3]*engine.Tensor // (B, N, h) each
+	if xq == xkv {
+		tp.LinearStack(xq, w.qkv, qkv[:])
+	} else {
+		qkv[0] = tp.Linear(xq, w.wq)
+		tp.LinearStack(xkv, w.kv, qkv[1:])
+	}
+	o := tp.Attention(qkv[0], qkv[1], qkv[2], keyMask, heads)
 	return tp.Linear(o, w.wo)
 }

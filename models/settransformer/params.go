@@ -118,13 +118,18 @@ func (b *paramBuilder) alloc(be engine.Backend, seed uint64) error {
 
 // attn registers one attention sub-block's q, k, v and o projections under prefix (e.g.
 // "layers.3.attn"); outStd is the std of the output projection, which feeds the residual stream.
+// q, k and v are registered one after another, so the table can view them as one (3h, h) weight
+// for the fused projection (and k, v as one (2h, h) weight for cross-attention).
 func (b *paramBuilder) attn(prefix string, h int, outStd float64) attnWeights {
-	return attnWeights{
+	w := attnWeights{
 		wq: b.linear(prefix+".q_proj.weight", h, h, InitStd),
 		wk: b.linear(prefix+".k_proj.weight", h, h, InitStd),
 		wv: b.linear(prefix+".v_proj.weight", h, h, InitStd),
 		wo: b.linear(prefix+".o_proj.weight", h, h, outStd),
 	}
+	w.qkv = b.ps.Stack(prefix+".qkv_proj (stack)", w.wq, w.wk, w.wv)
+	w.kv = b.ps.Stack(prefix+".kv_proj (stack)", w.wk, w.wv)
+	return w
 }
 
 // block registers one pre-norm block under prefix (e.g. "layers.3."): self-attention, then, when

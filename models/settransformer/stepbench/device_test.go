@@ -27,6 +27,10 @@ func (f *fakeGPU) Gemm(transA, transB bool, batch, m, n, k int, alpha float32, a
 	f.flops += 2 * int64(batch) * int64(m) * int64(n) * int64(k)
 	f.Backend.Gemm(transA, transB, batch, m, n, k, alpha, a, b, beta, c)
 }
+func (f *fakeGPU) GemmStrided(transA, transB bool, batch, m, n, k int, alpha float32, a *engine.Tensor, sa int, b *engine.Tensor, sb int, beta float32, c *engine.Tensor, sc int) {
+	f.flops += 2 * int64(batch) * int64(m) * int64(n) * int64(k)
+	f.Backend.GemmStrided(transA, transB, batch, m, n, k, alpha, a, sa, b, sb, beta, c, sc)
+}
 
 func TestBenchOnDeviceReportsMemoryFLOPsAndMFU(t *testing.T) {
 	cpuBe, err := cpu.New(cpu.Config{})
