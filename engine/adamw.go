@@ -80,9 +80,9 @@ func (o *AdamW) StepCount() int { return o.step }
 // LR is the learning rate used by the last Step.
 func (o *AdamW) LR() float32 { return o.lr }
 
-// Step applies one AdamW update from the current gradients and leaves the
-// gradients zero (in the same pass), ready for the next Backward.
-func (o *AdamW) Step() {
+// next advances the step count and returns that step's scalars (Decay 0:
+// the caller sets it per decay class).
+func (o *AdamW) next() AdamWStep {
 	o.step++
 	lr := o.cfg.LR
 	if o.cfg.Schedule != nil {
@@ -90,11 +90,17 @@ func (o *AdamW) Step() {
 	}
 	o.lr = lr
 	t := float64(o.step)
-	s := AdamWStep{
+	return AdamWStep{
 		LR: lr, Beta1: o.cfg.Beta1, Beta2: o.cfg.Beta2, Eps: o.cfg.Eps,
 		BiasCorr1: float32(1 - math.Pow(float64(o.cfg.Beta1), t)),
 		BiasCorr2: float32(1 - math.Pow(float64(o.cfg.Beta2), t)),
 	}
+}
+
+// Step applies one AdamW update from the current gradients and leaves the
+// gradients zero (in the same pass), ready for the next Backward.
+func (o *AdamW) Step() {
+	s := o.next()
 	be := o.p.data.st.Backend()
 	// The update is elementwise, and Params lays each decay class out as
 	// one range, so a step is one kernel per class (two for a model with

@@ -11,49 +11,13 @@ import (
 	"github.com/gelo-research/geloattack/engine/cpu"
 	"github.com/gelo-research/geloattack/losses/ot"
 	"github.com/gelo-research/geloattack/models/settransformer"
+	"github.com/gelo-research/geloattack/tasks/taskstest"
 )
-
-const unmixTestD = 16
-
-// unmixTestCorpus is texts texts of 10 to 14 Gaussian rows of width 16 around a common offset
-// (so that centring matters).
-func unmixTestCorpus(t testing.TB, texts int) *data.MemCorpus {
-	t.Helper()
-	rng := rand.New(rand.NewPCG(7, 8))
-	c := data.NewMemCorpus(unmixTestD, 1)
-	offset := make([]float32, unmixTestD)
-	for j := range offset {
-		offset[j] = float32(2 * rng.NormFloat64())
-	}
-	for i := 0; i < texts; i++ {
-		rows := make([]float32, (10+rng.IntN(5))*unmixTestD)
-		for j := range rows {
-			rows[j] = offset[j%unmixTestD] + float32(rng.NormFloat64())
-		}
-		if err := c.Add(int64(500+i), rows, []float32{1}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return c
-}
-
-// unmixTestSampler gives sets of 2 positives x 4 window rows plus 2 gaussian shields (n = 10).
-func unmixTestSampler(t testing.TB, c data.Corpus, center bool) *gelo.Sampler {
-	t.Helper()
-	cfg := gelo.DefaultConfig()
-	cfg.Seed, cfg.ValFrac, cfg.Center = 3, 0.3, center
-	cfg.Positives, cfg.TokensPerText, cfg.ShieldRows = gelo.Fixed(2), gelo.Fixed(4), 2
-	s, err := gelo.NewSampler(c, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
 
 // unmixTestTask is a small unmix model with 8 slots (= n_clean) under a 20-iteration balanced loss.
 func unmixTestTask(t testing.TB, s *gelo.Sampler, ev UnmixEvalConfig) *Unmix {
 	t.Helper()
-	cfg := settransformer.Config{InputDim: unmixTestD, Hidden: 32, Layers: 2, Heads: 4, MLPHidden: 64,
+	cfg := settransformer.Config{InputDim: taskstest.UnmixD, Hidden: 32, Layers: 2, Heads: 4, MLPHidden: 64,
 		Eps: settransformer.DefaultEps, Task: settransformer.TaskUnmix, DecLayers: 1, Slots: 8,
 		Temperature: settransformer.DefaultTemperature}
 	loss := ot.DefaultConfig()
@@ -90,7 +54,7 @@ func unmixTestBatch(t testing.TB, s *gelo.Sampler, split data.Split, index int64
 // TestUnmixStepsReduceLoss: AdamW steps on one fixed batch drive the unmix loss well down, every
 // term is reported and finite, and the gradients stay finite.
 func TestUnmixStepsReduceLoss(t *testing.T) {
-	s := unmixTestSampler(t, unmixTestCorpus(t, 30), false)
+	s := taskstest.UnmixSampler(t, taskstest.UnmixCorpus(t, 30), false)
 	task := unmixTestTask(t, s, UnmixEvalConfig{})
 	opt, err := engine.NewAdamW(task.Params(), engine.AdamWConfig{LR: 3e-3, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.01})
 	if err != nil {
@@ -131,7 +95,7 @@ func TestUnmixStepsReduceLoss(t *testing.T) {
 // TestUnmixEvaluator: the evaluator reports every SPEC §6 key, finite, with the chance level
 // 1/K of a pool of Gaussian rows (no distractor duplicates a target), for K = 16 and K = 8.
 func TestUnmixEvaluator(t *testing.T) {
-	s := unmixTestSampler(t, unmixTestCorpus(t, 30), false)
+	s := taskstest.UnmixSampler(t, taskstest.UnmixCorpus(t, 30), false)
 	for _, k := range []int{0, 8} {
 		task := unmixTestTask(t, s, UnmixEvalConfig{K: k, PoolRows: 200})
 		ev := task.NewEvaluator()
@@ -171,9 +135,9 @@ func TestUnmixEvaluator(t *testing.T) {
 // mass near 1 and cosine 1, while random rows of other texts score near chance; with centring on,
 // the prediction is compared with centred distractors.
 func TestUnmixScoreOracle(t *testing.T) {
-	c := unmixTestCorpus(t, 30)
+	c := taskstest.UnmixCorpus(t, 30)
 	for _, center := range []bool{false, true} {
-		s := unmixTestSampler(t, c, center)
+		s := taskstest.UnmixSampler(t, c, center)
 		task := unmixTestTask(t, s, UnmixEvalConfig{PoolRows: 200})
 		ex, err := s.Example(data.Val, 5)
 		if err != nil {
@@ -213,7 +177,7 @@ func TestUnmixScoreOracle(t *testing.T) {
 // loss; the loss terms (which never reach metrics.jsonl) stay on the device until LastParts asks
 // for them. On a GPU every read-back is a sync that drains the queue.
 func TestUnmixStepReadsBackOnlyTheLoss(t *testing.T) {
-	s := unmixTestSampler(t, unmixTestCorpus(t, 30), false)
+	s := taskstest.UnmixSampler(t, taskstest.UnmixCorpus(t, 30), false)
 	task := unmixTestTask(t, s, UnmixEvalConfig{})
 	cpuBe, ok := task.Params().Data().Storage().Backend().(*cpu.Backend)
 	if !ok {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/gelo-research/geloattack/checkpoints"
 	"github.com/gelo-research/geloattack/engine"
+	"github.com/gelo-research/geloattack/tasks/taskstest"
 )
 
 // hostBackend is a minimal host-memory backend whose AdamW "kernel" fails from one call on, as
@@ -69,7 +70,7 @@ func (b *hostBackend) AdamW(p, g, m, v *engine.Tensor, s engine.AdamWStep) {
 // A device error raised during a step stops training at that step, names it and the error, and
 // leaves the last good checkpoint as the latest.
 func TestDeviceErrorStopsAtItsStep(t *testing.T) {
-	s := unmixTestSampler(t, unmixTestCorpus(t, 40), false)
+	s := taskstest.UnmixSampler(t, taskstest.UnmixCorpus(t, 40), false)
 	be := &hostBackend{failAt: 7} // one parameter tensor: AdamW call k is step k
 	ps := engine.NewParams()
 	w := ps.Add("w.weight", []int{2, 2}, true)
@@ -99,7 +100,7 @@ func TestDeviceErrorStopsAtItsStep(t *testing.T) {
 // A device error raised while a checkpoint is downloaded (here: by the download itself) is found
 // by the sync before the file is written: no checkpoint with corrupt weights is written.
 func TestDeviceErrorDuringCheckpointWritesNothing(t *testing.T) {
-	s := unmixTestSampler(t, unmixTestCorpus(t, 40), false)
+	s := taskstest.UnmixSampler(t, taskstest.UnmixCorpus(t, 40), false)
 	be := &hostBackend{failAt: math.MaxInt, failDownload: true}
 	ps := engine.NewParams()
 	w := ps.Add("w.weight", []int{2, 2}, true)

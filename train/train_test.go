@@ -17,6 +17,7 @@ import (
 	"github.com/gelo-research/geloattack/engine"
 	"github.com/gelo-research/geloattack/engine/cpu"
 	"github.com/gelo-research/geloattack/tasks"
+	"github.com/gelo-research/geloattack/tasks/taskstest"
 )
 
 // fakeTask has one parameter whose gradient is 1 and a constant loss; its evaluator calls onEval.
@@ -69,7 +70,7 @@ func (e *fakeEval) Metrics() map[string]float64 { return map[string]float64{"n":
 // An interrupt that arrives during an evaluation lets it finish, then checkpoints at the next step
 // boundary: the run stops with ErrInterrupted and the evaluation's lines are all written.
 func TestInterruptDuringEvaluationFinishesItAndCheckpoints(t *testing.T) {
-	s := unmixTestSampler(t, unmixTestCorpus(t, 40), false)
+	s := taskstest.UnmixSampler(t, taskstest.UnmixCorpus(t, 40), false)
 	task := newFakeTask(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -99,7 +100,7 @@ func TestInterruptDuringEvaluationFinishesItAndCheckpoints(t *testing.T) {
 
 // A NaN loss stops the run naming the step, and leaves the last good checkpoint as the latest.
 func TestNaNLossStopsAndKeepsLastCheckpoint(t *testing.T) {
-	s := unmixTestSampler(t, unmixTestCorpus(t, 40), false)
+	s := taskstest.UnmixSampler(t, taskstest.UnmixCorpus(t, 40), false)
 	task := &nanAfter{fakeTask: newFakeTask(t), at: 7}
 	dir := t.TempDir()
 	opts := DefaultOptions()
@@ -131,7 +132,7 @@ func (n *nanAfter) Step(b *gelo.Batch, step int64) (float64, error) {
 // step of gradient 1 (no clipping) the checkpointed moments are m = g = 1 and v = g^2 = 1, where
 // the defaults would give 0.1 and 0.05.
 func TestTrainUsesZeroBetas(t *testing.T) {
-	s := unmixTestSampler(t, unmixTestCorpus(t, 40), false)
+	s := taskstest.UnmixSampler(t, taskstest.UnmixCorpus(t, 40), false)
 	dir := t.TempDir()
 	opts := DefaultOptions()
 	opts.Steps, opts.BatchSize, opts.WarmupSteps, opts.GradClip = 1, 2, 0, 0
@@ -196,7 +197,7 @@ func (e scoredEval) Metrics() map[string]float64 {
 // run carries them on: a run interrupted at step 9 and resumed finishes with the best of all its
 // evaluations, including those before the interruption.
 func TestCheckpointRecordsSeedAndBest(t *testing.T) {
-	s := unmixTestSampler(t, unmixTestCorpus(t, 40), false)
+	s := taskstest.UnmixSampler(t, taskstest.UnmixCorpus(t, 40), false)
 	for _, key := range []string{"pos_mass", "unmix_mass"} {
 		dir := t.TempDir()
 		opts := DefaultOptions()
@@ -257,7 +258,7 @@ func latest(t *testing.T, dir string) *checkpoints.Checkpoint {
 // reads none itself: resumed from another run's step-4 checkpoint in a directory that holds no
 // checkpoint, it writes at step 8 exactly the weights, moments and step of the run it came from.
 func TestResumeRestoresTheCheckpointItIsHanded(t *testing.T) {
-	s := unmixTestSampler(t, unmixTestCorpus(t, 40), false)
+	s := taskstest.UnmixSampler(t, taskstest.UnmixCorpus(t, 40), false)
 	opts := DefaultOptions()
 	opts.Steps, opts.BatchSize, opts.WarmupSteps = 8, 2, 0
 	opts.LogEvery, opts.EvalEvery, opts.EvalBatches, opts.CkptEvery, opts.KeepCkpts = 4, 4, 1, 4, 10
