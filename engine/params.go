@@ -113,10 +113,7 @@ func (p *Params) Alloc(be Backend) error {
 	p.grad = &Tensor{st: gs, ndim: 1, size: p.total, name: "params.grad", node: -1}
 	p.grad.shape[0] = p.total
 	for _, v := range p.views {
-		t := v.Tensor
-		t.st, t.off = ds, v.Offset
-		g := &Tensor{shape: t.shape, ndim: t.ndim, size: t.size, st: gs, off: v.Offset, name: t.name + ".grad", node: -1}
-		t.grad, t.gradReady = g, true
+		p.bind(v.Tensor, v.Offset)
 	}
 	return p.bindStacks()
 }
@@ -138,6 +135,10 @@ func (p *Params) Stack(name string, parts ...*Tensor) *Tensor {
 		p.err = fmt.Errorf("engine: stack %q made after Alloc", name)
 		return t
 	}
+	if len(parts) == 0 {
+		p.err = fmt.Errorf("engine: stack %q has no parts", name)
+		return t
+	}
 	idx := make([]int, len(parts))
 	for j, part := range parts {
 		i, ok := p.index[part.name]
@@ -151,14 +152,18 @@ func (p *Params) Stack(name string, parts ...*Tensor) *Tensor {
 		}
 		idx[j] = i
 	}
-	if len(parts) == 0 {
-		p.err = fmt.Errorf("engine: stack %q has no parts", name)
-		return t
-	}
 	t.ndim, t.size = 2, len(parts)*parts[0].size
 	t.shape[0], t.shape[1] = len(parts)*parts[0].shape[0], parts[0].shape[1]
 	p.stacks = append(p.stacks, paramStack{t: t, parts: idx})
 	return t
+}
+
+// bind points t at element off of the parameter buffer and gives it the
+// gradient view at the same place of the gradient buffer.
+func (p *Params) bind(t *Tensor, off int) {
+	t.st, t.off = p.data.st, off
+	g := &Tensor{shape: t.shape, ndim: t.ndim, size: t.size, st: p.grad.st, off: off, name: t.name + ".grad", node: -1}
+	t.grad, t.gradReady = g, true
 }
 
 // bindStacks points every Stack view at its parts' memory, which layout must
@@ -174,9 +179,7 @@ func (p *Params) bindStacks() error {
 			}
 			next += v.Size
 		}
-		s.t.st, s.t.off = p.data.st, first.Offset
-		g := &Tensor{shape: s.t.shape, ndim: 2, size: s.t.size, st: p.grad.st, off: first.Offset, name: s.t.name + ".grad", node: -1}
-		s.t.grad, s.t.gradReady = g, true
+		p.bind(s.t, first.Offset)
 	}
 	return nil
 }

@@ -9,24 +9,13 @@ import (
 	"github.com/gelo-research/geloattack/data/gelo"
 	"github.com/gelo-research/geloattack/engine"
 	"github.com/gelo-research/geloattack/engine/cpu"
-	"github.com/gelo-research/geloattack/losses/ot"
-	"github.com/gelo-research/geloattack/models/settransformer"
 	"github.com/gelo-research/geloattack/tasks/taskstest"
 )
 
 // unmixTestTask is a small unmix model with 8 slots (= n_clean) under a 20-iteration balanced loss.
 func unmixTestTask(t testing.TB, s *gelo.Sampler, ev UnmixEvalConfig) *Unmix {
 	t.Helper()
-	cfg := settransformer.Config{InputDim: taskstest.UnmixD, Hidden: 32, Layers: 2, Heads: 4, MLPHidden: 64,
-		Eps: settransformer.DefaultEps, Task: settransformer.TaskUnmix, DecLayers: 1, Slots: 8,
-		Temperature: settransformer.DefaultTemperature}
-	loss := ot.DefaultConfig()
-	loss.Iters = 20
-	be, err := cpu.New(cpu.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	task, err := NewUnmix(be, cfg, loss, s, ev, 9)
+	task, err := NewUnmix(taskstest.CPU(t), taskstest.UnmixModel(), taskstest.UnmixLoss(), s, ev, 9)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,9 +6,6 @@ import (
 	"testing"
 
 	"github.com/gelo-research/geloattack/data/gelo"
-	"github.com/gelo-research/geloattack/engine/cpu"
-	"github.com/gelo-research/geloattack/losses/ot"
-	"github.com/gelo-research/geloattack/models/settransformer"
 	"github.com/gelo-research/geloattack/tasks"
 	"github.com/gelo-research/geloattack/tasks/taskstest"
 )
@@ -16,16 +13,7 @@ import (
 // unmixTestTask is a small unmix model with 8 slots (= n_clean) under a 20-iteration balanced loss.
 func unmixTestTask(t testing.TB, s *gelo.Sampler, ev tasks.UnmixEvalConfig) *tasks.Unmix {
 	t.Helper()
-	cfg := settransformer.Config{InputDim: taskstest.UnmixD, Hidden: 32, Layers: 2, Heads: 4, MLPHidden: 64,
-		Eps: settransformer.DefaultEps, Task: settransformer.TaskUnmix, DecLayers: 1, Slots: 8,
-		Temperature: settransformer.DefaultTemperature}
-	loss := ot.DefaultConfig()
-	loss.Iters = 20
-	be, err := cpu.New(cpu.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	task, err := tasks.NewUnmix(be, cfg, loss, s, ev, 9)
+	task, err := tasks.NewUnmix(taskstest.CPU(t), taskstest.UnmixModel(), taskstest.UnmixLoss(), s, ev, 9)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -51,16 +51,6 @@ func NewLoss(cfg Config) (Loss, error) {
 // Config is the loss's configuration.
 func (l Loss) Config() Config { return l.cfg }
 
-// Unmix records the unmix loss of SPEC §5 on tp under cfg (checked on every call; a training
-// loop makes a Loss once and calls its Record).
-func Unmix(tp *engine.Tape, cfg Config, in Batch) (Parts, error) {
-	l, err := NewLoss(cfg)
-	if err != nil {
-		return Parts{}, err
-	}
-	return l.Record(tp, in)
-}
-
 // Record records the unmix loss of SPEC §5 on tp: w_cyc L_cyc + w_ot L_OT + lambda_a
 // ||A_hat||_F^2/(n_obs S) + w_norm (mean ||h_hat|| - mean ||h||)^2/m^2. Terms with weight 0
 // are skipped, so their inputs may be nil (AHat and UObs when w_cyc and lambda_a are 0).

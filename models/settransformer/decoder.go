@@ -50,9 +50,9 @@ func (d *Decoder) Forward(tp *engine.Tape, enc, mask *engine.Tensor) *engine.Ten
 	for i := range d.layers {
 		b := &d.layers[i]
 		a := tp.RMSNorm(z, b.attnNorm, d.eps)
-		z = tp.Add(z, b.attn.forward(tp, a, a, nil, d.heads)) // every slot is real
+		z = tp.Add(z, b.attn.selfAttend(tp, a, nil, d.heads)) // every slot is real
 		c := tp.RMSNorm(z, b.crossNorm, d.eps)
-		z = tp.Add(z, b.cross.forward(tp, c, enc, mask, d.heads))
+		z = tp.Add(z, b.cross.crossAttend(tp, c, enc, mask, d.heads))
 		z = b.feedForward(tp, z, d.eps)
 	}
 	return tp.RMSNorm(z, d.norm, d.eps)

@@ -9,10 +9,11 @@ import (
 )
 
 // attnWeights are one attention sub-block's projections (PyTorch layout, (out, in)).
+// The projections of one input are one weight (engine.Params.Stack of the named parameters).
 type attnWeights struct {
-	wq, wk, wv, wo *engine.Tensor // (h, h)
-	qkv            *engine.Tensor // (3h, h): wq, wk, wv viewed as one weight (engine.Params.Stack)
-	kv             *engine.Tensor // (2h, h): wk, wv viewed as one weight
+	in *engine.Tensor // self-attention: q, k, v as (3h, h); cross-attention: k, v as (2h, h)
+	wq *engine.Tensor // (h, h): cross-attention's query projection; nil for self-attention
+	wo *engine.Tensor // (h, h)
 }
 
 // block is one pre-norm transformer block's weights (PyTorch layout, (out, in)).
@@ -91,7 +92,7 @@ func (e *Encoder) run(tp *engine.Tape, x, keyMask *engine.Tensor) *engine.Tensor
 // x: (B, n, h) -> (B, n, h).
 func (b *block) forward(tp *engine.Tape, x, keyMask *engine.Tensor, heads int, eps float32) *engine.Tensor {
 	a := tp.RMSNorm(x, b.attnNorm, eps)
-	x = tp.Add(x, b.attn.forward(tp, a, a, keyMask, heads))
+	x = tp.Add(x, b.attn.selfAttend(tp, a, keyMask, heads))
 	return b.feedForward(tp, x, eps)
 }
 
@@ -102,19 +103,21 @@ func (b *block) feedForward(tp *engine.Tape, x *engine.Tensor, eps float32) *eng
 	return tp.Add(x, tp.Linear(act, b.down))
 }
 
-// forward is the projected multi-head attention of queries xq over keys and values from xkv
-// (self-attention when they are the same tensor): xq (B, Nq, h), xkv (B, Nk, h), keyMask (B, Nk)
-// or nil -> (B, Nq, h), the output projection applied.
-// The projections of one input are one strided GEMM over the stacked weights (q, k and v for
-// self-attention; k and v for cross-attention), with the gradients of three separate ones.
-func (w *attnWeights) forward(tp *engine.Tape, xq, xkv, keyMask *engine.Tensor, heads int) *engine.Tensor {
+// selfAttend is projected multi-head self-attention over x: x (B, N, h), keyMask (B, N) or nil ->
+// (B, N, h), the output projection applied. q, k and v are one strided GEMM over the stacked
+// weights (Tape.LinearStack), with the gradients of three separate projections.
+func (w *attnWeights) selfAttend(tp *engine.Tape, x, keyMask *engine.Tensor, heads int) *engine.Tensor {
 	var qkv [3]*engine.Tensor // (B, N, h) each
-	if xq == xkv {
-		tp.LinearStack(xq, w.qkv, qkv[:])
-	} else {
-		qkv[0] = tp.Linear(xq, w.wq)
-		tp.LinearStack(xkv, w.kv, qkv[1:])
-	}
-	o := tp.Attention(qkv[0], qkv[1], qkv[2], keyMask, heads)
-	return tp.Linear(o, w.wo)
+	tp.LinearStack(x, w.in, qkv[:])
+	return tp.Linear(tp.Attention(qkv[0], qkv[1], qkv[2], keyMask, heads), w.wo)
+}
+
+// crossAttend is projected multi-head attention of queries xq over keys and values from xkv:
+// xq (B, Nq, h), xkv (B, Nk, h), keyMask (B, Nk) or nil -> (B, Nq, h), the output projection
+// applied. k and v are one strided GEMM over the stacked weights.
+func (w *attnWeights) crossAttend(tp *engine.Tape, xq, xkv, keyMask *engine.Tensor, heads int) *engine.Tensor {
+	q := tp.Linear(xq, w.wq) // (B, Nq, h)
+	var kv [2]*engine.Tensor // (B, Nk, h) each
+	tp.LinearStack(xkv, w.in, kv[:])
+	return tp.Linear(tp.Attention(q, kv[0], kv[1], keyMask, heads), w.wo)
 }

@@ -118,17 +118,19 @@ func (b *paramBuilder) alloc(be engine.Backend, seed uint64) error {
 
 // attn registers one attention sub-block's q, k, v and o projections under prefix (e.g.
 // "layers.3.attn"); outStd is the std of the output projection, which feeds the residual stream.
-// q, k and v are registered one after another, so the table can view them as one (3h, h) weight
-// for the fused projection (and k, v as one (2h, h) weight for cross-attention).
-func (b *paramBuilder) attn(prefix string, h int, outStd float64) attnWeights {
-	w := attnWeights{
-		wq: b.linear(prefix+".q_proj.weight", h, h, InitStd),
-		wk: b.linear(prefix+".k_proj.weight", h, h, InitStd),
-		wv: b.linear(prefix+".v_proj.weight", h, h, InitStd),
-		wo: b.linear(prefix+".o_proj.weight", h, h, outStd),
+// q, k and v are registered one after another, so the table can view the projections of one
+// input as one weight for the fused projection: q, k, v as (3h, h) for self-attention, k, v as
+// (2h, h) for cross-attention (whose queries come from another input).
+func (b *paramBuilder) attn(prefix string, h int, outStd float64, cross bool) attnWeights {
+	wq := b.linear(prefix+".q_proj.weight", h, h, InitStd)
+	wk := b.linear(prefix+".k_proj.weight", h, h, InitStd)
+	wv := b.linear(prefix+".v_proj.weight", h, h, InitStd)
+	w := attnWeights{wo: b.linear(prefix+".o_proj.weight", h, h, outStd)}
+	if cross {
+		w.wq, w.in = wq, b.ps.Stack(prefix+".kv_proj (stack)", wk, wv)
+	} else {
+		w.in = b.ps.Stack(prefix+".qkv_proj (stack)", wq, wk, wv)
 	}
-	w.qkv = b.ps.Stack(prefix+".qkv_proj (stack)", w.wq, w.wk, w.wv)
-	w.kv = b.ps.Stack(prefix+".kv_proj (stack)", w.wk, w.wv)
 	return w
 }
 
@@ -138,10 +140,10 @@ func (b *paramBuilder) attn(prefix string, h int, outStd float64) attnWeights {
 func (b *paramBuilder) block(prefix string, h, mlp int, cross bool, outStd float64) decBlock {
 	var d decBlock
 	d.attnNorm = b.norm(prefix+"attn_norm.weight", h)
-	d.attn = b.attn(prefix+"attn", h, outStd)
+	d.attn = b.attn(prefix+"attn", h, outStd, false)
 	if cross {
 		d.crossNorm = b.norm(prefix+"cross_norm.weight", h)
-		d.cross = b.attn(prefix+"cross_attn", h, outStd)
+		d.cross = b.attn(prefix+"cross_attn", h, outStd, true)
 	}
 	d.mlpNorm = b.norm(prefix+"mlp_norm.weight", h)
 	d.gate = b.linear(prefix+"mlp.gate_proj.weight", mlp, h, InitStd)

@@ -1,5 +1,5 @@
-// Package taskstest holds the small stores and samplers that the tests of the tasks and of the
-// training loop share, so both run their unmix task on the same data.
+// Package taskstest holds the small store, sampler, model and loss that the tests of the tasks and
+// of the training loop share, so both run the same unmix task (tasks.NewUnmix of these).
 package taskstest
 
 import (
@@ -8,6 +8,10 @@ import (
 
 	"github.com/gelo-research/geloattack/data"
 	"github.com/gelo-research/geloattack/data/gelo"
+	"github.com/gelo-research/geloattack/engine"
+	"github.com/gelo-research/geloattack/engine/cpu"
+	"github.com/gelo-research/geloattack/losses/ot"
+	"github.com/gelo-research/geloattack/models/settransformer"
 )
 
 // UnmixD is the row width of UnmixCorpus.
@@ -47,4 +51,30 @@ func UnmixSampler(t testing.TB, c data.Corpus, center bool) *gelo.Sampler {
 		t.Fatal(err)
 	}
 	return s
+}
+
+// UnmixModel is a small unmix model for UnmixCorpus: h 32, 2 encoder layers, 1 decoder layer and
+// 8 slots (= n_clean of UnmixSampler).
+func UnmixModel() settransformer.Config {
+	return settransformer.Config{InputDim: UnmixD, Hidden: 32, Layers: 2, Heads: 4, MLPHidden: 64,
+		Eps: settransformer.DefaultEps, Task: settransformer.TaskUnmix, DecLayers: 1, Slots: 8,
+		Temperature: settransformer.DefaultTemperature}
+}
+
+// UnmixLoss is the default (balanced) unmix loss with 20 Sinkhorn iterations.
+func UnmixLoss() ot.Config {
+	loss := ot.DefaultConfig()
+	loss.Iters = 20
+	return loss
+}
+
+// CPU is a CPU backend closed when the test ends.
+func CPU(t testing.TB) engine.Backend {
+	t.Helper()
+	be, err := cpu.New(cpu.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { be.Close() })
+	return be
 }
