@@ -1,12 +1,15 @@
 package runlock
 
 import (
+	"bufio"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -68,29 +71,42 @@ func TestStaleLockOfDeadProcessIsTakenOver(t *testing.T) {
 	}
 }
 
-// A lock held by another live process is refused; once that process is killed it is free. flock(1)
-// -o holds it in the flock process alone, so killing that process releases it.
+// A lock held by another live process is refused; once that process is killed it is free. The
+// holder is this test binary re-run as a child (holdLockEnv) that takes the flock itself and has no
+// children of its own: flock(1) forks its command while holding the lock, so killing it left the
+// lock held by a child that had not yet closed the descriptor, one run in seven on a busy machine.
+// Here the child says "locked" only once it holds the lock, and cmd.Wait returns only after the
+// kernel has closed its descriptors, so nothing below waits on time.
 func TestLockHeldByAnotherProcess(t *testing.T) {
-	flock, err := exec.LookPath("flock")
-	if err != nil {
-		t.Skip("flock(1) not installed")
-	}
 	dir := t.TempDir()
 	path := filepath.Join(dir, FileName)
-	os.WriteFile(path, []byte("pid 4242 on test since now (holder)\n"), 0o644)
-	cmd := exec.Command(flock, "-o", "-x", path, "sleep", "30")
+	if err := os.WriteFile(path, []byte("pid 4242 on test since now (holder)\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHoldLockHelper$")
+	cmd.Env = append(os.Environ(), holdLockEnv+"="+path)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	defer cmd.Process.Kill()
-	// Wait until the child holds it.
-	for i := 0; i < 500 && Holder(dir) == ""; i++ {
-		time.Sleep(10 * time.Millisecond)
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil || strings.TrimSpace(line) != "locked" {
+		t.Fatalf("holder process: read %q, %v; want \"locked\"", line, err)
+	}
+	if h := Holder(dir); !strings.Contains(h, "pid 4242") {
+		t.Errorf("Holder while another process holds the lock = %q, want pid 4242", h)
 	}
 	if _, err := Acquire(dir); !errors.Is(err, ErrHeld) || !strings.Contains(err.Error(), "pid 4242") {
 		t.Fatalf("Acquire while another process holds the lock: %v", err)
 	}
-	cmd.Process.Kill()
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
 	cmd.Wait()
 	l, err := Acquire(dir)
 	if err != nil {
@@ -100,4 +116,30 @@ func TestLockHeldByAnotherProcess(t *testing.T) {
 	if !strings.Contains(l.Stale, "pid 4242") {
 		t.Errorf("Stale = %q, want the killed holder named", l.Stale)
 	}
+}
+
+// holdLockEnv names the lock file that TestHoldLockHelper locks when the test binary runs as
+// TestLockHeldByAnotherProcess's child.
+const holdLockEnv = "RUNLOCK_TEST_HOLD"
+
+// TestHoldLockHelper is the child of TestLockHeldByAnotherProcess: it flocks the file named by
+// holdLockEnv without recording itself (the file keeps the parent's fake holder), says "locked" and
+// waits to be killed. Run directly, it does nothing.
+func TestHoldLockHelper(t *testing.T) {
+	path := os.Getenv(holdLockEnv)
+	if path == "" {
+		return
+	}
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "holder:", err)
+		os.Exit(2)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		fmt.Fprintln(os.Stderr, "holder:", err)
+		os.Exit(2)
+	}
+	fmt.Println("locked")
+	time.Sleep(time.Hour)
+	os.Exit(0)
 }
