@@ -12,7 +12,7 @@ import (
 
 	"gonum.org/v1/gonum/mat"
 
-	"github.com/gelo-research/geloattack/baselines"
+	"github.com/gelo-research/geloattack/baselines/membership"
 	"github.com/gelo-research/geloattack/data"
 	"github.com/gelo-research/geloattack/data/gelo"
 )
@@ -34,9 +34,13 @@ type Options struct {
 	// a pass over every row of every candidate when they read more than the secret rows).
 	Score   Score
 	Compare []Score
-	// ClaimGap is the gap (decades) between the best and second-best candidate above which the
-	// attack claims a recovery, provided U's numerical rank is below d (0: 1 decade).
+	// ClaimGap is the lead (decades) of the best candidate over the second that a residual or
+	// top-k claim needs besides the absolute test (Decide; 0: 1 decade).
 	ClaimGap float64
+	// Absent removes each victim's secret from the candidates it is scored against: the case
+	// where the secret is not among them, which an honest attack must answer with
+	// VerdictAbsent or VerdictNone, never a claim.
+	Absent bool
 	// Progress, when not nil, receives a line every few seconds.
 	Progress io.Writer
 }
@@ -55,11 +59,19 @@ type Victim struct {
 	// VictimRows is how many of the victim's rows the sampler kept, of VictimTokens.
 	VictimRows   int `json:"victim_rows"`
 	VictimTokens int `json:"victim_tokens"`
-	// Outcomes per score, in Result.Scores order; Claimed says the attack claimed a recovery
-	// (primary score, rank < d, gap >= ClaimGap); Guess is the candidate it ranks first.
+	// Outcomes per score, in Result.Scores order: the residual scores, then leverage, topk
+	// (at the k the leads chose) and attack (the ranking Decide used).
 	Outcomes []Outcome `json:"outcomes"`
-	Claimed  bool      `json:"claimed"`
-	Guess    string    `json:"guess"`
+	// Verdict is Decide's (claim, not among the candidates, no claim), Measure and K what it
+	// rested on; Claimed says it claimed; Guess is the candidate it ranks first.
+	Verdict string `json:"verdict"`
+	Measure string `json:"measure"`
+	K       int    `json:"k,omitempty"`
+	Claimed bool   `json:"claimed"`
+	Guess   string `json:"guess"`
+	// SecretAbsent says the secret was removed from the candidates (Options.Absent): any claim
+	// is then wrong.
+	SecretAbsent bool `json:"secret_absent,omitempty"`
 }
 
 // Summary aggregates one score over the victims.
@@ -96,9 +108,11 @@ type Result struct {
 	// FullRank is the fraction of victims whose U_obs has numerical rank d.
 	FullRank float64 `json:"full_rank"`
 	// Claimed is the fraction of victims where the attack claimed a recovery; ClaimedCorrect the
-	// fraction of those claims that were right (-1 without claims).
+	// fraction of those claims that were right (-1 without claims); Absent the fraction answered
+	// "not among the candidates".
 	Claimed        float64 `json:"claimed"`
 	ClaimedCorrect float64 `json:"claimed_correct"`
+	Absent         float64 `json:"absent"`
 	// ObserveDtype is the sampler's; Seconds the wall time of the victims' loop (candidates
 	// embedded before); VictimSeconds per victim.
 	ObserveDtype  string  `json:"observe_dtype"`
@@ -126,7 +140,7 @@ func Run(ctx context.Context, s *gelo.Sampler, emb *Embedder, opt Options) (*Res
 	}
 	kinds := append([]Score{opt.Score}, opt.Compare...)
 	cfg := s.Config()
-	u, err := UnitRoundoff(string(cfg.ObserveDtype))
+	u, err := membership.UnitRoundoff(string(cfg.ObserveDtype))
 	if err != nil {
 		return nil, err
 	}
@@ -135,6 +149,7 @@ func Run(ctx context.Context, s *gelo.Sampler, emb *Embedder, opt Options) (*Res
 	for _, k := range kinds {
 		res.Scores = append(res.Scores, k.String())
 	}
+	res.Scores = append(res.Scores, membership.Leverage.String(), membership.TopK.String(), "attack")
 
 	rng := rand.New(rand.NewPCG(opt.Seed, 0x71c7))
 	secrets := make([]int, opt.Victims)
@@ -165,11 +180,12 @@ func Run(ctx context.Context, s *gelo.Sampler, emb *Embedder, opt Options) (*Res
 		for i, x := range ex.UObs {
 			uObs.RawMatrix().Data[i] = float64(x)
 		}
-		tol := RankTol(uObs, u)
-		rs, err := baselines.NewRowSpace(uObs, tol)
+		tol := membership.RankTol(uObs, u)
+		ms, err := membership.New(uObs, membership.Options{UnitRoundoff: u, AllObserved: cfg.ObsRows == 1, RankTol: tol})
 		if err != nil {
 			return nil, fmt.Errorf("content: victim %d (example %d): %w", v, idx, err)
 		}
+		rs := ms.RowSpace()
 		var scores [][]float64
 		if rs.Rank() >= d {
 			// rowspace(U_obs) is all of R^d: Q Q^T = I and every row of every candidate is
@@ -186,6 +202,18 @@ func Run(ctx context.Context, s *gelo.Sampler, emb *Embedder, opt Options) (*Res
 		} else if scores, err = c.ScoreAll(rs, kinds); err != nil {
 			return nil, fmt.Errorf("content: victim %d: %w", v, err)
 		}
+		meas, err := c.Measure(ms)
+		if err != nil {
+			return nil, fmt.Errorf("content: victim %d: %w", v, err)
+		}
+		if opt.Absent {
+			// The secret is not among the candidates: nothing can score it.
+			for _, sc := range append(append([][]float64{}, scores...), append([][]float64{meas.Leverage}, meas.TopK...)...) {
+				sc[secrets[v]] = math.Inf(1)
+			}
+		}
+		dec := Decide(ms, scores[0], meas, claimGap)
+		scores = append(scores, meas.Leverage, dec.TopK, dec.Ranking)
 		rec := Victim{Example: idx, Secret: secrets[v], Value: c.Values[secrets[v]], N: ex.N, NObs: ex.NObs,
 			Rank: rs.Rank(), RankTol: tol, VictimTokens: vrows.Off[v+1] - vrows.Off[v]}
 		for _, t := range ex.HText {
@@ -193,21 +221,17 @@ func Run(ctx context.Context, s *gelo.Sampler, emb *Embedder, opt Options) (*Res
 				rec.VictimRows++
 			}
 		}
-		for k := range kinds {
+		for k := range scores {
 			o, err := LocateTies(scores[k], secrets[v], ties)
 			if err != nil {
 				return nil, err
 			}
 			rec.Outcomes = append(rec.Outcomes, o)
 		}
-		best := 0
-		for i, x := range scores[0] {
-			if x < scores[0][best] {
-				best = i
-			}
-		}
-		rec.Guess = c.Values[best]
-		rec.Claimed = Claims(rec.Rank, d, rec.Outcomes[0], claimGap)
+		rec.Guess = c.Values[dec.Best]
+		rec.Verdict, rec.Measure, rec.K = dec.Verdict, dec.Measure, dec.K
+		rec.Claimed = dec.Verdict == VerdictClaim
+		rec.SecretAbsent = opt.Absent
 		res.Victims = append(res.Victims, rec)
 		if opt.Progress != nil && (time.Since(last) > 5*time.Second || v == opt.Victims-1) {
 			last = time.Now()
@@ -218,21 +242,14 @@ func Run(ctx context.Context, s *gelo.Sampler, emb *Embedder, opt Options) (*Res
 	}
 	res.Seconds = time.Since(start).Seconds()
 	res.VictimSeconds = res.Seconds / float64(opt.Victims)
-	res.summarise(kinds)
+	res.summarise()
 	return res, nil
 }
 
-// Claims is the attack's own decision, made without knowing the secret: it claims a recovery when
-// U_obs's numerical rank is below d (else every row of R^d is "contained" and the scores are
-// rounding noise) and the best candidate leads the second by at least gap decades.
-func Claims(rank, d int, o Outcome, gap float64) bool {
-	return rank < d && o.Gap >= gap
-}
-
 // summarise fills the aggregate fields from res.Victims.
-func (res *Result) summarise(kinds []Score) {
+func (res *Result) summarise() {
 	nv := float64(len(res.Victims))
-	var claims, right, full int
+	var claims, right, full, absent int
 	for _, v := range res.Victims {
 		res.N += float64(v.N) / nv
 		res.NObs += float64(v.NObs) / nv
@@ -244,19 +261,23 @@ func (res *Result) summarise(kinds []Score) {
 		}
 		if v.Claimed {
 			claims++
-			if v.Outcomes[0].Rank == 1 {
+			if v.Guess == v.Value && !v.SecretAbsent {
 				right++
 			}
+		}
+		if v.Verdict == VerdictAbsent {
+			absent++
 		}
 	}
 	res.FullRank = float64(full) / nv
 	res.Claimed = float64(claims) / nv
+	res.Absent = float64(absent) / nv
 	res.ClaimedCorrect = -1
 	if claims > 0 {
 		res.ClaimedCorrect = float64(right) / float64(claims)
 	}
-	for k, kind := range kinds {
-		sm := Summary{Score: kind.String(), Chance: 1 / float64(res.Candidates)}
+	for k, name := range res.Scores {
+		sm := Summary{Score: name, Chance: 1 / float64(res.Candidates)}
 		var ranks, margins, sec, bw []float64
 		for _, v := range res.Victims {
 			o := v.Outcomes[k]
@@ -296,9 +317,9 @@ func quantile(x []float64, q float64) float64 {
 // Table renders the result's summaries as a Markdown table.
 func (res *Result) Table() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "template %q, |C| = %d, %d victims, observe %s: n %.1f, n_obs %.1f, rank %.1f (min %d, max %d) of d %d, full rank %.2f; claimed %.2f (right %.2f); %.1f s (%.3f s/victim)\n\n",
+	fmt.Fprintf(&b, "template %q, |C| = %d, %d victims, observe %s: n %.1f, n_obs %.1f, rank %.1f (min %d, max %d) of d %d, full rank %.2f; claimed %.2f (right %.2f), not among the candidates %.2f; %.1f s (%.3f s/victim)\n\n",
 		res.Template.Pattern, res.Candidates, len(res.Victims), orNone(res.ObserveDtype), res.N, res.NObs, res.Rank, res.RankMin, res.RankMax, res.D,
-		res.FullRank, res.Claimed, res.ClaimedCorrect, res.Seconds, res.VictimSeconds)
+		res.FullRank, res.Claimed, res.ClaimedCorrect, res.Absent, res.Seconds, res.VictimSeconds)
 	b.WriteString("| score | recovery | chance | median rank | mean rank | margin min | p5 | p50 | p95 | secret med | best wrong med |\n")
 	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, s := range res.Summaries {

@@ -10,6 +10,7 @@ import (
 	"gonum.org/v1/gonum/mat"
 
 	"github.com/gelo-research/geloattack/baselines"
+	"github.com/gelo-research/geloattack/baselines/membership"
 	"github.com/gelo-research/geloattack/data/gelo"
 	"github.com/gelo-research/geloattack/data/wordpiece"
 )
@@ -32,13 +33,6 @@ func TestLocateTiesCountAgainstTheSecret(t *testing.T) {
 	}
 	if _, err := Locate([]float64{1}, 0); err == nil {
 		t.Fatal("one candidate accepted")
-	}
-}
-
-func TestClaimsNeedRankBelowD(t *testing.T) {
-	o := Outcome{Gap: 10}
-	if !Claims(100, 384, o, 1) || Claims(384, 384, o, 1) || Claims(100, 384, Outcome{Gap: 0.5}, 1) {
-		t.Fatal("claim rule wrong")
 	}
 }
 
@@ -105,19 +99,19 @@ func TestRankTolFindsTheTrueRankUnderRounding(t *testing.T) {
 		{gelo.ObserveNone, 150, 96, 96}, // full rank
 	} {
 		_, u := synthetic(rng, tc.n, tc.d, tc.r, tc.dtype)
-		ur, err := UnitRoundoff(string(tc.dtype))
+		ur, err := membership.UnitRoundoff(string(tc.dtype))
 		if err != nil {
 			t.Fatal(err)
 		}
-		rs, err := baselines.NewRowSpace(u, RankTol(u, ur))
+		rs, err := baselines.NewRowSpace(u, membership.RankTol(u, ur))
 		if err != nil {
 			t.Fatal(err)
 		}
 		if rs.Rank() != tc.r {
-			t.Errorf("%s n %d rank %d: numerical rank %d at tolerance %.3g", tc.dtype, tc.n, tc.r, rs.Rank(), RankTol(u, ur))
+			t.Errorf("%s n %d rank %d: numerical rank %d at tolerance %.3g", tc.dtype, tc.n, tc.r, rs.Rank(), membership.RankTol(u, ur))
 		}
 	}
-	if _, err := UnitRoundoff("fp8"); err == nil {
+	if _, err := membership.UnitRoundoff("fp8"); err == nil {
 		t.Error("fp8 accepted")
 	}
 }
@@ -169,7 +163,7 @@ func TestScoreAllRanksTheContainedCandidateFirst(t *testing.T) {
 		slots[i] = [2]int{2, 3}
 	}
 	c := candidatesFrom(blocks, slots)
-	rs, err := baselines.NewRowSpace(u, RankTol(u, roundBF16))
+	rs, err := baselines.NewRowSpace(u, membership.RankTol(u, 0x1p-8))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,7 +190,7 @@ func TestScoreAllRanksTheContainedCandidateFirst(t *testing.T) {
 
 	// Full rank: U spans R^d, every candidate is contained.
 	_, uFull := synthetic(rng, 2*d, d, d, gelo.ObserveNone)
-	rsFull, err := baselines.NewRowSpace(uFull, RankTol(uFull, roundFP32))
+	rsFull, err := baselines.NewRowSpace(uFull, membership.RankTol(uFull, 0x1p-24))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,9 +201,16 @@ func TestScoreAllRanksTheContainedCandidateFirst(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o, _ := Locate(full[0], secret)
-	if Claims(rsFull.Rank(), d, o, 1) {
-		t.Fatalf("full rank: the attack claims a recovery (%+v)", o)
+	msFull, err := membership.New(uFull, membership.Options{UnitRoundoff: 0x1p-24, AllObserved: true, RankTol: membership.RankTol(uFull, 0x1p-24)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	meas, err := c.Measure(msFull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dec := Decide(msFull, full[0], meas, 1); dec.Measure == "residual" {
+		t.Fatalf("full rank: the attack rests a verdict on the void residual (%+v)", dec)
 	}
 	for i, v := range full[0] {
 		if v > -8 {

@@ -1,0 +1,167 @@
+package content
+
+import (
+	"fmt"
+	"math"
+
+	"gonum.org/v1/gonum/mat"
+
+	"github.com/gelo-research/geloattack/baselines/membership"
+)
+
+// Verdicts of the attack on one victim, decided without knowing the secret.
+const (
+	// VerdictClaim: one candidate is certified contained and leads the rest.
+	VerdictClaim = "claim"
+	// VerdictAbsent: no candidate passes the absolute test: the secret is not among them.
+	VerdictAbsent = "not among the candidates"
+	// VerdictNone: some candidate passes the absolute test, but none stands out (or no absolute
+	// test holds for this observation, e.g. rows dropped past full rank).
+	VerdictNone = "no claim"
+)
+
+// LeverageRunnerUp is how far above the leverage bound the runner-up must lie for a leverage
+// claim: a row of X has leverage at most the bound, so one certified candidate among candidates
+// that are all at least twice the bound is the only one that can be a row of X.
+const LeverageRunnerUp = 2
+
+// MeasureScores are every candidate's membership scores over its secret rows (the worst row
+// decides, as SlotWorst): log10 leverage, and log10 outside fraction of the top-k directions for
+// each k of the space's Ks.
+type MeasureScores struct {
+	Leverage []float64
+	TopK     [][]float64
+}
+
+// Measure scores every candidate's secret rows against ms.
+func (c *Candidates) Measure(ms *membership.Space) (*MeasureScores, error) {
+	d := c.Rows.D
+	ks := ms.Ks()
+	out := &MeasureScores{Leverage: make([]float64, c.Len()), TopK: make([][]float64, len(ks))}
+	for j := range out.TopK {
+		out.TopK[j] = make([]float64, c.Len())
+	}
+	block := mat.NewDense(scoreBlockRows, d, nil)
+	for first := 0; first < c.Len(); {
+		rows, last := 0, first
+		for last < c.Len() {
+			lo, hi := c.Slot[last][0], c.Slot[last][1]
+			if rows+hi-lo > scoreBlockRows && last > first {
+				break
+			}
+			if hi-lo > scoreBlockRows {
+				return nil, fmt.Errorf("content: candidate %d has %d secret rows, more than the block of %d", last, hi-lo, scoreBlockRows)
+			}
+			src := c.Rows.Text(last)[lo*d : hi*d]
+			for r := 0; r < hi-lo; r++ {
+				dst := block.RawRowView(rows + r)
+				for j, v := range src[r*d : (r+1)*d] {
+					dst[j] = float64(v)
+				}
+			}
+			rows += hi - lo
+			last++
+		}
+		sc, err := ms.Score(block.Slice(0, rows, 0, d).(*mat.Dense))
+		if err != nil {
+			return nil, fmt.Errorf("content: candidates %d..%d: %w", first, last-1, err)
+		}
+		at := 0
+		for i := first; i < last; i++ {
+			w := c.Slot[i][1] - c.Slot[i][0]
+			lev := math.Inf(-1)
+			if w == 0 {
+				lev = math.Inf(1) // nothing to test: never certified
+			}
+			for _, l := range sc.Leverage[at : at+w] {
+				lev = max(lev, l)
+			}
+			out.Leverage[i] = math.Log10(max(lev, floorFrac))
+			for j := range ks {
+				out.TopK[j][i] = math.Log10(max(worst(sc.TopK[j][at:at+w]), floorFrac))
+			}
+			at += w
+		}
+		first = last
+	}
+	return out, nil
+}
+
+// Decision is the attack's verdict on one victim and the ranking it rests on.
+type Decision struct {
+	// Verdict is VerdictClaim, VerdictAbsent or VerdictNone; Best the candidate ranked first by
+	// Measure ("residual", "leverage" or "topk"; K the top-k of topk).
+	Verdict string
+	Best    int
+	Measure string
+	K       int
+	// Ranking is the scores the attack ranks by (lower is better), one per candidate.
+	Ranking []float64
+	// TopK is the top-k scores at the k chosen from the leads (what the "topk" row reports).
+	TopK []float64
+}
+
+// Decide is the attack's decision, made from the observation and the scores alone:
+//   - below full rank the residual ranks (residual, the primary score's log10 outside fractions);
+//     a claim needs the best candidate's residual within ms.ResidualBound() (the absolute test)
+//     and a lead of gap decades; no certified candidate means the secret is not among them;
+//   - at full rank, when every row is observed, the leverage ranks: a claim needs the best
+//     candidate within ms.LeverageBound() and every other candidate beyond LeverageRunnerUp
+//     times it; no candidate within the bound means the secret is not among them;
+//   - at full rank with rows dropped no absolute test holds: the top-k ranking (at the k whose
+//     best candidate leads most) ranks and nothing is claimed.
+//
+// The top-k ranking never claims, even where it ranks the secret first: it has no absolute test,
+// and the leverage bound does not stand in for one (strong shields put every candidate within
+// it; measured on the small MiniLM store with +384 shield rows at scale 10, a top-k claim
+// backed by the leverage bound was wrong).
+func Decide(ms *membership.Space, residual []float64, m *MeasureScores, gap float64) Decision {
+	kBest, kLead := 0, math.Inf(-1)
+	for j := range m.TopK {
+		if _, g := lead(m.TopK[j]); g > kLead {
+			kBest, kLead = j, g
+		}
+	}
+	dec := Decision{Verdict: VerdictNone, TopK: m.TopK[kBest]}
+	if !ms.FullRank() {
+		best, g := lead(residual)
+		dec.Best, dec.Measure, dec.Ranking = best, membership.Residual.String(), residual
+		switch {
+		case !(residual[best] <= math.Log10(ms.ResidualBound())):
+			dec.Verdict = VerdictAbsent
+		case g >= gap:
+			dec.Verdict = VerdictClaim
+		}
+		return dec
+	}
+	bound := ms.LeverageBound()
+	if bound == 0 {
+		best, _ := lead(m.TopK[kBest])
+		dec.Best, dec.Measure, dec.K, dec.Ranking = best, membership.TopK.String(), ms.Ks()[kBest], m.TopK[kBest]
+		return dec
+	}
+	logBound := math.Log10(bound)
+	best, g := lead(m.Leverage)
+	dec.Best, dec.Measure, dec.Ranking = best, membership.Leverage.String(), m.Leverage
+	switch {
+	case !(m.Leverage[best] <= logBound):
+		dec.Verdict = VerdictAbsent
+	case m.Leverage[best]+g > logBound+math.Log10(LeverageRunnerUp):
+		dec.Verdict = VerdictClaim
+	}
+	return dec
+}
+
+// lead returns the index of the lowest score and its lead over the second lowest (+Inf for one).
+func lead(x []float64) (int, float64) {
+	best, second := 0, math.Inf(1)
+	for i, v := range x {
+		if v < x[best] {
+			second = x[best]
+			best = i
+		} else if i != best && v < second {
+			second = v
+		}
+	}
+	return best, second - x[best]
+}

@@ -1,0 +1,371 @@
+// Package membership tests candidate rows for membership in what a GELO observer sees: the rows
+// U_obs of U = A [X; S] (possibly rounded, possibly with rows dropped). It is the training-free
+// core shared by content recovery (`geloattack recover`) and prompt decoding.
+//
+// Three measures, each lower = more likely a row of X, each a per-row number:
+//
+//   - Residual: the fraction of the row's energy outside rowspace(U_obs) at the numerical rank
+//     (baselines.RowSpace). Exact below full rank (rank(U_obs) < d): a row of X is contained up to
+//     rounding, a row that is not is not. Once n + shields >= d the row space is all of R^d and the
+//     residual says nothing.
+//   - Leverage: l(x) = x^T G^+ x with G = U_obs^T U_obs. With every row observed,
+//     G = Z^T A^T A Z (Z = [X; S]), and for a row z of Z, l(z) <= 1/sigma_min(A)^2 whatever the
+//     shields (z^T (Z^T M Z)^-1 z = e^T M^-1/2 P M^-1/2 e with P a projection). GELO's A has
+//     singular values in [1, kappa] (orthogonal: all 1), so a row of X has leverage <= 1, while a
+//     row outside X picks up 1/lambda for every direction where only shields put energy: weak
+//     shields make wrong rows' leverage large. kappa shrinks wrong rows' leverage by up to kappa^2
+//     and leaves the bound of true rows at 1. With rows dropped the bound does not hold (G loses
+//     terms), so Leverage then ranks but never certifies.
+//   - TopK: the fraction of the row's energy outside the top-k right singular directions of U_obs.
+//     Hidden states are anisotropic: X's energy sits in few directions, isotropic shields spread
+//     theirs over all d, so past full rank the top directions still belong mostly to X. The
+//     attacker does not know n, so k is chosen from U's spectrum: every k of Ks() is scored and a
+//     caller keeps the k whose best candidate leads the runner-up most (no truth needed).
+//
+// Certification (the absolute test a claim needs besides a lead over the runner-up): below full
+// rank, a residual at most ResidualBound(); at full rank with every row observed, a leverage at
+// most LeverageBound(). TopK has no absolute test of its own: a claim that rests on it must also
+// pass the leverage test.
+package membership
+
+import (
+	"fmt"
+	"math"
+	"sort"
+
+	"gonum.org/v1/gonum/mat"
+
+	"github.com/gelo-research/geloattack/baselines"
+)
+
+// Measure names one of the per-row membership measures.
+type Measure int
+
+const (
+	// Residual is the energy fraction outside rowspace(U_obs) at the numerical rank.
+	Residual Measure = iota
+	// Leverage is x^T (U_obs^T U_obs)^+ x.
+	Leverage
+	// TopK is the energy fraction outside the top-k right singular directions of U_obs.
+	TopK
+)
+
+// Measures lists every measure in the order of the constants.
+var Measures = []Measure{Residual, Leverage, TopK}
+
+// String names the measure as reports spell it.
+func (m Measure) String() string {
+	switch m {
+	case Residual:
+		return "residual"
+	case Leverage:
+		return "leverage"
+	case TopK:
+		return "topk"
+	}
+	return fmt.Sprintf("measure(%d)", int(m))
+}
+
+// Options says what the observer knows of the protocol (Kerckhoffs: the settings, not A or S).
+type Options struct {
+	// UnitRoundoff is the observed dtype's unit round-off (2^-24 fp32, 2^-11 fp16, 2^-8 bf16).
+	UnitRoundoff float64
+	// AllObserved says every row of U reaches the observer (obs_rows 1), so the leverage bound
+	// holds.
+	AllObserved bool
+	// SigmaMinA is the protocol's smallest singular value of A (GELO's construction: 1); 0 means 1.
+	SigmaMinA float64
+	// RankTol is the relative singular-value cut-off of the numerical rank (RankTol(U, u) for
+	// the observed precision).
+	RankTol float64
+}
+
+// Space is U_obs prepared for scoring: its row space at the numerical rank and its right singular
+// directions.
+type Space struct {
+	d, nObs, rank int
+	uEff          float64
+	opt           Options
+	rs            *baselines.RowSpace
+	v             *mat.Dense // (d, r): right singular vectors, by decreasing singular value
+	sig2          []float64  // (r): squared singular values, decreasing
+	ks            []int
+}
+
+// ResidualSafety multiplies the effective unit round-off in ResidualBound. A contained row's
+// residual norm is the rounding's component outside the row space, about the unit round-off
+// times a factor of order one (measured: 0.1-0.3 u for the secret's rows on the real MiniLM store
+// in bf16 and fp32, 0.6-0.7 u on the synthetic worlds of the tests), so 10 u leaves more than a
+// decade. What it does not cover: a kappa large enough to push directions of X under the rounding
+// floor (the numerical rank then drops below n + shields) leaves true rows outside by far more;
+// they then fail the test and the verdict is "not among the candidates", a miss, not a false claim.
+const ResidualSafety = 10
+
+// LeverageSlack is the relative slack on the leverage bound for rounding.
+const LeverageSlack = 0.25
+
+// New prepares uObs (n_obs, d).
+func New(uObs *mat.Dense, opt Options) (*Space, error) {
+	n, d := uObs.Dims()
+	if n == 0 || d == 0 {
+		return nil, fmt.Errorf("membership: empty U (%d x %d)", n, d)
+	}
+	if !(opt.UnitRoundoff > 0 && opt.UnitRoundoff < 1) {
+		return nil, fmt.Errorf("membership: unit round-off %v outside (0, 1)", opt.UnitRoundoff)
+	}
+	if opt.SigmaMinA == 0 {
+		opt.SigmaMinA = 1
+	}
+	if !(opt.SigmaMinA > 0) || math.IsInf(opt.SigmaMinA, 0) {
+		return nil, fmt.Errorf("membership: sigma_min(A) %v, want > 0", opt.SigmaMinA)
+	}
+	if !(opt.RankTol > 0 && opt.RankTol < 1) {
+		return nil, fmt.Errorf("membership: rank tolerance %v outside (0, 1)", opt.RankTol)
+	}
+	rs, err := baselines.NewRowSpace(uObs, opt.RankTol)
+	if err != nil {
+		return nil, fmt.Errorf("membership: %w", err)
+	}
+	s := &Space{d: d, nObs: n, rank: rs.Rank(), opt: opt, rs: rs,
+		uEff: max(opt.UnitRoundoff, 0x1p-24*math.Sqrt(float64(n)))}
+	if err := s.spectrum(uObs); err != nil {
+		return nil, err
+	}
+	s.ks = chooseKs(s.sig2)
+	return s, nil
+}
+
+// spectrum fills v and sig2 from the smaller Gram matrix of uObs, keeping the directions above
+// the rank tolerance.
+func (s *Space) spectrum(u *mat.Dense) error {
+	n, d := u.Dims()
+	var g mat.SymDense
+	small := n < d
+	if small {
+		g.SymOuterK(1, u) // (n, n) = U U^T
+	} else {
+		g.SymOuterK(1, u.T()) // (d, d) = U^T U
+	}
+	var eig mat.EigenSym
+	if !eig.Factorize(&g, true) {
+		return fmt.Errorf("membership: eigendecomposition of the Gram matrix of U (%d x %d) failed", n, d)
+	}
+	vals := eig.Values(nil) // ascending
+	m := len(vals)
+	top := vals[m-1]
+	if !(top > 0) {
+		return fmt.Errorf("membership: U is zero")
+	}
+	var vecs mat.Dense
+	eig.VectorsTo(&vecs)
+	cut := s.opt.RankTol * s.opt.RankTol * top
+	var keep []int
+	for j := m - 1; j >= 0; j-- {
+		if vals[j] > cut {
+			keep = append(keep, j)
+		}
+	}
+	r := len(keep)
+	s.sig2 = make([]float64, r)
+	s.v = mat.NewDense(d, r, nil)
+	for c, j := range keep {
+		s.sig2[c] = vals[j]
+		if small {
+			// v = U^T e / sigma: a right singular vector from a left one.
+			e := vecs.ColView(j)
+			var col mat.VecDense
+			col.MulVec(u.T(), e)
+			col.ScaleVec(1/math.Sqrt(vals[j]), &col)
+			s.v.SetCol(c, col.RawVector().Data)
+		} else {
+			for i := 0; i < d; i++ {
+				s.v.Set(i, c, vecs.At(i, j))
+			}
+		}
+	}
+	return nil
+}
+
+// chooseKs is the set of k scored by TopK, from the spectrum alone: the k after the largest drop
+// of log singular value (the edge between the data's directions and the shields' bulk, when
+// there is one), and a grid of fractions of the retained rank.
+func chooseKs(sig2 []float64) []int {
+	r := len(sig2)
+	set := map[int]bool{}
+	if r >= 2 {
+		best, at := -1.0, 1
+		for i := 0; i+1 < r; i++ {
+			g := math.Log(sig2[i] / sig2[i+1])
+			if g > best {
+				best, at = g, i+1
+			}
+		}
+		set[at] = true
+	}
+	for _, f := range []float64{0.25, 0.375, 0.5, 0.625, 0.75, 0.875, 0.9375} {
+		if k := int(math.Round(f * float64(r))); k >= 1 && k < r {
+			set[k] = true
+		}
+	}
+	if len(set) == 0 {
+		set[r] = true
+	}
+	ks := make([]int, 0, len(set))
+	for k := range set {
+		ks = append(ks, k)
+	}
+	sort.Ints(ks)
+	return ks
+}
+
+// D is the row width.
+func (s *Space) D() int { return s.d }
+
+// Rank is the numerical rank of U_obs.
+func (s *Space) Rank() int { return s.rank }
+
+// FullRank says rowspace(U_obs) is all of R^d at the numerical rank: Residual is then void.
+func (s *Space) FullRank() bool { return s.rank >= s.d }
+
+// Ks are the k that TopK scores, increasing.
+func (s *Space) Ks() []int { return s.ks }
+
+// ResidualBound is the largest residual fraction of a certified row: (ResidualSafety u_eff)^2,
+// u_eff the unit round-off or, in fp32, the accumulation of the float32 product A X.
+func (s *Space) ResidualBound() float64 {
+	return (ResidualSafety * s.uEff) * (ResidualSafety * s.uEff)
+}
+
+// LeverageBound is the largest leverage of a certified row, 1/sigma_min(A)^2 with slack for
+// rounding; 0 when the bound does not hold (rows dropped, or below full rank where the pseudo-
+// inverse ignores what lies outside the row space).
+func (s *Space) LeverageBound() float64 {
+	if !s.opt.AllObserved || !s.FullRank() {
+		return 0
+	}
+	return (1 + LeverageSlack) / (s.opt.SigmaMinA * s.opt.SigmaMinA)
+}
+
+// Scores are per-row measures of t rows.
+type Scores struct {
+	// Residual and Leverage are per row (t).
+	Residual, Leverage []float64
+	// TopK[j] is per row, outside the top Ks()[j] directions.
+	TopK [][]float64
+	// Energy is each row's squared norm.
+	Energy []float64
+}
+
+// Score measures rows (t, d).
+func (s *Space) Score(rows *mat.Dense) (*Scores, error) {
+	t, d := rows.Dims()
+	if d != s.d {
+		return nil, fmt.Errorf("membership: rows of width %d against U of width %d", d, s.d)
+	}
+	frac, energy, err := s.rs.Residuals(rows)
+	if err != nil {
+		return nil, fmt.Errorf("membership: %w", err)
+	}
+	out := &Scores{Residual: frac, Energy: energy, Leverage: make([]float64, t), TopK: make([][]float64, len(s.ks))}
+	for j := range out.TopK {
+		out.TopK[j] = make([]float64, t)
+	}
+	var c mat.Dense
+	c.Mul(rows, s.v) // (t, r): coordinates along the right singular directions
+	r := len(s.sig2)
+	for i := 0; i < t; i++ {
+		ci := c.RawRowView(i)
+		lev, in := 0.0, 0.0
+		kj := 0
+		for j := 0; j < r; j++ {
+			lev += ci[j] * ci[j] / s.sig2[j]
+			in += ci[j] * ci[j]
+			for kj < len(s.ks) && s.ks[kj] == j+1 {
+				out.TopK[kj][i] = outside(in, energy[i])
+				kj++
+			}
+		}
+		out.Leverage[i] = lev
+	}
+	return out, nil
+}
+
+// outside is the energy fraction outside a subspace holding in of e, in [0, 1] (1 for a zero row).
+func outside(in, e float64) float64 {
+	if e == 0 {
+		return 1
+	}
+	return max(0, min(1, 1-in/e))
+}
+
+// RowSpace is the row space of U_obs at the numerical rank (what Residual measures against).
+func (s *Space) RowSpace() *baselines.RowSpace { return s.rs }
+
+// Unit round-offs of the observed element types.
+const (
+	roundFP32 = 0x1p-24
+	roundBF16 = 0x1p-8
+	roundFP16 = 0x1p-11
+)
+
+// UnitRoundoff returns the unit round-off of an observe dtype: "none"/"" (float32), "bf16", "fp16".
+func UnitRoundoff(dtype string) (float64, error) {
+	switch dtype {
+	case "", "none", "fp32":
+		return roundFP32, nil
+	case "bf16":
+		return roundBF16, nil
+	case "fp16":
+		return roundFP16, nil
+	}
+	return 0, fmt.Errorf("membership: observe dtype %q: want none, bf16 or fp16", dtype)
+}
+
+// RankSafety multiplies the estimated rounding-noise norm in RankTol.
+const RankSafety = 4
+
+// RankTol returns the relative singular-value cut-off for the numerical rank of uObs (n, d) stored
+// with unit round-off u: singular values below it are indistinguishable from the rounding noise.
+// Rounding each entry to relative precision u adds a noise matrix E of entries ~ u/sqrt(3) |U_ij|
+// (uniform relative error), whose spectral norm is about (u/sqrt(3)) rms(U) (sqrt(n) + sqrt(d));
+// the float32 product A X itself adds ~ 2^-24 sqrt(n) relative. The cut-off is RankSafety times
+// that norm over sigma_max(U), clamped to [1e-12, 0.5].
+func RankTol(uObs *mat.Dense, u float64) float64 {
+	n, d := uObs.Dims()
+	uEff := max(u, roundFP32*math.Sqrt(float64(n)))
+	fro := mat.Norm(uObs, 2)
+	rms := fro / math.Sqrt(float64(n*d))
+	noise := uEff / math.Sqrt(3) * rms * (math.Sqrt(float64(n)) + math.Sqrt(float64(d)))
+	smax := sigmaMax(uObs)
+	if !(smax > 0) {
+		return 0.5
+	}
+	return min(0.5, max(1e-12, RankSafety*noise/smax))
+}
+
+// sigmaMax estimates the largest singular value of u (n, d) by power iteration on u^T u from a
+// fixed start (deterministic), to a few parts in 1e4, which is all a tolerance needs.
+func sigmaMax(u *mat.Dense) float64 {
+	n, d := u.Dims()
+	v := mat.NewVecDense(d, nil)
+	for j := 0; j < d; j++ {
+		v.SetVec(j, 1/math.Sqrt(float64(d))+1e-3*float64(j%7))
+	}
+	w := mat.NewVecDense(n, nil)
+	prev := 0.0
+	for it := 0; it < 100; it++ {
+		w.MulVec(u, v)
+		v.MulVec(u.T(), w)
+		nv := mat.Norm(v, 2)
+		if nv == 0 {
+			return 0
+		}
+		v.ScaleVec(1/nv, v)
+		s := math.Sqrt(nv)
+		if math.Abs(s-prev) < 1e-5*s {
+			return s
+		}
+		prev = s
+	}
+	return prev
+}
