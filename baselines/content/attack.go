@@ -209,7 +209,7 @@ func Run(ctx context.Context, s *gelo.Sampler, emb *Embedder, opt Options) (*Res
 		if opt.Absent {
 			// The secret is not among the candidates: nothing can score it.
 			for _, sc := range append(append([][]float64{}, scores...), append([][]float64{meas.Leverage}, meas.TopK...)...) {
-				sc[secrets[v]] = math.Inf(1)
+				sc[secrets[v]] = math.MaxFloat64 // finite, so that the JSON result encodes
 			}
 		}
 		dec := Decide(ms, scores[0], meas, claimGap)
@@ -285,16 +285,22 @@ func (res *Result) summarise() {
 				sm.Recovery += 1 / nv
 			}
 			ranks = append(ranks, float64(o.Rank))
+			bw = append(bw, o.BestWrong)
+			if v.SecretAbsent {
+				continue // no secret score to compare with
+			}
 			margins = append(margins, o.Margin)
 			sec = append(sec, o.Secret)
-			bw = append(bw, o.BestWrong)
 			sm.MeanRank += float64(o.Rank) / nv
 		}
 		sm.MedianRank = quantile(ranks, 0.5)
-		for i, q := range []float64{0, 0.05, 0.25, 0.5, 0.75, 0.95, 1} {
-			sm.Margin[i] = quantile(margins, q)
+		sm.BestWrongMedian = quantile(bw, 0.5)
+		if len(sec) > 0 {
+			for i, q := range []float64{0, 0.05, 0.25, 0.5, 0.75, 0.95, 1} {
+				sm.Margin[i] = quantile(margins, q)
+			}
+			sm.SecretMedian = quantile(sec, 0.5)
 		}
-		sm.SecretMedian, sm.BestWrongMedian = quantile(sec, 0.5), quantile(bw, 0.5)
 		res.Summaries = append(res.Summaries, sm)
 	}
 }

@@ -35,10 +35,14 @@ observe_dtype). The attacker fills the template with every candidate, computes e
 hidden states with the store's own model, layer, truncation and special-token handling (from the
 store's meta.json; the re-computed rows of a few store texts must match the stored ones, else it
 refuses), and ranks the candidates by how well their rows lie in rowspace(U_obs), at a numerical
-rank tolerance suited to the observed dtype. It reports exact recovery (secret ranked first), the
-secret's rank, the margin (best wrong score minus the secret's, in decades of residual fraction;
-> 0 = recovered), chance 1/|C|, and the numerical rank of U_obs beside n. The attack claims a
-recovery only when rank(U_obs) < d and the best candidate leads the next by -claim-gap decades.
+rank tolerance suited to the observed dtype, and past full rank by leverage against (U^T U)^+ and by
+containment in U's top-k singular directions (baselines/membership). It reports exact recovery
+(secret ranked first) per score, the secret's rank, the margin (best wrong score minus the secret's,
+in decades; > 0 = recovered), chance 1/|C|, and the numerical rank of U_obs beside n. The attack
+claims only what it can prove: below full rank the best candidate must be contained within the
+precision's bound and lead the next by -claim-gap decades; at full rank with every row observed
+its leverage must be within the bound (<= 1) and every other candidate's beyond twice it; with no
+candidate within the bound it answers "not among the candidates".
 -grid runs the one-axis-at-a-time grid of the issue around the base cell (the flags' settings).
 
 flags:
@@ -64,7 +68,8 @@ func runRecover(ctx context.Context, args []string) error {
 		seed      = fs.Int64("seed", -1, "seed of the secrets and of the candidate subset (-1: the config's seed)")
 		scoreName = fs.String("score", "slot_worst", "ranking score: slot_worst (worst residual over the secret's own rows), slot_energy, worst, energy (all rows), best_row (fooled by [CLS])")
 		compare   = fs.String("compare", "", "comma-separated further scores reported beside -score (all: every score; scores over all rows cost a pass over every row)")
-		claimGap  = fs.Float64("claim-gap", 1, "decades by which the best candidate must lead the second for the attack to claim a recovery (and rank(U_obs) < d)")
+		claimGap  = fs.Float64("claim-gap", 1, "decades by which the best candidate must lead the second for a residual claim (below full rank; the best must also be contained within (10 u)^2)")
+		absent    = fs.Bool("absent", false, "remove each victim's secret from the candidates it is scored against: an honest attack answers \"not among the candidates\" or makes no claim")
 		grid      = fs.Bool("grid", false, "run the one-axis-at-a-time grid (candidates, shield, dtype, obs_rows, mix, rows, defence) around the flags' base cell")
 		axes      = fs.String("axes", "", "with -grid: comma-separated axes to run (empty: all): "+strings.Join(content.GridAxes, ","))
 		verifyN   = fs.Int("verify", 4, "store texts re-computed and compared with the stored rows before attacking (refuses on a mismatch)")
@@ -249,7 +254,7 @@ func runRecover(ctx context.Context, args []string) error {
 		}
 		return content.Run(ctx, s, emb, content.Options{
 			Template: tp, Candidates: c, Victims: *victims, Split: split, FirstExample: *first,
-			Seed: secretSeed, Score: score, Compare: cmp, ClaimGap: *claimGap, Progress: progress,
+			Seed: secretSeed, Score: score, Compare: cmp, ClaimGap: *claimGap, Absent: *absent, Progress: progress,
 		})
 	}
 

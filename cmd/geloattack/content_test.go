@@ -64,21 +64,52 @@ func TestContentRecoversAPINAmong100(t *testing.T) {
 	}
 }
 
-// TestContentFullRankDoesNotClaim is the case built to fail: 420 Gaussian shield rows give U full
-// numerical rank d, so rowspace(U) is all of R^d and every candidate is "contained". The attack
-// must see that and claim nothing; its ranking is then at chance.
-func TestContentFullRankDoesNotClaim(t *testing.T) {
+// TestContentFullRankIsNotADefence: 420 gaussian shield rows give U full numerical rank d, so
+// rowspace(U) is all of R^d and the residual ranks at chance; but with every row observed a row
+// of X has leverage <= 1 while the wrong candidates' secret rows do not, so the leverage ranks the
+// secret first, and every claim the attack makes is right (issue 28).
+func TestContentFullRankIsNotADefence(t *testing.T) {
 	st, model := contentStore(t)
 	r := recoverJSON(t, "-store", st, "-model", model, "-candidates", "100", "-victims", "4",
 		"-positives", "4", "-tokens-per-text", "64", "-shield-rows", "420")
 	if r.FullRank != 1 || r.RankMin != r.D {
 		t.Fatalf("full rank %v, rank min %d of d %d: the defence cell did not reach full rank", r.FullRank, r.RankMin, r.D)
 	}
-	if r.Claimed != 0 {
-		t.Fatalf("the attack claimed %v of the recoveries with U of full rank", r.Claimed)
+	byName := map[string]content.Summary{}
+	for _, s := range r.Summaries {
+		byName[s.Score] = s
 	}
-	if s := r.Summaries[0]; s.Recovery > 0.25 {
-		t.Fatalf("recovery %v with U of full rank (chance %v)", s.Recovery, s.Chance)
+	if s := byName["slot_worst"]; s.Recovery > 0.25 {
+		t.Errorf("residual recovery %v with U of full rank (chance %v): it should be void", s.Recovery, s.Chance)
+	}
+	if s := byName["leverage"]; s.Recovery != 1 {
+		t.Errorf("leverage recovery %v past full rank with weak shields, want 1", s.Recovery)
+	}
+	if r.Claimed == 0 || r.ClaimedCorrect != 1 {
+		t.Errorf("claimed %v, right %v: want claims, all right", r.Claimed, r.ClaimedCorrect)
+	}
+	for _, v := range r.Victims {
+		if v.Claimed && v.Measure != "leverage" {
+			t.Errorf("victim %d claimed by %s at full rank", v.Example, v.Measure)
+		}
+	}
+}
+
+// TestContentSecretAbsentIsNeverClaimed removes each victim's secret from the candidates: below
+// full rank the attack must answer "not among the candidates" (no candidate is contained), past
+// full rank with weak shields likewise or make no claim; never a claim.
+func TestContentSecretAbsentIsNeverClaimed(t *testing.T) {
+	st, model := contentStore(t)
+	for _, extra := range [][]string{nil, {"-shield-rows", "420"}} {
+		args := append([]string{"-store", st, "-model", model, "-candidates", "100", "-victims", "4",
+			"-positives", "4", "-tokens-per-text", "64", "-absent"}, extra...)
+		r := recoverJSON(t, args...)
+		if r.Claimed != 0 {
+			t.Errorf("%v: claimed %v with the secret absent", extra, r.Claimed)
+		}
+		if extra == nil && r.Absent != 1 {
+			t.Errorf("below full rank: 'not among the candidates' for %v of the victims, want all", r.Absent)
+		}
 	}
 }
 
