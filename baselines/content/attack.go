@@ -185,21 +185,8 @@ func Run(ctx context.Context, s *gelo.Sampler, emb *Embedder, opt Options) (*Res
 		if err != nil {
 			return nil, fmt.Errorf("content: victim %d (example %d): %w", v, idx, err)
 		}
-		rs := ms.RowSpace()
-		var scores [][]float64
-		if rs.Rank() >= d {
-			// rowspace(U_obs) is all of R^d: Q Q^T = I and every row of every candidate is
-			// contained, its residual pure round-off. Scoring ~10^5 rows would only rank noise
-			// (and costs seconds a victim, every row refined in float64), so every candidate
-			// gets the same score and the tie is broken at random: recovery at chance.
-			scores = make([][]float64, len(kinds))
-			for k := range scores {
-				scores[k] = make([]float64, c.Len())
-				for i := range scores[k] {
-					scores[k][i] = math.Log10(floorFrac)
-				}
-			}
-		} else if scores, err = c.ScoreAll(rs, kinds); err != nil {
+		scores, err := c.ScoreResidual(ms, kinds)
+		if err != nil {
 			return nil, fmt.Errorf("content: victim %d: %w", v, err)
 		}
 		meas, err := c.Measure(ms)
@@ -215,7 +202,7 @@ func Run(ctx context.Context, s *gelo.Sampler, emb *Embedder, opt Options) (*Res
 		dec := Decide(ms, scores[0], meas, claimGap)
 		scores = append(scores, meas.Leverage, dec.TopK, dec.Ranking)
 		rec := Victim{Example: idx, Secret: secrets[v], Value: c.Values[secrets[v]], N: ex.N, NObs: ex.NObs,
-			Rank: rs.Rank(), RankTol: tol, VictimTokens: vrows.Off[v+1] - vrows.Off[v]}
+			Rank: ms.Rank(), RankTol: tol, VictimTokens: vrows.Off[v+1] - vrows.Off[v]}
 		for _, t := range ex.HText {
 			if t == gelo.VictimTextID {
 				rec.VictimRows++

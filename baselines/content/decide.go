@@ -87,6 +87,24 @@ func (c *Candidates) Measure(ms *membership.Space) (*MeasureScores, error) {
 	return out, nil
 }
 
+// ScoreResidual is ScoreAll against ms's row space, or, at full rank, every candidate tied at the
+// floor: rowspace(U_obs) is all of R^d, every row of every candidate is contained and its
+// residual pure round-off, so scoring them would only rank noise (and cost seconds a victim);
+// the caller breaks the tie at random, which puts the residual at chance.
+func (c *Candidates) ScoreResidual(ms *membership.Space, kinds []Score) ([][]float64, error) {
+	if !ms.FullRank() {
+		return c.ScoreAll(ms.RowSpace(), kinds)
+	}
+	scores := make([][]float64, len(kinds))
+	for k := range scores {
+		scores[k] = make([]float64, c.Len())
+		for i := range scores[k] {
+			scores[k][i] = math.Log10(floorFrac)
+		}
+	}
+	return scores, nil
+}
+
 // Decision is the attack's verdict on one victim and the ranking it rests on.
 type Decision struct {
 	// Verdict is VerdictClaim, VerdictAbsent or VerdictNone; Best the candidate ranked first by

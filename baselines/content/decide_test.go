@@ -38,7 +38,7 @@ func decideCase(t *testing.T, seed uint64, w membershiptest.World, allObserved, 
 		slots = append(slots, [2]int{1, 3})
 	}
 	c := candidatesFrom(blocks, slots)
-	rs, err := c.ScoreAll(ms.RowSpace(), []Score{SlotWorst})
+	rs, err := c.ScoreResidual(ms, []Score{SlotWorst})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -96,24 +96,51 @@ func Grid(axes []string, d int) ([]Cell, error) {
 		}
 	}
 	if on("defence") {
-		cells = append(cells, Cell{Axis: "defence", Value: fmt.Sprintf("shield_rows %d (gaussian 1)", d), Set: BaseSet, Apply: func(c *gelo.Config) {
-			c.ShieldKind, c.ShieldRows, c.ShieldScale = gelo.ShieldGaussian, d, gelo.Fixed(1)
-		}})
-		cells = append(cells, Cell{Axis: "defence", Value: fmt.Sprintf("shield_rows %d (gaussian 1), bf16", d), Set: BaseSet, Apply: func(c *gelo.Config) {
-			c.ShieldKind, c.ShieldRows, c.ShieldScale, c.ObserveDtype = gelo.ShieldGaussian, d, gelo.Fixed(1), gelo.ObserveBF16
-		}})
+		// Shields added to full rank and beyond (1x, 2x, 4x d rows) at scales 1, 3 and 10; then,
+		// at d rows of scale 1, the other shield kinds, precisions, kappa and partial observation.
+		for _, mult := range []int{1, 2, 4} {
+			for _, sc := range []float64{1, 3, 10} {
+				cells = append(cells, Cell{Axis: "defence", Value: fmt.Sprintf("shield_rows %d (gaussian %g)", mult*d, sc), Set: BaseSet, Apply: func(c *gelo.Config) {
+					c.ShieldKind, c.ShieldRows, c.ShieldScale = gelo.ShieldGaussian, mult*d, gelo.Fixed(sc)
+				}})
+			}
+		}
+		full := func(extra func(c *gelo.Config)) func(c *gelo.Config) {
+			return func(c *gelo.Config) {
+				c.ShieldKind, c.ShieldRows, c.ShieldScale = gelo.ShieldGaussian, d, gelo.Fixed(1)
+				extra(c)
+			}
+		}
+		for _, kind := range []gelo.ShieldKind{gelo.ShieldManifold, gelo.ShieldStudentT} {
+			cells = append(cells, Cell{Axis: "defence", Value: fmt.Sprintf("shield_rows %d (%s 1)", d, kind), Set: BaseSet, Apply: full(func(c *gelo.Config) { c.ShieldKind = kind })})
+		}
+		for _, dt := range []gelo.ObserveDtype{gelo.ObserveBF16, gelo.ObserveFP16} {
+			cells = append(cells, Cell{Axis: "defence", Value: fmt.Sprintf("shield_rows %d (gaussian 1), %s", d, dt), Set: BaseSet, Apply: full(func(c *gelo.Config) { c.ObserveDtype = dt })})
+		}
+		cells = append(cells, Cell{Axis: "defence", Value: fmt.Sprintf("shield_rows %d (gaussian 1), kappa 100", d), Set: BaseSet, Apply: full(func(c *gelo.Config) {
+			c.Mix, c.MixCond = gelo.MixNonOrthogonal, gelo.Fixed(100)
+		})})
+		for _, f := range []float64{0.96, 0.8} {
+			cells = append(cells, Cell{Axis: "defence", Value: fmt.Sprintf("shield_rows %d (gaussian 1), obs_rows %g", d, f), Set: BaseSet, Apply: full(func(c *gelo.Config) { c.ObsRows = f })})
+		}
 	}
 	return cells, nil
 }
 
 // GridHeader is the header of the grid table GridRow writes.
-const GridHeader = "| axis | value | candidates | n | n_obs | rank (min-max) of d | full rank | recovery | chance | median rank | margin p5 / p50 / p95 | claimed (right) | s |\n" +
-	"|---|---|---|---|---|---|---|---|---|---|---|---|---|\n"
+const GridHeader = "| axis | value | candidates | n | n_obs | rank (min-max) of d | full rank | recovery residual / leverage / topk / attack | chance | median rank (attack) | margin p5 / p50 / p95 (attack) | claimed (right) | not among | s |\n" +
+	"|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n"
 
-// GridRow is one line of the grid table for a cell's result (its primary score).
+// GridRow is one line of the grid table for a cell's result: the primary residual score's
+// recovery beside leverage, top-k and the attack's own ranking, whose rank and margins follow.
 func GridRow(c Cell, r *Result) string {
-	s := r.Summaries[0]
-	return fmt.Sprintf("| %s | %s | %d | %.1f | %.1f | %.1f (%d-%d) of %d | %.2f | %.3f | %.2g | %.1f | %.2f / %.2f / %.2f | %.2f (%.2f) | %.1f |\n",
-		c.Axis, c.Value, r.Candidates, r.N, r.NObs, r.Rank, r.RankMin, r.RankMax, r.D, r.FullRank, s.Recovery, s.Chance,
-		s.MedianRank, s.Margin[1], s.Margin[3], s.Margin[5], r.Claimed, r.ClaimedCorrect, r.Seconds)
+	by := map[string]Summary{}
+	for _, s := range r.Summaries {
+		by[s.Score] = s
+	}
+	s, a := r.Summaries[0], by["attack"]
+	return fmt.Sprintf("| %s | %s | %d | %.1f | %.1f | %.1f (%d-%d) of %d | %.2f | %.3f / %.3f / %.3f / %.3f | %.2g | %.1f | %.2f / %.2f / %.2f | %.2f (%.2f) | %.2f | %.1f |\n",
+		c.Axis, c.Value, r.Candidates, r.N, r.NObs, r.Rank, r.RankMin, r.RankMax, r.D, r.FullRank,
+		s.Recovery, by["leverage"].Recovery, by["topk"].Recovery, a.Recovery, s.Chance,
+		a.MedianRank, a.Margin[1], a.Margin[3], a.Margin[5], r.Claimed, r.ClaimedCorrect, r.Absent, r.Seconds)
 }

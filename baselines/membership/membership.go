@@ -122,16 +122,22 @@ func New(uObs *mat.Dense, opt Options) (*Space, error) {
 	if !(opt.RankTol > 0 && opt.RankTol < 1) {
 		return nil, fmt.Errorf("membership: rank tolerance %v outside (0, 1)", opt.RankTol)
 	}
-	rs, err := baselines.NewRowSpace(uObs, opt.RankTol)
-	if err != nil {
-		return nil, fmt.Errorf("membership: %w", err)
-	}
-	s := &Space{d: d, nObs: n, rank: rs.Rank(), opt: opt, rs: rs,
-		uEff: max(opt.UnitRoundoff, 0x1p-24*math.Sqrt(float64(n)))}
+	s := &Space{d: d, nObs: n, opt: opt, uEff: max(opt.UnitRoundoff, 0x1p-24*math.Sqrt(float64(n)))}
 	if err := s.spectrum(uObs); err != nil {
 		return nil, err
 	}
 	s.ks = chooseKs(s.sig2)
+	s.rank = len(s.sig2)
+	if s.rank < d {
+		// The residual needs the row space to round-off (RowSpace refines contained rows in
+		// float64); at full rank it is all of R^d and the basis, an n x n eigenproblem for
+		// n >= d rows, would buy nothing.
+		rs, err := baselines.NewRowSpace(uObs, opt.RankTol)
+		if err != nil {
+			return nil, fmt.Errorf("membership: %w", err)
+		}
+		s.rs, s.rank = rs, rs.Rank()
+	}
 	return s, nil
 }
 
@@ -262,9 +268,18 @@ func (s *Space) Score(rows *mat.Dense) (*Scores, error) {
 	if d != s.d {
 		return nil, fmt.Errorf("membership: rows of width %d against U of width %d", d, s.d)
 	}
-	frac, energy, err := s.rs.Residuals(rows)
-	if err != nil {
-		return nil, fmt.Errorf("membership: %w", err)
+	if err := checkFinite(rows); err != nil {
+		return nil, err
+	}
+	var frac, energy []float64
+	if s.rs != nil {
+		var err error
+		if frac, energy, err = s.rs.Residuals(rows); err != nil {
+			return nil, fmt.Errorf("membership: %w", err)
+		}
+	} else {
+		// Full rank: every row is contained; its residual is the round-off of the projection.
+		frac, energy = make([]float64, t), make([]float64, t)
 	}
 	out := &Scores{Residual: frac, Energy: energy, Leverage: make([]float64, t), TopK: make([][]float64, len(s.ks))}
 	for j := range out.TopK {
@@ -286,6 +301,13 @@ func (s *Space) Score(rows *mat.Dense) (*Scores, error) {
 			}
 		}
 		out.Leverage[i] = lev
+		if s.rs == nil {
+			e := 0.0
+			for _, x := range rows.RawRowView(i) {
+				e += x * x
+			}
+			energy[i], frac[i] = e, outside(in, e)
+		}
 	}
 	return out, nil
 }
@@ -298,8 +320,22 @@ func outside(in, e float64) float64 {
 	return max(0, min(1, 1-in/e))
 }
 
-// RowSpace is the row space of U_obs at the numerical rank (what Residual measures against).
+// RowSpace is the row space of U_obs at the numerical rank (what Residual measures against); nil
+// at full rank, where it is all of R^d.
 func (s *Space) RowSpace() *baselines.RowSpace { return s.rs }
+
+// checkFinite refuses rows holding NaN or Inf.
+func checkFinite(rows *mat.Dense) error {
+	t, _ := rows.Dims()
+	for i := 0; i < t; i++ {
+		for j, x := range rows.RawRowView(i) {
+			if math.IsNaN(x) || math.IsInf(x, 0) {
+				return fmt.Errorf("membership: row %d, column %d: %v", i, j, x)
+			}
+		}
+	}
+	return nil
+}
 
 // Unit round-offs of the observed element types.
 const (
