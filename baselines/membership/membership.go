@@ -280,6 +280,11 @@ func (s *Space) Score(rows *mat.Dense) (*Scores, error) {
 	} else {
 		// Full rank: every row is contained; its residual is the round-off of the projection.
 		frac, energy = make([]float64, t), make([]float64, t)
+		for i := range energy {
+			for _, x := range rows.RawRowView(i) {
+				energy[i] += x * x
+			}
+		}
 	}
 	out := &Scores{Residual: frac, Energy: energy, Leverage: make([]float64, t), TopK: make([][]float64, len(s.ks))}
 	for j := range out.TopK {
@@ -302,11 +307,7 @@ func (s *Space) Score(rows *mat.Dense) (*Scores, error) {
 		}
 		out.Leverage[i] = lev
 		if s.rs == nil {
-			e := 0.0
-			for _, x := range rows.RawRowView(i) {
-				e += x * x
-			}
-			energy[i], frac[i] = e, outside(in, e)
+			frac[i] = outside(in, energy[i])
 		}
 	}
 	return out, nil

@@ -215,3 +215,29 @@ func TestNewRefusesBadInput(t *testing.T) {
 		t.Error("rows of the wrong width accepted")
 	}
 }
+
+// At full rank (no row-space basis) the measures still see each row's energy: top-k at k = d is
+// nothing outside, smaller k leaves something outside, and Energy is the squared norm.
+func TestFullRankMeasuresSeeTheRowEnergy(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 8))
+	w := base(96, 1, 1, 0)
+	s, dr := space(t, rng, w, true)
+	if !s.FullRank() || s.RowSpace() != nil {
+		t.Fatalf("rank %d of %d, row space %v: want full rank and no basis", s.Rank(), s.D(), s.RowSpace() != nil)
+	}
+	s.ks = []int{8, s.D()}
+	rows := w.Rows(rng, dr.Common, 5)
+	sc, err := s.Score(rows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range sc.Energy {
+		e := 0.0
+		for _, x := range rows.RawRowView(i) {
+			e += x * x
+		}
+		if math.Abs(sc.Energy[i]-e) > 1e-12*e || sc.TopK[1][i] > 1e-9 || !(sc.TopK[0][i] > 1e-6 && sc.TopK[0][i] < 1) || sc.Residual[i] > 1e-9 {
+			t.Errorf("row %d: energy %.6g (want %.6g), top-8 %.3g, top-d %.3g, residual %.3g", i, sc.Energy[i], e, sc.TopK[0][i], sc.TopK[1][i], sc.Residual[i])
+		}
+	}
+}
