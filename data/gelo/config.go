@@ -90,6 +90,11 @@ type Config struct {
 	ObsRows float64 `yaml:"obs_rows" json:"obs_rows"`
 	// ObserveDtype is none, bf16 or fp16. Default none.
 	ObserveDtype ObserveDtype `yaml:"observe_dtype" json:"observe_dtype"`
+	// Call salts the streams of the shields, A and the observed rows (not the texts, windows or
+	// per-example parameters): GELO draws a fresh A and fresh shields for every protected GEMM
+	// call, so the blocks of one forward pass are the same example (same texts) under Call 1,
+	// 2, ... Not a config key; 0 (the default) leaves every stream as it always was.
+	Call uint64 `yaml:"-" json:"-"`
 }
 
 // DefaultConfig returns the documented defaults: 4 positives of 64 window tokens each, 10% gaussian

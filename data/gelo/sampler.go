@@ -141,7 +141,7 @@ func (s *Sampler) ExampleWith(ws *Workspace, split data.Split, index int64) (*Ex
 
 	// A: (n, n), fresh per example.
 	ex.A = make([]float32, n*n)
-	mr := stream(cfg.Seed, split, index, stageMix)
+	mr := stream(cfg.callSeed(), split, index, stageMix)
 	if cfg.Mix == MixNonOrthogonal {
 		ws.mx.nonOrthogonal(mr, n, ex.Kappa, ex.A)
 	} else {
@@ -156,7 +156,7 @@ func (s *Sampler) ExampleWith(ws *Workspace, split data.Split, index int64) (*Ex
 			ex.ObsRows[i] = i
 		}
 	} else {
-		ex.ObsRows = sample.Distinct(stream(cfg.Seed, split, index, stageObserve), n, ex.NObs)
+		ex.ObsRows = sample.Distinct(stream(cfg.callSeed(), split, index, stageObserve), n, ex.NObs)
 		slices.Sort(ex.ObsRows)
 	}
 	aObs := ex.A
@@ -242,7 +242,7 @@ func (s *Sampler) drawShields(ex *Example, texts []int) ([]int64, error) {
 	d := s.c.D()
 	k := ex.K
 	ex.S = make([]float32, k*d) // S: (K, d)
-	sr := stream(cfg.Seed, ex.Split, ex.Index, stageShields)
+	sr := stream(cfg.callSeed(), ex.Split, ex.Index, stageShields)
 	target := ex.ShieldScale * ex.M // wanted row norm
 	sigma := target / math.Sqrt(float64(d))
 	switch cfg.ShieldKind {

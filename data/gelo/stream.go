@@ -37,6 +37,18 @@ func stream(seed uint64, split data.Split, index int64, st stage) *rand.Rand {
 	return rand.New(rand.NewPCG(k.Uint64(), k.Uint64()))
 }
 
+// callSeed is the seed of the per-call streams (shields, mix, observe): the config's seed, or, for
+// Call > 0, a seed derived from both, so that each call of one example draws its own shields and A.
+func (c Config) callSeed() uint64 {
+	if c.Call == 0 {
+		return c.Seed
+	}
+	x := c.Seed ^ (c.Call * 0x9e3779b97f4a7c15)
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9
+	x = (x ^ (x >> 27)) * 0x94d049bb133111eb
+	return x ^ (x >> 31)
+}
+
 // gammaVariate draws Gamma(shape a >= 1, scale 1) by Marsaglia and Tsang's squeeze method.
 func gammaVariate(rng *rand.Rand, a float64) float64 {
 	d := a - 1.0/3
