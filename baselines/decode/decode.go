@@ -1,0 +1,589 @@
+package decode
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+	"time"
+
+	"gonum.org/v1/gonum/mat"
+
+	"github.com/gelo-research/geloattack/baselines/membership"
+	"github.com/gelo-research/geloattack/data"
+	"github.com/gelo-research/geloattack/data/gelo"
+)
+
+// Options configures Run.
+type Options struct {
+	// Sampler is the deployer's GELO setting (shields, kappa, observed rows, dtype) and how texts
+	// are drawn into a batch (Positives = texts per batch, Seed, ValFrac). Run sets
+	// TokensPerText to the longest text, with window sampling: every text enters whole.
+	Sampler gelo.Config
+	// Split the batches' texts come from; Batches how many batches (each index its own example).
+	Split   data.Split
+	Batches int
+	// Blocks are the blocks whose U the attacker sees and scores: 0 gives the bag, the others
+	// the order (at least one >= 1). Empty: 0 and 1.
+	Blocks []int
+	// Beam bounds the live prefixes (0: 4 per text); Branch keeps, per prefix, the certified
+	// extensions within this many decades of its best one (0: 1).
+	Beam   int
+	Branch float64
+	// ClaimLead is the lead in decades, over the best extension left out, that every step of a
+	// claimed text needs (0: 1).
+	ClaimLead float64
+}
+
+// Text is one decoded text.
+type Text struct {
+	Tokens []int `json:"tokens"`
+	// Excess is the worst step's score over the certification bound, in decades (<= 0: every
+	// step certified); Lead the smallest lead of a kept extension over the best one left out.
+	Excess  float64 `json:"excess"`
+	Lead    float64 `json:"lead"`
+	Claimed bool    `json:"claimed"`
+	// Match is the true text it equals (-1: none).
+	Match int `json:"match"`
+}
+
+// BatchResult is the outcome of one batch.
+type BatchResult struct {
+	Index int64 `json:"index"`
+	// Truth are the batch's texts (token ids) as the sampler drew them.
+	Truth [][]int `json:"truth"`
+	// N and NObs are block 0's rows (clean + shields) and observed rows; Rank the numerical rank
+	// of each attacked block's U, D the width.
+	N    int   `json:"n"`
+	NObs int   `json:"n_obs"`
+	Rank []int `json:"rank"`
+	D    int   `json:"d"`
+	// Bag is the certified bag; BagPrecision and BagRecall against the true distinct tokens.
+	Bag          []int   `json:"bag"`
+	BagPrecision float64 `json:"bag_precision"`
+	BagRecall    float64 `json:"bag_recall"`
+	// BagMargin is the best wrong token's score minus the worst true token's (decades; > 0: the
+	// bag's ranking separates them); OrderMargin the same along the true texts (the best wrong
+	// extension of each true prefix, one that continues no true text, against the true next token),
+	// the smallest over steps.
+	BagMargin   float64 `json:"bag_margin"`
+	OrderMargin float64 `json:"order_margin"`
+	// Decoded are the texts read back; Exact the fraction of true texts among them; TokenAcc the
+	// mean over true texts of the best positionwise accuracy of a decoded text.
+	Decoded  []Text  `json:"decoded"`
+	Exact    float64 `json:"exact"`
+	TokenAcc float64 `json:"token_accuracy"`
+	// Claims and ClaimsRight count claimed texts and those equal to a true text.
+	Claims      int `json:"claims"`
+	ClaimsRight int `json:"claims_right"`
+	// Forwards is the candidate extensions computed; Seconds the batch's wall time.
+	Forwards int     `json:"forwards"`
+	Seconds  float64 `json:"seconds"`
+}
+
+// Run draws Batches GELO batches of texts (token ids, each a text of the source) through m and
+// reads them back. Claims: a decoded text is claimed when every attacked block has an absolute
+// test (below full rank the residual, at full rank with every row observed the leverage), every
+// step of it was certified and led the best extension left out by ClaimLead decades.
+func Run(ctx context.Context, m Model, texts [][]int, opt Options) ([]BatchResult, error) {
+	blocks := opt.Blocks
+	if len(blocks) == 0 {
+		blocks = []int{0, 1}
+	}
+	upto := 0
+	for _, b := range blocks {
+		if b < 0 || b >= m.Blocks() {
+			return nil, fmt.Errorf("decode: block %d of a model with %d blocks", b, m.Blocks())
+		}
+		upto = max(upto, b+1)
+	}
+	if !slices.Contains(blocks, 0) || upto < 2 {
+		return nil, fmt.Errorf("decode: blocks %v: need block 0 (the bag) and one block >= 1 (the order)", blocks)
+	}
+	if opt.Batches < 1 {
+		return nil, fmt.Errorf("decode: batches %d, want >= 1", opt.Batches)
+	}
+	beam, branch, claimLead := opt.Beam, opt.Branch, opt.ClaimLead
+	if beam == 0 {
+		beam = 4 * max(1, int(opt.Sampler.Positives.Max))
+	}
+	if branch == 0 {
+		branch = 1
+	}
+	if claimLead == 0 {
+		claimLead = 1
+	}
+	u, err := membership.UnitRoundoff(string(opt.Sampler.ObserveDtype))
+	if err != nil {
+		return nil, err
+	}
+	d := m.D()
+	// One corpus per block: the deployer's rows of every source text.
+	corpora := make([]*data.MemCorpus, upto)
+	for l := range corpora {
+		corpora[l] = data.NewMemCorpus(d, 1)
+	}
+	longest := 0
+	for i, toks := range texts {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		if len(toks) == 0 {
+			return nil, fmt.Errorf("decode: text %d is empty", i)
+		}
+		rows, err := m.Rows(toks, upto)
+		if err != nil {
+			return nil, fmt.Errorf("decode: text %d: %w", i, err)
+		}
+		for l := range corpora {
+			if err := corpora[l].Add(int64(i), rows[l], []float32{0}); err != nil {
+				return nil, fmt.Errorf("decode: text %d: %w", i, err)
+			}
+		}
+		longest = max(longest, len(toks))
+	}
+	cfg := opt.Sampler
+	cfg.TokensPerText, cfg.TokenSampling = gelo.Fixed(float64(longest)), gelo.TokenWindow
+	samplers := map[int]*gelo.Sampler{}
+	for _, l := range blocks {
+		c := cfg
+		c.Call = uint64(l) + 1 // a fresh A and fresh shields per block's protected call
+		s, err := gelo.NewSampler(corpora[l], c)
+		if err != nil {
+			return nil, fmt.Errorf("decode: block %d: %w", l, err)
+		}
+		samplers[l] = s
+	}
+	a := &attack{m: m, d: d, blocks: blocks, upto: upto, u: u, beam: beam, branch: branch, claimLead: claimLead,
+		allObserved: cfg.ObsRows == 1}
+	var out []BatchResult
+	ws := new(gelo.Workspace)
+	for b := 0; b < opt.Batches; b++ {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		res, err := a.batch(ctx, samplers, ws, opt.Split, int64(b), texts)
+		if err != nil {
+			return nil, fmt.Errorf("decode: batch %d: %w", b, err)
+		}
+		out = append(out, *res)
+	}
+	return out, nil
+}
+
+// attack holds what one batch's decoding needs.
+type attack struct {
+	m                 Model
+	d, upto           int
+	blocks            []int
+	u                 float64
+	beam              int
+	branch, claimLead float64
+	allObserved       bool
+	spaces            map[int]*membership.Space
+	leftOutThr        float64 // excess a left-out extension needs for its step to count towards a claim
+	forwards          int
+}
+
+// batch draws batch index's example at every attacked block and decodes it.
+func (a *attack) batch(ctx context.Context, samplers map[int]*gelo.Sampler, ws *gelo.Workspace, split data.Split, index int64, texts [][]int) (*BatchResult, error) {
+	start := time.Now()
+	a.spaces, a.forwards = map[int]*membership.Space{}, 0
+	res := &BatchResult{Index: index, D: a.d}
+	for k, l := range a.blocks {
+		ex, err := samplers[l].ExampleWith(ws, split, index)
+		if err != nil {
+			return nil, fmt.Errorf("block %d: %w", l, err)
+		}
+		if k == 0 {
+			for _, ti := range ex.PositiveIdx {
+				res.Truth = append(res.Truth, texts[ti])
+			}
+			res.N, res.NObs = ex.N, ex.NObs
+		}
+		uObs := mat.NewDense(ex.NObs, a.d, nil)
+		for i, x := range ex.UObs {
+			uObs.RawMatrix().Data[i] = float64(x)
+		}
+		sp, err := membership.New(uObs, membership.Options{UnitRoundoff: a.u, AllObserved: a.allObserved, RankTol: membership.RankTol(uObs, a.u)})
+		if err != nil {
+			return nil, fmt.Errorf("block %d: %w", l, err)
+		}
+		a.spaces[l] = sp
+		res.Rank = append(res.Rank, sp.Rank())
+	}
+	a.leftOutThr = 0
+	for _, sp := range a.spaces {
+		if sp.FullRank() {
+			a.leftOutThr = math.Log10(LeftOutAbove)
+		}
+	}
+	bagScores, err := a.bagScores(ctx)
+	if err != nil {
+		return nil, err
+	}
+	truthSet := map[int]bool{}
+	for _, t := range res.Truth {
+		for _, v := range t {
+			truthSet[v] = true
+		}
+	}
+	res.Bag = a.bag(bagScores, res.NObs)
+	hit := 0
+	for _, v := range res.Bag {
+		if truthSet[v] {
+			hit++
+		}
+	}
+	if len(res.Bag) > 0 {
+		res.BagPrecision = float64(hit) / float64(len(res.Bag))
+	}
+	res.BagRecall = float64(hit) / float64(len(truthSet))
+	res.BagMargin = separation(bagScores, truthSet)
+
+	decoded, err := a.search(ctx, res.Bag, res.NObs)
+	if err != nil {
+		return nil, err
+	}
+	res.OrderMargin, err = a.orderMargin(res.Truth, res.Bag)
+	if err != nil {
+		return nil, err
+	}
+	exact := 0
+	for i := range decoded {
+		decoded[i].Match = -1
+		for j, t := range res.Truth {
+			if slices.Equal(decoded[i].Tokens, t) {
+				decoded[i].Match = j
+			}
+		}
+		if decoded[i].Claimed {
+			res.Claims++
+			if decoded[i].Match >= 0 {
+				res.ClaimsRight++
+			}
+		}
+	}
+	for _, t := range res.Truth {
+		best := 0.0
+		found := false
+		for _, dt := range decoded {
+			if slices.Equal(dt.Tokens, t) {
+				found = true
+			}
+			best = max(best, positionwise(dt.Tokens, t))
+		}
+		if found {
+			exact++
+		}
+		res.TokenAcc += best / float64(len(res.Truth))
+	}
+	res.Exact = float64(exact) / float64(len(res.Truth))
+	res.Decoded = decoded
+	res.Forwards = a.forwards
+	res.Seconds = time.Since(start).Seconds()
+	return res, nil
+}
+
+// excess is a block's score of rows over its certification bound in decades (<= 0: certified):
+// the residual below full rank, the leverage at full rank.
+func (a *attack) excess(l int, rows *mat.Dense) ([]float64, error) {
+	sp := a.spaces[l]
+	sc, err := sp.Score(rows)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]float64, len(sc.Residual))
+	for i := range out {
+		switch {
+		case !sp.FullRank():
+			out[i] = math.Log10(max(sc.Residual[i], 1e-30) / sp.ResidualBound())
+		case sp.LeverageBound() > 0:
+			out[i] = math.Log10(max(sc.Leverage[i], 1e-30) / sp.LeverageBound())
+		default:
+			// No absolute test (rows dropped past full rank): leverage against the bound an
+			// observation of every row would have, to rank; certifiable() then forbids claims.
+			out[i] = math.Log10(max(sc.Leverage[i], 1e-30) / (1 + membership.LeverageSlack))
+		}
+	}
+	return out, nil
+}
+
+// LeftOutAbove is how far above the leverage bound (a factor) the best extension left out must
+// lie for a step to count towards a claim when a block is past full rank: 2, as
+// content.LeverageRunnerUp (below full rank, outside the residual bound is enough).
+const LeftOutAbove = 2
+
+// vocabChunk is how many vocabulary rows are scored at once.
+const vocabChunk = 2048
+
+// bagScores scores every vocabulary token's block-0 row.
+func (a *attack) bagScores(ctx context.Context) ([]float64, error) {
+	v := a.m.Vocab()
+	out := make([]float64, 0, v)
+	buf := make([]float32, vocabChunk*a.d)
+	for lo := 0; lo < v; lo += vocabChunk {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		hi := min(v, lo+vocabChunk)
+		if err := a.m.Block0(lo, hi, buf[:(hi-lo)*a.d]); err != nil {
+			return nil, fmt.Errorf("vocabulary rows [%d, %d): %w", lo, hi, err)
+		}
+		e, err := a.excess(0, toDense(buf[:(hi-lo)*a.d], hi-lo, a.d))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, e...)
+	}
+	return out, nil
+}
+
+// bag is the certified tokens, best first, at most nObs of them (a batch of n_obs observed rows
+// holds at most that many distinct tokens).
+func (a *attack) bag(scores []float64, nObs int) []int {
+	var bag []int
+	for v, e := range scores {
+		if e <= 0 {
+			bag = append(bag, v)
+		}
+	}
+	sort.SliceStable(bag, func(i, j int) bool { return scores[bag[i]] < scores[bag[j]] })
+	if len(bag) > nObs {
+		bag = bag[:nObs]
+	}
+	return bag
+}
+
+// node is a live prefix of the search.
+type node struct {
+	p      Prefix
+	toks   []int
+	excess float64     // worst step's excess
+	lead   float64     // smallest lead of a kept step
+	rows   [][]float32 // each step's rows at blocks 1..upto-1: ((upto-1) d)
+}
+
+// search reads texts from the bag: prefixes extended by every bag token, keeping per prefix the
+// certified extensions within branch decades of its best; a prefix with no certified extension
+// is a finished text. At most nObs steps (every token of a text is an observed row).
+func (a *attack) search(ctx context.Context, bag []int, nObs int) ([]Text, error) {
+	if len(bag) == 0 {
+		return nil, nil
+	}
+	live := []node{{p: a.m.NewPrefix(), excess: math.Inf(-1), lead: math.Inf(1)}}
+	var done []Text
+	for step := 0; step < nObs && len(live) > 0; step++ {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		var next []node
+		rejected := false // some extension of some prefix was not certified
+		for _, nd := range live {
+			ex, rows, err := a.extend(nd.p, bag)
+			if err != nil {
+				return nil, err
+			}
+			// An extension whose rows repeat a row of its own prefix adds nothing the row space
+			// can see (a token repeated from the start, "A A", attends to identical keys and
+			// values and gives position 0's rows again): it is not evidence of a longer text.
+			w := (a.upto - 1) * a.d
+			for i := range bag {
+				for _, prev := range nd.rows {
+					if sameRows(rows[i*w:(i+1)*w], prev) {
+						ex[i] = math.Inf(1)
+						break
+					}
+				}
+			}
+			order := make([]int, len(bag))
+			for i := range order {
+				order[i] = i
+			}
+			sort.SliceStable(order, func(i, j int) bool { return ex[order[i]] < ex[order[j]] })
+			rejected = rejected || ex[order[len(order)-1]] > 0
+			best := ex[order[0]]
+			if best > 0 {
+				if len(nd.toks) > 0 {
+					done = append(done, Text{Tokens: nd.toks, Excess: nd.excess, Lead: nd.lead})
+				}
+				continue
+			}
+			kept := 0
+			for kept < len(order) && ex[order[kept]] <= 0 && ex[order[kept]] <= best+a.branch {
+				kept++
+			}
+			// The step's lead: how far the best extension left out lies beyond the kept ones,
+			// counted only when that extension is itself outside the certification bound (by
+			// LeftOutAbove past full rank): a choice between certified extensions proves nothing.
+			lead := math.Inf(-1) // nothing left out: the step proves nothing
+			if kept < len(order) {
+				if out := ex[order[kept]]; out > a.leftOutThr {
+					lead = out - ex[order[kept-1]]
+				}
+			}
+			for _, i := range order[:kept] {
+				p, err := nd.p.Append(bag[i])
+				if err != nil {
+					return nil, err
+				}
+				next = append(next, node{p: p, toks: append(slices.Clone(nd.toks), bag[i]),
+					excess: max(nd.excess, ex[i]), lead: min(nd.lead, lead),
+					rows: append(slices.Clip(nd.rows), rows[i*w:(i+1)*w])})
+			}
+		}
+		sort.SliceStable(next, func(i, j int) bool { return next[i].excess < next[j].excess })
+		if len(next) > a.beam {
+			next = next[:a.beam]
+		}
+		live = next
+		if !rejected {
+			// Every extension of every prefix passed: the test separates nothing here (strong
+			// shields past full rank). Reading on would only enumerate the beam.
+			break
+		}
+	}
+	for _, nd := range live { // ran out of steps
+		done = append(done, Text{Tokens: nd.toks, Excess: nd.excess, Lead: nd.lead})
+	}
+	for i := range done {
+		done[i].Claimed = done[i].Excess <= 0 && done[i].Lead >= a.claimLead && a.certifiable()
+	}
+	return done, nil
+}
+
+// certifiable says every attacked block offers an absolute test.
+func (a *attack) certifiable() bool {
+	for _, sp := range a.spaces {
+		if sp.FullRank() && sp.LeverageBound() == 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// extend scores every candidate token appended to p: the worst excess over the attacked blocks
+// >= 1, and the candidates' rows (cands, upto-1, d).
+func (a *attack) extend(p Prefix, cands []int) ([]float64, []float32, error) {
+	d := a.d
+	buf := make([]float32, len(cands)*(a.upto-1)*d) // (cands, upto-1, d)
+	if err := p.Extend(cands, a.upto, buf); err != nil {
+		return nil, nil, fmt.Errorf("extending a prefix of %d tokens: %w", p.Len(), err)
+	}
+	a.forwards += len(cands)
+	out := make([]float64, len(cands))
+	for i := range out {
+		out[i] = math.Inf(-1)
+	}
+	rows := make([]float32, len(cands)*d)
+	for _, l := range a.blocks {
+		if l == 0 {
+			continue
+		}
+		for c := range cands {
+			copy(rows[c*d:(c+1)*d], buf[(c*(a.upto-1)+l-1)*d:(c*(a.upto-1)+l)*d])
+		}
+		e, err := a.excess(l, toDense(rows, len(cands), d))
+		if err != nil {
+			return nil, nil, err
+		}
+		for c := range out {
+			out[c] = max(out[c], e[c])
+		}
+	}
+	return out, buf, nil
+}
+
+// sameRows says two rows agree to float32 round-off (relative 1e-6 of their norm).
+func sameRows(x, y []float32) bool {
+	var diff, norm float64
+	for i, v := range x {
+		dv := float64(v) - float64(y[i])
+		diff += dv * dv
+		norm += float64(v) * float64(v)
+	}
+	return diff <= 1e-12*norm
+}
+
+// orderMargin is, along every true text, the best wrong extension's excess minus the true next
+// token's, the smallest over steps and texts (decades; > 0: the order is separable). Wrong
+// extensions that repeat a row of the true prefix are left out, as the search leaves them out.
+func (a *attack) orderMargin(truth [][]int, bag []int) (float64, error) {
+	margin := math.Inf(1)
+	w := (a.upto - 1) * a.d
+	for _, t := range truth {
+		cands := slices.Clone(bag)
+		for _, v := range t {
+			if !slices.Contains(cands, v) {
+				cands = append(cands, v)
+			}
+		}
+		p := a.m.NewPrefix()
+		var seen [][]float32
+		for pos, v := range t {
+			// Tokens that continue some true text with this prefix are not wrong.
+			right := map[int]bool{}
+			for _, o := range truth {
+				if len(o) > pos && slices.Equal(o[:pos], t[:pos]) {
+					right[o[pos]] = true
+				}
+			}
+			ex, rows, err := a.extend(p, cands)
+			if err != nil {
+				return 0, err
+			}
+			truthEx, wrong := 0.0, math.Inf(1)
+			var truthRows []float32
+			for i, c := range cands {
+				r := rows[i*w : (i+1)*w]
+				if c == v {
+					truthEx, truthRows = ex[i], r
+					continue
+				}
+				if !right[c] && !slices.ContainsFunc(seen, func(prev []float32) bool { return sameRows(r, prev) }) {
+					wrong = min(wrong, ex[i])
+				}
+			}
+			margin = min(margin, wrong-truthEx)
+			seen = append(seen, truthRows)
+			if p, err = p.Append(v); err != nil {
+				return 0, err
+			}
+		}
+	}
+	return margin, nil
+}
+
+// separation is the best score outside set minus the worst inside (decades).
+func separation(scores []float64, set map[int]bool) float64 {
+	worstIn, bestOut := math.Inf(-1), math.Inf(1)
+	for v, e := range scores {
+		if set[v] {
+			worstIn = max(worstIn, e)
+		} else {
+			bestOut = min(bestOut, e)
+		}
+	}
+	return bestOut - worstIn
+}
+
+// positionwise is the fraction of truth's positions where got holds the same token.
+func positionwise(got, truth []int) float64 {
+	same := 0
+	for i := range min(len(got), len(truth)) {
+		if got[i] == truth[i] {
+			same++
+		}
+	}
+	return float64(same) / float64(len(truth))
+}
+
+// toDense copies float32 rows (n, d) into a float64 matrix.
+func toDense(x []float32, n, d int) *mat.Dense {
+	out := mat.NewDense(n, d, nil)
+	for i, v := range x[:n*d] {
+		out.RawMatrix().Data[i] = float64(v)
+	}
+	return out
+}

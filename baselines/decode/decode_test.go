@@ -1,0 +1,88 @@
+package decode
+
+import (
+	"context"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/gelo-research/geloattack/data"
+	"github.com/gelo-research/geloattack/data/gelo"
+)
+
+// sourceTexts draws n texts of 4..8 tokens from a vocabulary of v.
+func sourceTexts(n, v int, seed uint64) [][]int {
+	rng := rand.New(rand.NewPCG(seed, 5))
+	out := make([][]int, n)
+	for i := range out {
+		t := make([]int, 4+rng.IntN(5))
+		for j := range t {
+			t[j] = rng.IntN(v)
+		}
+		out[i] = t
+	}
+	return out
+}
+
+// 4 texts in bf16 with 5% shields at scale 10 (below full rank): every text read back exactly and
+// claimed, nothing else claimed.
+func TestToyDecodeRecoversEveryText(t *testing.T) {
+	m := newToy(200, 64, 3, 1)
+	cfg := gelo.DefaultConfig()
+	cfg.Positives, cfg.ValFrac = gelo.Fixed(4), 0.3
+	cfg.ShieldFrac, cfg.ShieldScale = gelo.Fixed(0.05), gelo.Fixed(10)
+	cfg.ObserveDtype = gelo.ObserveBF16
+	res, err := Run(context.Background(), m, sourceTexts(40, 200, 2), Options{Sampler: cfg, Split: data.Train, Batches: 3, Blocks: []int{0, 1, 2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range res {
+		t.Logf("batch %d: n %d rank %v bag %d (P %.2f R %.2f, margin %.2f) order margin %.2f exact %.2f acc %.2f claims %d/%d decoded %d",
+			r.Index, r.N, r.Rank, len(r.Bag), r.BagPrecision, r.BagRecall, r.BagMargin, r.OrderMargin, r.Exact, r.TokenAcc, r.ClaimsRight, r.Claims, len(r.Decoded))
+		if r.Exact != 1 || r.ClaimsRight != len(r.Truth) || r.Claims != r.ClaimsRight {
+			t.Errorf("batch %d: exact %.2f, claims %d (right %d) of %d texts", r.Index, r.Exact, r.Claims, r.ClaimsRight, len(r.Truth))
+		}
+	}
+}
+
+// Each generation step is one row plus shields: every token read back and claimed, in bf16, with
+// shields at scale 10.
+func TestToyGenerationReadsEveryToken(t *testing.T) {
+	m := newToy(200, 64, 2, 1)
+	cfg := gelo.DefaultConfig()
+	cfg.ValFrac = 0.3
+	cfg.ShieldRows, cfg.ShieldScale = 3, gelo.Fixed(10)
+	cfg.ObserveDtype = gelo.ObserveBF16
+	r, err := Generation(context.Background(), m, sourceTexts(40, 200, 2), cfg, data.Train, 20, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Correct != r.Steps || r.ClaimsRight != r.Steps || r.Claims != r.ClaimsRight {
+		t.Fatalf("generation: %d of %d steps right, %d claims (%d right)", r.Correct, r.Steps, r.Claims, r.ClaimsRight)
+	}
+}
+
+// Past full rank (64 shield rows on width 64): weak shields still rank every text back (leverage),
+// strong ones stop it; in neither case is anything claimed wrongly.
+func TestToyDecodePastFullRankClaimsNothingWrong(t *testing.T) {
+	m := newToy(200, 64, 3, 1)
+	for _, scale := range []float64{0.1, 10} {
+		cfg := gelo.DefaultConfig()
+		cfg.Positives, cfg.ValFrac = gelo.Fixed(4), 0.3
+		cfg.ShieldRows, cfg.ShieldScale = 64, gelo.Fixed(scale)
+		res, err := Run(context.Background(), m, sourceTexts(40, 200, 2), Options{Sampler: cfg, Split: data.Train, Batches: 2, Blocks: []int{0, 1, 2}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range res {
+			t.Logf("scale %g batch %d: n %d rank %v bag %d (P %.2f R %.2f, margin %.2f) order margin %.2f exact %.2f acc %.2f claims %d/%d",
+				scale, r.Index, r.N, r.Rank, len(r.Bag), r.BagPrecision, r.BagRecall, r.BagMargin, r.OrderMargin, r.Exact, r.TokenAcc, r.ClaimsRight, r.Claims)
+			if r.Claims != r.ClaimsRight || (scale == 10 && r.Claims > 0) {
+				t.Errorf("scale %g batch %d: %d claims, %d right", scale, r.Index, r.Claims, r.ClaimsRight)
+			}
+			if scale == 0.1 && r.Exact != 1 {
+				t.Errorf("weak shields past full rank: exact %.2f, want every text ranked back by leverage", r.Exact)
+			}
+		}
+	}
+}
+

@@ -1,0 +1,103 @@
+package decode
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"gonum.org/v1/gonum/mat"
+
+	"github.com/gelo-research/geloattack/baselines/membership"
+	"github.com/gelo-research/geloattack/data"
+	"github.com/gelo-research/geloattack/data/gelo"
+)
+
+// GenerationResult is the generation-step attack's outcome: each decoding step offloads the new
+// token's row of block 0 plus shields, and the attacker tests every vocabulary row against it.
+type GenerationResult struct {
+	// Steps observed; Correct the steps whose best-scored token is the generated one; Claims and
+	// ClaimsRight the steps where the attack claimed (best certified, leading the second by
+	// ClaimLead decades, an absolute test available) and how many of those were right.
+	Steps       int     `json:"steps"`
+	Correct     int     `json:"correct"`
+	Claims      int     `json:"claims"`
+	ClaimsRight int     `json:"claims_right"`
+	N           float64 `json:"n_mean"`
+	Seconds     float64 `json:"seconds"`
+}
+
+// Generation observes steps generation steps drawn from texts: each step one token's block-0 row
+// (a row of a text, as the sampler draws it: positives 1, tokens_per_text 1) mixed with the
+// config's shields.
+func Generation(ctx context.Context, m Model, texts [][]int, cfg gelo.Config, split data.Split, steps int, claimLead float64) (*GenerationResult, error) {
+	if steps < 1 {
+		return nil, fmt.Errorf("decode generation: steps %d, want >= 1", steps)
+	}
+	if claimLead == 0 {
+		claimLead = 1
+	}
+	u, err := membership.UnitRoundoff(string(cfg.ObserveDtype))
+	if err != nil {
+		return nil, err
+	}
+	d := m.D()
+	corpus := data.NewMemCorpus(d, 1)
+	for i, toks := range texts {
+		rows, err := m.Rows(toks, 1)
+		if err != nil {
+			return nil, fmt.Errorf("decode generation: text %d: %w", i, err)
+		}
+		if err := corpus.Add(int64(i), rows[0], []float32{0}); err != nil {
+			return nil, fmt.Errorf("decode generation: text %d: %w", i, err)
+		}
+	}
+	cfg.Positives, cfg.TokensPerText, cfg.TokenSampling, cfg.Call = gelo.Fixed(1), gelo.Fixed(1), gelo.TokenRandom, 1
+	s, err := gelo.NewSampler(corpus, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("decode generation: %w", err)
+	}
+	start := time.Now()
+	res := &GenerationResult{Steps: steps}
+	ws := new(gelo.Workspace)
+	a := &attack{m: m, d: d, blocks: []int{0}, upto: 1, u: u, allObserved: cfg.ObsRows == 1}
+	for i := 0; i < steps; i++ {
+		ex, err := s.ExampleWith(ws, split, int64(i))
+		if err != nil {
+			return nil, fmt.Errorf("decode generation: step %d: %w", i, err)
+		}
+		res.N += float64(ex.N) / float64(steps)
+		uObs := mat.NewDense(ex.NObs, d, nil)
+		for j, x := range ex.UObs {
+			uObs.RawMatrix().Data[j] = float64(x)
+		}
+		sp, err := membership.New(uObs, membership.Options{UnitRoundoff: u, AllObserved: a.allObserved, RankTol: membership.RankTol(uObs, u)})
+		if err != nil {
+			return nil, fmt.Errorf("decode generation: step %d: %w", i, err)
+		}
+		a.spaces = map[int]*membership.Space{0: sp}
+		scores, err := a.bagScores(ctx)
+		if err != nil {
+			return nil, err
+		}
+		best, second := 0, -1
+		for v, e := range scores {
+			if e < scores[best] {
+				best, second = v, best
+			} else if v != best && (second < 0 || e < scores[second]) {
+				second = v
+			}
+		}
+		truth := texts[ex.PositiveIdx[0]][ex.HPos[0]]
+		if best == truth {
+			res.Correct++
+		}
+		if scores[best] <= 0 && scores[second]-scores[best] >= claimLead && a.certifiable() {
+			res.Claims++
+			if best == truth {
+				res.ClaimsRight++
+			}
+		}
+	}
+	res.Seconds = time.Since(start).Seconds()
+	return res, nil
+}
