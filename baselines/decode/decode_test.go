@@ -85,4 +85,3 @@ func TestToyDecodePastFullRankClaimsNothingWrong(t *testing.T) {
 		}
 	}
 }
-
