@@ -17,6 +17,7 @@ import (
 
 	"github.com/gelo-research/geloattack/data/bpe"
 	"github.com/gelo-research/geloattack/data/extract"
+	"golang.org/x/text/unicode/norm"
 )
 
 // The oracle test compares Encode with transformers.js's tokenizer code (the @lenml/tokenizers
@@ -215,6 +216,12 @@ func TestMatchesTransformersJS(t *testing.T) {
 				dec := ""
 				if len(without) > 0 {
 					dec = tok.Decode(without)
+				}
+				if i < corpusTexts {
+					// Corpus texts round-trip (Qwen's NFC normalizer aside, which these keep).
+					if dec != norm.NFC.String(text) && dec != text {
+						t.Errorf("text %d: Decode(Encode(%q)) = %q", i, clip(text), clip(dec))
+					}
 				}
 				if slices.Equal(with, want[i].With) && slices.Equal(without, want[i].Without) && dec == want[i].Decoded {
 					same++
