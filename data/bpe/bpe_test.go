@@ -459,3 +459,42 @@ func FuzzEncode(f *testing.F) {
 		}
 	})
 }
+
+// TestMetaspace: the newer SentencePiece layout (Mistral v0.3 and later) has no normalizer and a
+// Metaspace pre-tokenizer; prepend_scheme "first" puts "▁" only before the text's first section,
+// as tokenizers does (transformers.js 3.7 reads only the older add_prefix_space here).
+func TestMetaspace(t *testing.T) {
+	tj := spJSON()
+	tj["normalizer"] = nil
+	tj["pre_tokenizer"] = map[string]any{"type": "Metaspace", "replacement": "▁", "prepend_scheme": "first", "split": false}
+	tj["decoder"] = map[string]any{"type": "Sequence", "decoders": []any{
+		map[string]any{"type": "Metaspace", "replacement": "▁", "prepend_scheme": "first", "split": false},
+		map[string]any{"type": "ByteFallback"}, map[string]any{"type": "Fuse"},
+	}}
+	tok := load(t, tj, nil)
+	for _, c := range []struct {
+		text string
+		want []int
+	}{
+		{"ab c", []int{259, 263, 259, 262}},
+		{"b<s>a", []int{259, 261, 1, 260}}, // no ▁ after <s>
+		{"<s>a", []int{1, 260}},
+		{"ab", []int{259, 263}},
+	} {
+		if got := encode(t, tok, c.text, false); !slices.Equal(got, c.want) {
+			t.Errorf("Encode(%q) = %v, want %v", c.text, got, c.want)
+		}
+	}
+	if got := tok.Decode([]int{259, 263, 259, 262}); got != "ab c" {
+		t.Errorf("Decode = %q", got)
+	}
+	// split: true cuts before every "▁": "▁a" and "▁b" are merged separately.
+	tj["pre_tokenizer"].(map[string]any)["split"] = true
+	tok = load(t, tj, nil)
+	if got := tok.preTok[0]([]string{"a b  c"}, true); !slices.Equal(got, []string{"▁a", "▁b", "▁", "▁c"}) {
+		t.Errorf("split pieces %q", got)
+	}
+	if got := encode(t, tok, "a b", false); !slices.Equal(got, []int{264, 259, 261}) {
+		t.Errorf("split Encode(%q) = %v", "a b", got)
+	}
+}
