@@ -52,13 +52,12 @@ type Tokenizer struct {
 	preTok      []preStep
 	decoders    []decodeStep
 
-	added       addedSplitter
-	addedByID   map[int32]addedToken
-	specialIDs  map[int32]bool
-	prefix      []int // ids put before the text when specials are added
-	suffix      []int // ids put after it
-	bos         int32 // -1: none
-	maxPieceLen int   // pieces longer than this (bytes) are not cached
+	added      addedSplitter
+	addedByID  map[int32]addedToken
+	specialIDs map[int32]bool
+	prefix     []int // ids put before the text when specials are added
+	suffix     []int // ids put after it
+	bos        int32 // -1: none
 
 	cacheMu sync.Mutex
 	cache   map[string][]int32
@@ -77,8 +76,12 @@ type preStep func(pieces []string, first bool) []string
 // decodeStep is one decoder: it maps tokens to tokens (transformers.js's decode_chain).
 type decodeStep func(tokens []string) []string
 
-// cacheCap bounds the piece cache; the cache is emptied when it is full.
-const cacheCap = 1 << 16
+// cacheCap bounds the piece cache; the cache is emptied when it is full. Pieces longer than
+// maxCachedPiece bytes (whole SentencePiece sections, mostly) are not cached: they rarely repeat.
+const (
+	cacheCap       = 1 << 16
+	maxCachedPiece = 256
+)
 
 // Kind is "sentencepiece-bpe" or "byte-level-bpe".
 func (t *Tokenizer) Kind() string { return t.kind }

@@ -5,8 +5,10 @@ import "strings"
 // GPT-2's byte-to-unicode map: the printable Latin-1 bytes ('!'..'~', '¡'..'¬', '®'..'ÿ') stand for
 // themselves; the other 68 bytes, in increasing order, become U+0100, U+0101, ... so that every
 // byte is a visible, non-space character (a space is "Ġ", U+0120).
-var byteToRune, runeToByte = func() (fwd [256]rune, back map[rune]byte) {
-	back = make(map[rune]byte, 256)
+var byteToRune, runeToByte = func() (fwd [256]rune, back [324]int16) {
+	for i := range back {
+		back[i] = -1
+	}
 	n := rune(0)
 	for b := 0; b < 256; b++ {
 		if b >= '!' && b <= '~' || b >= 0xA1 && b <= 0xAC || b >= 0xAE && b <= 0xFF {
@@ -15,7 +17,7 @@ var byteToRune, runeToByte = func() (fwd [256]rune, back map[rune]byte) {
 			fwd[b] = 256 + n
 			n++
 		}
-		back[fwd[b]] = byte(b)
+		back[fwd[b]] = int16(b)
 	}
 	return fwd, back
 }()
@@ -32,6 +34,8 @@ func byteMap(s string) string {
 
 // unicodeToByte is the inverse of the byte map.
 func unicodeToByte(r rune) (byte, bool) {
-	b, ok := runeToByte[r]
-	return b, ok
+	if r < 0 || int(r) >= len(runeToByte) || runeToByte[r] < 0 {
+		return 0, false
+	}
+	return byte(runeToByte[r]), true
 }

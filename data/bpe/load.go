@@ -66,7 +66,7 @@ type loader struct {
 	cfgPath string // tokenizer_config.json ("" when absent)
 }
 
-// fieldError is a refusal naming the file and the JSON field.
+// errf is a refusal naming the file and the JSON field.
 func (l *loader) errf(field, format string, args ...any) error {
 	return fmt.Errorf("bpe: %s: %s: %s", l.path, field, fmt.Sprintf(format, args...))
 }
@@ -116,14 +116,13 @@ func parse(data []byte, cfg *configJSON, l *loader) (*Tokenizer, error) {
 	}
 	sum := sha256.Sum256(data)
 	t := &Tokenizer{
-		path:        l.path,
-		hash:        hex.EncodeToString(sum[:]),
-		unk:         -1,
-		bos:         -1,
-		maxPieceLen: 256,
-		cache:       make(map[string][]int32),
-		specialIDs:  make(map[int32]bool),
-		addedByID:   make(map[int32]addedToken),
+		path:       l.path,
+		hash:       hex.EncodeToString(sum[:]),
+		unk:        -1,
+		bos:        -1,
+		cache:      make(map[string][]int32),
+		specialIDs: make(map[int32]bool),
+		addedByID:  make(map[int32]addedToken),
 	}
 	if isSet(f.Truncation) {
 		return nil, l.errf("truncation", "is set; this package encodes whole texts (set it to null)")

@@ -14,7 +14,7 @@ func (t *Tokenizer) encodePiece(piece string, dst []int32) ([]int32, error) {
 			return append(dst, id), nil
 		}
 	}
-	cacheable := len(piece) <= t.maxPieceLen
+	cacheable := len(piece) <= maxCachedPiece
 	if cacheable {
 		t.cacheMu.Lock()
 		ids, ok := t.cache[piece]
