@@ -14,7 +14,7 @@ type addedToken struct {
 	id                         int32
 	content                    string
 	lstrip, rstrip, singleWord bool
-	special                    bool
+	special, normalized        bool
 }
 
 // addedSplitter cuts a text into added tokens and the text between them: at each position the
@@ -140,11 +140,15 @@ func (l *loader) addedTokens(t *Tokenizer, list []addedJSON, cfg *configJSON) er
 			return fmt.Errorf("%s: id %d is %q in model.vocab but %q here", field, id, prev, a.Content)
 		}
 		tok := addedToken{id: int32(id), content: a.Content, lstrip: a.LStrip, rstrip: a.RStrip,
-			singleWord: a.SingleWord, special: a.Special}
+			singleWord: a.SingleWord, special: a.Special, normalized: a.Normalized}
 		t.tokens[id] = a.Content
 		t.vocab[a.Content] = int32(id)
 		t.addedByID[int32(id)] = tok
-		t.added.add(tok)
+		if a.Normalized {
+			t.addedNorm.add(tok)
+		} else {
+			t.added.add(tok)
+		}
 		if a.Special {
 			t.specialIDs[int32(id)] = true
 		}

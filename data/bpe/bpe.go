@@ -7,8 +7,11 @@
 //   - byte-level BPE (Llama-3, Qwen2/3): a Split pre-tokenizer with the model's regex (implemented
 //     as hand-written scanners, see pretokenize.go), the GPT-2 byte-to-unicode map, ignore_merges.
 //
-// Added and special tokens are matched in the raw text before anything else. The reference it is
-// tested against is transformers.js's tokenizer code (npm @lenml/tokenizers) on the real files.
+// Added and special tokens are matched before anything else: in the raw text, or, for those with
+// normalized: true, in each section's normalized text (the rule of Hugging Face tokenizers;
+// transformers.js matches those in the raw text too, and the three reference files have none).
+// The reference the package is tested against is transformers.js's tokenizer code (npm
+// @lenml/tokenizers) on the real Llama-2-style (Mistral), Llama-3 and Qwen3 files.
 // Anything in a tokenizer.json this package does not implement is refused at Load, naming the file
 // and the JSON field, so that a tokenizer that loads gives the ids its model was trained with.
 package bpe
@@ -52,12 +55,14 @@ type Tokenizer struct {
 	preTok      []preStep
 	decoders    []decodeStep
 
-	added      addedSplitter
-	addedByID  map[int32]addedToken
-	specialIDs map[int32]bool
-	prefix     []int // ids put before the text when specials are added
-	suffix     []int // ids put after it
-	bos        int32 // -1: none
+	// added holds the added tokens matched in the raw text; addedNorm those with
+	// normalized: true, matched in each section's normalized text (as tokenizers does).
+	added, addedNorm addedSplitter
+	addedByID        map[int32]addedToken
+	specialIDs       map[int32]bool
+	prefix           []int // ids put before the text when specials are added
+	suffix           []int // ids put after it
+	bos              int32 // -1: none
 
 	cacheMu sync.Mutex
 	cache   map[string][]int32
@@ -158,15 +163,24 @@ func (t *Tokenizer) Encode(text string, addSpecial bool) ([]int, error) {
 		if s == "" {
 			continue
 		}
-		pieces = append(pieces[:0], s)
-		for _, p := range t.preTok {
-			pieces = p(pieces, i == 0)
-		}
 		ids = ids[:0]
-		for _, p := range pieces {
-			var err error
-			if ids, err = t.encodePiece(p, ids); err != nil {
-				return nil, fmt.Errorf("bpe %s: %w", t.path, err)
+		for j, sub := range t.addedNorm.split(s) {
+			if sub.id >= 0 {
+				ids = append(ids, sub.id)
+				continue
+			}
+			if sub.text == "" {
+				continue
+			}
+			pieces = append(pieces[:0], sub.text)
+			for _, p := range t.preTok {
+				pieces = p(pieces, i == 0 && j == 0)
+			}
+			for _, p := range pieces {
+				var err error
+				if ids, err = t.encodePiece(p, ids); err != nil {
+					return nil, fmt.Errorf("bpe %s: %w", t.path, err)
+				}
 			}
 		}
 		if t.fuseUnk && t.unk >= 0 {

@@ -498,3 +498,22 @@ func TestMetaspace(t *testing.T) {
 		t.Errorf("split Encode(%q) = %v", "a b", got)
 	}
 }
+
+// TestNormalizedAddedToken: a token with normalized: true is found in the normalized section, so
+// the text after it gets no "▁" of its own (the normalizer prepended one to the whole section).
+func TestNormalizedAddedToken(t *testing.T) {
+	tj := spJSON()
+	for _, a := range tj["added_tokens"].([]any) {
+		a.(map[string]any)["normalized"] = true
+	}
+	tok := load(t, tj, nil)
+	if got := encode(t, tok, "b<s>a", false); !slices.Equal(got, []int{259, 261, 1, 260}) {
+		t.Errorf("normalized <s>: %v, want [259 261 1 260]", got)
+	}
+	if got := encode(t, tok, "<s>", true); !slices.Equal(got, []int{1, 259, 1}) {
+		t.Errorf("normalized <s> alone: %v, want [1 259 1]", got)
+	}
+	if got := tok.Decode([]int{259, 261, 1, 260}); got != "b<s>a" {
+		t.Errorf("Decode = %q", got)
+	}
+}

@@ -183,7 +183,7 @@ func (t *Tokenizer) decodeByteLevel(toks []string) []string {
 		}
 	}
 	for _, s := range toks {
-		if _, ok := t.added.byContent[s]; ok {
+		if t.isAdded(s) {
 			flush()
 			out = append(out, s)
 			continue
@@ -198,6 +198,16 @@ func (t *Tokenizer) decodeByteLevel(toks []string) []string {
 	}
 	flush()
 	return out
+}
+
+// isAdded reports whether tok is an added token.
+func (t *Tokenizer) isAdded(tok string) bool {
+	id, ok := t.vocab[tok]
+	if !ok {
+		return false
+	}
+	_, ok = t.addedByID[id]
+	return ok
 }
 
 // lossyUTF8 decodes b, replacing each maximal ill-formed subsequence by one U+FFFD (the WHATWG
