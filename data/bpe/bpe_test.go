@@ -517,3 +517,37 @@ func TestNormalizedAddedToken(t *testing.T) {
 		t.Errorf("Decode = %q", got)
 	}
 }
+
+// TestWordSplitIsExact: cutting a SentencePiece section into words before BPE (done when no
+// merged token has a "▁" after another character) gives the ids of BPE over the whole section.
+func TestWordSplitIsExact(t *testing.T) {
+	tok := load(t, spJSON(), nil)
+	if len(tok.preTok) != 1 {
+		t.Fatal("word split not enabled for the tiny SentencePiece tokenizer")
+	}
+	whole := load(t, spJSON(), nil)
+	whole.preTok = nil
+	rng := rand.New(rand.NewPCG(3, 4))
+	alphabet := []rune("abc ▁é€")
+	for i := 0; i < 3000; i++ {
+		r := make([]rune, rng.IntN(40))
+		for j := range r {
+			r[j] = alphabet[rng.IntN(len(alphabet))]
+		}
+		s := string(r)
+		if a, b := encode(t, tok, s, true), encode(t, whole, s, true); !slices.Equal(a, b) {
+			t.Fatalf("%q: words %v, whole %v", s, a, b)
+		}
+	}
+	if got := splitWords("▁▁ab▁c▁▁d", nil); !slices.Equal(got, []string{"▁▁ab", "▁c", "▁▁d"}) {
+		t.Errorf("splitWords = %q", got)
+	}
+	// A merged token with an inner "▁" turns the cut off.
+	tj := spJSON()
+	m := tj["model"].(map[string]any)
+	m["vocab"].(map[string]any)["a▁"] = 267
+	m["merges"] = append(m["merges"].([]any), "a ▁")
+	if tok := load(t, tj, nil); len(tok.preTok) != 0 {
+		t.Error("word split enabled although a▁ can be merged")
+	}
+}

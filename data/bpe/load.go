@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"unicode/utf8"
 
 	"golang.org/x/text/unicode/norm"
 )
@@ -145,6 +146,15 @@ func parse(data []byte, cfg *configJSON, l *loader) (*Tokenizer, error) {
 		t.kind = KindByteLevel
 	} else {
 		t.kind = KindSentencePiece
+		if len(t.preTok) == 0 && mergesStayInWords(t) {
+			t.preTok = []preStep{func(pieces []string, _ bool) []string {
+				out := make([]string, 0, len(pieces)*8)
+				for _, p := range pieces {
+					out = splitWords(p, out)
+				}
+				return out
+			}}
+		}
 	}
 	if t.decoders, err = l.decoder(t, f.Decoder, "decoder"); err != nil {
 		return nil, err
@@ -701,4 +711,45 @@ func (l *loader) config(t *Tokenizer, cfg *configJSON) error {
 		}
 	}
 	return nil
+}
+
+// spaceMark is SentencePiece's space, U+2581.
+const spaceMark = "▁"
+
+// mergesStayInWords reports whether every merged token has the form ▁*[^▁]*. Then no merge can
+// join a character to a "▁" after it, so BPE over a whole section (Llama-2 and Mistral files have
+// no pre-tokenizer: a text is one piece) gives the same tokens as BPE over its words cut before
+// each "▁" that follows another character; the words are short and repeat, so the piece cache
+// makes a long text linear instead of one heap over every character.
+func mergesStayInWords(t *Tokenizer) bool {
+	for _, m := range t.merges {
+		tok := strings.TrimLeft(t.tokens[m.id], spaceMark)
+		if strings.Contains(tok, spaceMark) {
+			return false
+		}
+	}
+	return true
+}
+
+// splitWords cuts s before every "▁" that follows a character other than "▁".
+func splitWords(s string, dst []string) []string {
+	start, afterMark := 0, true
+	for i := 0; i < len(s); {
+		if strings.HasPrefix(s[i:], spaceMark) {
+			if !afterMark {
+				dst = append(dst, s[start:i])
+				start = i
+			}
+			afterMark = true
+			i += len(spaceMark)
+			continue
+		}
+		afterMark = false
+		_, size := utf8.DecodeRuneInString(s[i:])
+		i += size
+	}
+	if start < len(s) {
+		dst = append(dst, s[start:])
+	}
+	return dst
 }
