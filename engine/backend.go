@@ -166,6 +166,14 @@ type AdamWStep struct {
 	BiasCorr1, BiasCorr2  float32 // 1 - b1^t and 1 - b2^t at step t (1-based)
 }
 
+// Wrapper is implemented by a backend that wraps another and allocates
+// through it (a test double that injects faults, a decorator that counts):
+// the tape accepts tensors of every backend the Unwrap chain reaches.
+type Wrapper interface {
+	// Unwrap is the wrapped backend.
+	Unwrap() Backend
+}
+
 // Syncer is implemented by asynchronous backends (CUDA): kernels are queued
 // and run later, so clocks must wait for them and errors surface late.
 type Syncer interface {
