@@ -1,5 +1,19 @@
 package engine
 
+// KernelAttention names Attention's fused kernels, an AttentionKernels.
+const KernelAttention = "attention"
+
+// AttentionKernels are Attention's fused kernels.
+type AttentionKernels struct {
+	// Forward: q: (B, Nq, h), k, v: (B, Nk, h), mask: (B, Nk) or nil ->
+	// o: (B, Nq, h) and lse: (B, heads, Nq), the log-sum-exp of each scaled,
+	// masked score row (-Inf when every key is padded).
+	Forward func(o, lse, q, k, v, mask *Tensor, heads int)
+	// Backward accumulates dq, dk, dv from do, recomputing the
+	// probabilities from q, k and lse.
+	Backward func(dq, dk, dv, do, q, k, v, mask, o, lse *Tensor, heads int)
+}
+
 // Attention is multi-head scaled dot-product attention with a key-padding
 // mask and no causal mask: per batch element and head j (columns
 // j*h/heads .. (j+1)*h/heads), softmax(q k^T / sqrt(h/heads)) v.
@@ -26,6 +40,10 @@ func (tp *Tape) Attention(q, k, v, keyMask *Tensor, heads int) *Tensor {
 	if keyMask != nil && (keyMask.ndim != 2 || keyMask.shape[0] != B || keyMask.shape[1] != Nk) {
 		return tp.failf("Attention", "key mask %v: want (%d, %d)", keyMask, B, Nk)
 	}
+	kern, ok := kernel[AttentionKernels](tp, KernelAttention)
+	if !ok {
+		return tp.placeholder()
+	}
 	o, ok := tp.alloc("attention", B, Nq, h)
 	if !ok {
 		return o
@@ -34,7 +52,7 @@ func (tp *Tape) Attention(q, k, v, keyMask *Tensor, heads int) *Tensor {
 	if !ok {
 		return lse
 	}
-	tp.be.Attention(o, lse, q, k, v, keyMask, heads)
+	kern.Forward(o, lse, q, k, v, keyMask, heads)
 	return tp.record(node{op: attentionOp{}, out: o, in: [4]*Tensor{q, k, v, keyMask}, saved: lse, heads: heads})
 }
 
@@ -42,9 +60,13 @@ func (tp *Tape) Attention(q, k, v, keyMask *Tensor, heads int) *Tensor {
 type attentionOp struct{}
 
 func (attentionOp) backward(tp *Tape, n *node) {
+	kern, ok := kernel[AttentionKernels](tp, KernelAttention)
+	if !ok {
+		return
+	}
 	q, k, v, mask := n.in[0], n.in[1], n.in[2], n.in[3]
 	g := tp.accumGrad
-	tp.be.AttentionBackward(g(q), g(k), g(v), n.out.grad, q, k, v, mask, n.out, n.saved, n.heads)
+	kern.Backward(g(q), g(k), g(v), n.out.grad, q, k, v, mask, n.out, n.saved, n.heads)
 }
 
 // KeyMask builds the (B, N) key-padding mask of sets with the given numbers

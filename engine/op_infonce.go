@@ -1,5 +1,16 @@
 package engine
 
+// KernelInfoNCE names InfoNCE's fused kernels, an InfoNCEKernels.
+const KernelInfoNCE = "infonce"
+
+// InfoNCEKernels are InfoNCE's fused kernels.
+type InfoNCEKernels struct {
+	// Forward: scores, pos: (B, C) -> y: one element, the mean loss.
+	Forward func(y, scores, pos *Tensor)
+	// Backward accumulates dscores from the scalar dy.
+	Backward func(dscores, dy, scores, pos *Tensor)
+}
+
 // InfoNCE is the multi-positive InfoNCE loss of SPEC §5 averaged over rows:
 // L = mean_b [ log sum_{c} exp(s_bc) - log sum_{p in P_b} exp(s_bp) ].
 // scores: (B, C); pos: (B, C) with 1 where candidate c is a positive of
@@ -13,11 +24,15 @@ func (tp *Tape) InfoNCE(scores, pos *Tensor) *Tensor {
 	if scores.ndim != 2 || !SameShape(scores, pos) {
 		return tp.failf("InfoNCE", "scores %v and positives %v: want both (B, C)", scores, pos)
 	}
+	k, ok := kernel[InfoNCEKernels](tp, KernelInfoNCE)
+	if !ok {
+		return tp.placeholder()
+	}
 	y, ok := tp.alloc("infonce")
 	if !ok {
 		return y
 	}
-	tp.be.InfoNCE(y, scores, pos)
+	k.Forward(y, scores, pos)
 	return tp.record(node{op: infoNCEOp{}, out: y, in: [4]*Tensor{scores, pos}})
 }
 
@@ -25,8 +40,12 @@ func (tp *Tape) InfoNCE(scores, pos *Tensor) *Tensor {
 type infoNCEOp struct{}
 
 func (infoNCEOp) backward(tp *Tape, n *node) {
+	k, ok := kernel[InfoNCEKernels](tp, KernelInfoNCE)
+	if !ok {
+		return
+	}
 	if ds := tp.accumGrad(n.in[0]); ds != nil {
-		tp.be.InfoNCEBackward(ds, n.out.grad, n.in[0], n.in[1])
+		k.Backward(ds, n.out.grad, n.in[0], n.in[1])
 	}
 }
 

@@ -5,10 +5,25 @@ import "math"
 // L2NormEps is the smallest norm L2Normalize divides by (as torch's F.normalize).
 const L2NormEps = 1e-12
 
+// KernelL2Normalize names L2Normalize's fused kernels, an L2NormalizeKernels.
+const KernelL2Normalize = "l2_normalize"
+
+// L2NormalizeKernels are L2Normalize's fused kernels.
+type L2NormalizeKernels struct {
+	// Forward: x: (M, e) -> y = x / max(||x||, eps), norm: (M) = ||x||.
+	Forward func(y, norm, x *Tensor, eps float32)
+	// Backward accumulates dx from dy, the output y and norm.
+	Backward func(dx, dy, y, norm *Tensor, eps float32)
+}
+
 // L2Normalize scales every row to unit Euclidean norm, x / max(||x||, 1e-12).
 // x: (..., e) -> (..., e). Saves its output and the row norms (...).
 func (tp *Tape) L2Normalize(x *Tensor) *Tensor {
 	if !tp.usable("L2Normalize", x) {
+		return tp.placeholder()
+	}
+	k, ok := kernel[L2NormalizeKernels](tp, KernelL2Normalize)
+	if !ok {
 		return tp.placeholder()
 	}
 	y, ok := tp.alloc("l2_normalize", x.Shape()...)
@@ -19,7 +34,7 @@ func (tp *Tape) L2Normalize(x *Tensor) *Tensor {
 	if !ok {
 		return norm
 	}
-	tp.be.L2Normalize(y, norm, x, L2NormEps)
+	k.Forward(y, norm, x, L2NormEps)
 	return tp.record(node{op: l2NormalizeOp{}, out: y, in: [4]*Tensor{x}, saved: norm})
 }
 
@@ -27,8 +42,12 @@ func (tp *Tape) L2Normalize(x *Tensor) *Tensor {
 type l2NormalizeOp struct{}
 
 func (l2NormalizeOp) backward(tp *Tape, n *node) {
+	k, ok := kernel[L2NormalizeKernels](tp, KernelL2Normalize)
+	if !ok {
+		return
+	}
 	if dx := tp.accumGrad(n.in[0]); dx != nil {
-		tp.be.L2NormalizeBackward(dx, n.out.grad, n.out, n.saved, L2NormEps)
+		k.Backward(dx, n.out.grad, n.out, n.saved, L2NormEps)
 	}
 }
 

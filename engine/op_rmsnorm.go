@@ -6,6 +6,17 @@ import "math"
 // Tape.RMSNorm (models take theirs from their config).
 const RMSNormEps = 1e-5
 
+// KernelRMSNorm names RMSNorm's fused kernels, an RMSNormKernels.
+const KernelRMSNorm = "rmsnorm"
+
+// RMSNormKernels are RMSNorm's fused kernels.
+type RMSNormKernels struct {
+	// Forward: x: (M, h), w: (h) -> y: (M, h), rstd: (M) = 1/sqrt(mean x^2 + eps).
+	Forward func(y, rstd, x, w *Tensor, eps float32)
+	// Backward accumulates dx: (M, h) and dw: (h) from dy.
+	Backward func(dx, dw, dy, x, w, rstd *Tensor)
+}
+
 // RMSNorm is y = x / sqrt(mean(x^2) + eps) * w over the last dimension,
 // for a finite eps > 0 (RMSNormEps is Llama-2's).
 // x: (..., h), w: (h) -> (..., h). Saves x, w and 1/rms per row (..., in
@@ -21,6 +32,10 @@ func (tp *Tape) RMSNorm(x, w *Tensor, eps float32) *Tensor {
 		// eps 0 would divide an all-zero row (zeroed padding) by zero.
 		return tp.failf("RMSNorm", "eps %g: want a finite value > 0", eps)
 	}
+	k, ok := kernel[RMSNormKernels](tp, KernelRMSNorm)
+	if !ok {
+		return tp.placeholder()
+	}
 	y, ok := tp.alloc("rmsnorm", x.Shape()...)
 	if !ok {
 		return y
@@ -29,7 +44,7 @@ func (tp *Tape) RMSNorm(x, w *Tensor, eps float32) *Tensor {
 	if !ok {
 		return rstd
 	}
-	tp.be.RMSNorm(y, rstd, x, w, eps)
+	k.Forward(y, rstd, x, w, eps)
 	return tp.record(node{op: rmsNormOp{}, out: y, in: [4]*Tensor{x, w}, saved: rstd})
 }
 
@@ -37,6 +52,10 @@ func (tp *Tape) RMSNorm(x, w *Tensor, eps float32) *Tensor {
 type rmsNormOp struct{}
 
 func (rmsNormOp) backward(tp *Tape, n *node) {
+	k, ok := kernel[RMSNormKernels](tp, KernelRMSNorm)
+	if !ok {
+		return
+	}
 	x, w := n.in[0], n.in[1]
-	tp.be.RMSNormBackward(tp.accumGrad(x), tp.accumGrad(w), n.out.grad, x, w, n.saved)
+	k.Backward(tp.accumGrad(x), tp.accumGrad(w), n.out.grad, x, w, n.saved)
 }

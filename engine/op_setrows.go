@@ -1,5 +1,12 @@
 package engine
 
+// KernelPrependRow names PrependCLS's fused kernel, a PrependRowKernel.
+const KernelPrependRow = "prepend_row"
+
+// PrependRowKernel: x: (B, N, h), row: (h) -> y: (B, N+1, h) with row
+// first. Its backward is two strided copies (Copy2D).
+type PrependRowKernel func(y, x, row *Tensor)
+
 // PrependCLS puts the vector cls in front of every set and extends the key
 // mask with a real (1) column: x: (B, N, h), cls: (h), mask: (B, N) or nil
 // -> (B, N+1, h) and mask (B, N+1) (all ones when mask is nil).
@@ -15,11 +22,15 @@ func (tp *Tape) PrependCLS(x, cls, mask *Tensor) (*Tensor, *Tensor) {
 	if mask != nil && (mask.ndim != 2 || mask.shape[0] != B || mask.shape[1] != N) {
 		return tp.failf("PrependCLS", "mask %v: want (%d, %d)", mask, B, N), tp.placeholder()
 	}
+	prependRow, ok := kernel[PrependRowKernel](tp, KernelPrependRow)
+	if !ok {
+		return tp.placeholder(), tp.placeholder()
+	}
 	y, ok := tp.alloc("prepend_cls", B, N+1, h)
 	if !ok {
 		return y, tp.placeholder()
 	}
-	tp.be.PrependRow(y, x, cls)
+	prependRow(y, x, cls)
 	m2, ok := tp.alloc("prepend_cls.mask", B, N+1)
 	if !ok {
 		return y, m2
@@ -32,7 +43,7 @@ func (tp *Tape) PrependCLS(x, cls, mask *Tensor) (*Tensor, *Tensor) {
 			return y, m2
 		}
 		tp.be.Fill(one, 1)
-		tp.be.PrependRow(m2, mask, one)
+		prependRow(m2, mask, one)
 	}
 	return tp.record(node{op: prependRowOp{}, out: y, in: [4]*Tensor{x, cls}}), m2
 }
