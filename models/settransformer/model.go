@@ -6,7 +6,6 @@ import (
 	"slices"
 
 	"github.com/gelo-research/geloattack/engine"
-	"github.com/gelo-research/geloattack/engine/cpu"
 	"github.com/gelo-research/geloattack/losses"
 )
 
@@ -55,29 +54,10 @@ type Model struct {
 	clean []float32
 }
 
-// New builds a retrieval model on the CPU with parameters initialised from seed (see
-// ParamSpec.Init). Commands choose the device with package engine/device and call NewOn.
-func New(cfg Config, seed uint64) (*Model, error) {
-	be, err := defaultBackend()
-	if err != nil {
-		return nil, err
-	}
-	return NewOn(be, cfg, seed)
-}
-
-// defaultBackend is the device of New and NewUnmix: the CPU, which every machine has. Model code
-// does not choose devices; engine/device does (auto, cpu, cuda[:N]) for the commands, which build
-// models with NewOn and NewUnmixOn.
-func defaultBackend() (engine.Backend, error) {
-	be, err := cpu.New(cpu.Config{})
-	if err != nil {
-		return nil, fmt.Errorf("settransformer: open compute device: %w", err)
-	}
-	return be, nil
-}
-
-// NewOn is New on a given backend (engine/device.Open picks one from a device spec).
-func NewOn(be engine.Backend, cfg Config, seed uint64) (*Model, error) {
+// New builds a retrieval model on be with parameters initialised from seed (see ParamSpec.Init).
+// The caller chooses the device (commands with package engine/device) and owns be: it closes be
+// after the model's last use.
+func New(be engine.Backend, cfg Config, seed uint64) (*Model, error) {
 	if cfg.Task != TaskRetrieval {
 		return nil, fmt.Errorf("settransformer: New builds task %q, got task %q (use NewUnmix)", TaskRetrieval, cfg.Task)
 	}

@@ -9,19 +9,21 @@ import (
 	"github.com/gelo-research/geloattack/engine/cpu"
 )
 
+// testBackend is a CPU backend closed when the test ends.
 func testBackend(t testing.TB) engine.Backend {
 	t.Helper()
 	be, err := cpu.New(cpu.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { be.Close() })
 	return be
 }
 
 // modelWith builds the model for cfg on the CPU with the weights w copied in.
 func modelWith(t testing.TB, cfg Config, w map[string][]float64) *Model {
 	t.Helper()
-	m, err := NewOn(testBackend(t), cfg, 1)
+	m, err := New(testBackend(t), cfg, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
