@@ -218,6 +218,30 @@ func (m *Model) ForwardBackward(b Batch, t Targets) (float32, error) {
 	return loss.Item(), nil
 }
 
+// Scores runs inference and returns the retrieval scores of b against the candidates (C, e):
+// (B, C) row-major on the host, computed on the tape by losses.Scores, the definition
+// ForwardBackward's InfoNCE uses, so that evaluation ranks with the scores training optimises.
+func (m *Model) Scores(b Batch, candidates []float32) ([]float32, error) {
+	e := m.cfg.CandidateDim
+	if len(candidates) == 0 || len(candidates)%e != 0 {
+		return nil, fmt.Errorf("settransformer: %d candidate values: want a positive multiple of e = %d", len(candidates), e)
+	}
+	q, _, _, err := m.forward(b)
+	if err != nil {
+		return nil, err
+	}
+	tp := m.tape
+	cand := tp.Input(candidates, len(candidates)/e, e) // (C, e)
+	scores, err := losses.Scores(tp, q, cand, m.temperature())
+	if err != nil {
+		return nil, fmt.Errorf("settransformer: %w", err)
+	}
+	if err := tp.Err(); err != nil {
+		return nil, fmt.Errorf("settransformer: scores: %w", err)
+	}
+	return scores.ToHost(), nil
+}
+
 // temperature is the InfoNCE tau: fixed from the config or the learned log_tau.
 func (m *Model) temperature() losses.Temperature {
 	if m.logTau != nil {
