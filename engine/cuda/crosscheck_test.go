@@ -688,7 +688,7 @@ func caseRMSNorm(h *harness) {
 		x, w := h.make(xs, c.dims...), h.make(h.uniforms(hd, 0.5, 1.5), hd)
 		y, rstd := h.garbage(c.dims...), h.garbage(M)
 		h.both(func(be engine.Backend, T func(*pair) *engine.Tensor) {
-			rmsNormK(be).Forward(T(y), T(rstd), T(x), T(w), c.eps)
+			kernelsOf(be).rmsNorm.Forward(T(y), T(rstd), T(x), T(w), c.eps)
 		})
 		h.out("y", y, h.tol.Elem)
 		h.out("rstd", rstd, h.tol.Elem)
@@ -707,7 +707,7 @@ func caseRMSNorm(h *harness) {
 				dw = h.grad(hd)
 			}
 			h.both(func(be engine.Backend, T func(*pair) *engine.Tensor) {
-				rmsNormK(be).Backward(T(dx), T(dw), T(dy), T(x), T(w), T(rs))
+				kernelsOf(be).rmsNorm.Backward(T(dx), T(dw), T(dy), T(x), T(w), T(rs))
 			})
 			h.acc("dx", dx, h.tol.Elem)
 			h.acc("dw", dw, h.tol.Elem)
@@ -752,7 +752,7 @@ func caseAttention(h *harness) {
 		}
 		o, lse := h.garbage(B, Nq, hd), h.garbage(B, heads, Nq)
 		h.both(func(be engine.Backend, T func(*pair) *engine.Tensor) {
-			attentionK(be).Forward(T(o), T(lse), T(q), T(k), T(v), T(mask), heads)
+			kernelsOf(be).attention.Forward(T(o), T(lse), T(q), T(k), T(v), T(mask), heads)
 		})
 		// Which batch elements have no real key: their lse is -Inf, their
 		// output zero; everything else must be finite on both backends.
@@ -805,7 +805,7 @@ func caseAttention(h *harness) {
 				dv = h.grad(B, Nk, hd)
 			}
 			h.both(func(be engine.Backend, T func(*pair) *engine.Tensor) {
-				attentionK(be).Backward(T(dq), T(dk), T(dv), T(do), T(q), T(k), T(vv), T(mask), T(o), T(lse), heads)
+				kernelsOf(be).attention.Backward(T(dq), T(dk), T(dv), T(do), T(q), T(k), T(vv), T(mask), T(o), T(lse), heads)
 			})
 			for _, g := range []struct {
 				name string
@@ -877,7 +877,9 @@ func caseSwiGLU(h *harness) {
 		h.sub("SwiGLU %v saturated=%v", c.dims, c.saturated)
 		gate, up := h.make(gs, c.dims...), h.normal(c.dims...)
 		y := h.garbage(c.dims...)
-		h.both(func(be engine.Backend, T func(*pair) *engine.Tensor) { swigluK(be).Forward(T(y), T(gate), T(up)) })
+		h.both(func(be engine.Backend, T func(*pair) *engine.Tensor) {
+			kernelsOf(be).swiglu.Forward(T(y), T(gate), T(up))
+		})
 		h.out("y", y, h.tol.Elem)
 
 		for _, accGate := range []bool{false, true} {
@@ -893,7 +895,7 @@ func caseSwiGLU(h *harness) {
 						du = h.grad(c.dims...)
 					}
 					h.both(func(be engine.Backend, T func(*pair) *engine.Tensor) {
-						swigluK(be).Backward(T(dg), T(du), T(dy), T(gate), T(up), accGate, accUp)
+						kernelsOf(be).swiglu.Backward(T(dg), T(du), T(dy), T(gate), T(up), accGate, accUp)
 					})
 					h.check("dgate", dg, accGate, h.tol.Elem)
 					h.check("dup", du, accUp, h.tol.Elem)
@@ -907,7 +909,7 @@ func caseSwiGLU(h *harness) {
 		h.sub("SwiGLUBackward aliased gate=up, dgate=dup n=%d", n)
 		x, dy, d := h.make(h.normals(n, 3), n), h.normal(n), h.grad(n)
 		h.both(func(be engine.Backend, T func(*pair) *engine.Tensor) {
-			swigluK(be).Backward(T(d), T(d), T(dy), T(x), T(x), true, true)
+			kernelsOf(be).swiglu.Backward(T(d), T(d), T(dy), T(x), T(x), true, true)
 		})
 		h.acc("dgate=dup", d, h.tol.Elem)
 	}
@@ -1022,7 +1024,9 @@ func caseScaleRows(h *harness) {
 		for _, accumulate := range []bool{false, true} {
 			h.sub("ScaleRows x %v accumulate=%v", dims, accumulate)
 			x, s, y := h.normal(dims...), h.normal(M), h.normal(dims...)
-			h.both(func(be engine.Backend, T func(*pair) *engine.Tensor) { scaleRowsK(be)(T(y), T(x), T(s), accumulate) })
+			h.both(func(be engine.Backend, T func(*pair) *engine.Tensor) {
+				kernelsOf(be).scaleRows(T(y), T(x), T(s), accumulate)
+			})
 			h.check("y", y, accumulate, h.tol.Elem)
 		}
 	}
@@ -1043,12 +1047,16 @@ func caseMeanPool(h *harness) {
 				mask = h.make(mk, B, N)
 			}
 			x, y := h.normal(B, N, hd), h.garbage(B, hd)
-			h.both(func(be engine.Backend, T func(*pair) *engine.Tensor) { meanPoolK(be).Forward(T(y), T(x), T(mask)) })
+			h.both(func(be engine.Backend, T func(*pair) *engine.Tensor) {
+				kernelsOf(be).meanPool.Forward(T(y), T(x), T(mask))
+			})
 			h.out("y", y, h.tol.Elem)
 
 			h.step("MeanPoolBackward %s", desc)
 			dy, dx := h.normal(B, hd), h.grad(B, N, hd)
-			h.both(func(be engine.Backend, T func(*pair) *engine.Tensor) { meanPoolK(be).Backward(T(dx), T(dy), T(mask)) })
+			h.both(func(be engine.Backend, T func(*pair) *engine.Tensor) {
+				kernelsOf(be).meanPool.Backward(T(dx), T(dy), T(mask))
+			})
 			h.acc("dx", dx, h.tol.Elem)
 		}
 	}
@@ -1083,7 +1091,7 @@ func caseL2Normalize(h *harness) {
 		}
 		x, y, norm := h.make(xs, c.dims...), h.garbage(c.dims...), h.garbage(M)
 		h.both(func(be engine.Backend, T func(*pair) *engine.Tensor) {
-			l2NormalizeK(be).Forward(T(y), T(norm), T(x), c.eps)
+			kernelsOf(be).l2Normalize.Forward(T(y), T(norm), T(x), c.eps)
 		})
 		h.out("y", y, h.tol.Elem)
 		h.out("norm", norm, h.tol.Elem)
@@ -1092,7 +1100,7 @@ func caseL2Normalize(h *harness) {
 		yr, nr := h.fromRef(y), h.fromRef(norm)
 		dy, dx := h.normal(c.dims...), h.grad(c.dims...)
 		h.both(func(be engine.Backend, T func(*pair) *engine.Tensor) {
-			l2NormalizeK(be).Backward(T(dx), T(dy), T(yr), T(nr), c.eps)
+			kernelsOf(be).l2Normalize.Backward(T(dx), T(dy), T(yr), T(nr), c.eps)
 		})
 		h.acc("dx", dx, h.tol.Elem)
 	}
@@ -1130,13 +1138,15 @@ func caseRowReduce(h *harness) {
 		}
 		h.sub("RowReduce %s", desc)
 		x, y := h.make(xs, c.dims...), h.garbage(M)
-		h.both(func(be engine.Backend, T func(*pair) *engine.Tensor) { rowReduceK(be).Forward(c.op, T(y), T(x)) })
+		h.both(func(be engine.Backend, T func(*pair) *engine.Tensor) {
+			kernelsOf(be).rowReduce.Forward(c.op, T(y), T(x))
+		})
 		h.out("y", y, h.tol.Elem)
 
 		h.step("RowReduceBackward %s", desc)
 		yr, dy, dx := h.fromRef(y), h.normal(M), h.grad(c.dims...)
 		h.both(func(be engine.Backend, T func(*pair) *engine.Tensor) {
-			rowReduceK(be).Backward(c.op, T(dx), T(dy), T(x), T(yr))
+			kernelsOf(be).rowReduce.Backward(c.op, T(dx), T(dy), T(x), T(yr))
 		})
 		h.acc("dx", dx, h.tol.Elem)
 	}
@@ -1182,13 +1192,15 @@ func caseInfoNCE(h *harness) {
 			desc := fmt.Sprintf("scores (%d, %d) several positives=%v", B, C, several)
 			h.sub("InfoNCE %s", desc)
 			scores, pos, y := h.make(h.normals(B*C, 3), B, C), h.make(ps, B, C), h.garbage(1)
-			h.both(func(be engine.Backend, T func(*pair) *engine.Tensor) { infoNCEK(be).Forward(T(y), T(scores), T(pos)) })
+			h.both(func(be engine.Backend, T func(*pair) *engine.Tensor) {
+				kernelsOf(be).infoNCE.Forward(T(y), T(scores), T(pos))
+			})
 			h.out("y", y, h.tol.Elem)
 
 			h.step("InfoNCEBackward %s", desc)
 			dy, ds := h.normal(1), h.grad(B, C)
 			h.both(func(be engine.Backend, T func(*pair) *engine.Tensor) {
-				infoNCEK(be).Backward(T(ds), T(dy), T(scores), T(pos))
+				kernelsOf(be).infoNCE.Backward(T(ds), T(dy), T(scores), T(pos))
 			})
 			h.acc("dscores", ds, h.tol.Elem)
 		}
@@ -1230,7 +1242,7 @@ func caseBroadcastAdd(h *harness) {
 					row = h.normal(rowDims...)
 				}
 				h.both(func(be engine.Backend, T func(*pair) *engine.Tensor) {
-					broadcastAddK(be).Forward(T(y), T(x), T(col), T(row))
+					kernelsOf(be).broadcastAdd.Forward(T(y), T(x), T(col), T(row))
 				})
 				h.out("y", y, h.tol.Elem)
 			}
@@ -1249,7 +1261,7 @@ func caseBroadcastAdd(h *harness) {
 				drow = h.grad(rowDims...)
 			}
 			h.both(func(be engine.Backend, T func(*pair) *engine.Tensor) {
-				broadcastAddK(be).Backward(T(dx), T(dcol), T(drow), T(dy))
+				kernelsOf(be).broadcastAdd.Backward(T(dx), T(dcol), T(drow), T(dy))
 			})
 			h.acc("dx", dx, h.tol.Elem)
 			h.acc("dcol", dcol, h.tol.Elem)
@@ -1263,7 +1275,7 @@ func casePrependRow(h *harness) {
 		B, N, hd := dims[0], dims[1], dims[2]
 		h.sub("PrependRow x (%d, %d, %d)", B, N, hd)
 		x, row, y := h.normal(B, N, hd), h.normal(hd), h.garbage(B, N+1, hd)
-		h.both(func(be engine.Backend, T func(*pair) *engine.Tensor) { prependRowK(be)(T(y), T(x), T(row)) })
+		h.both(func(be engine.Backend, T func(*pair) *engine.Tensor) { kernelsOf(be).prependRow(T(y), T(x), T(row)) })
 		h.out("y", y, 0)
 	}
 	// The mask form (PrependCLS): y (B, N+1) is 2-D, x (B, N), row one
@@ -1273,7 +1285,7 @@ func casePrependRow(h *harness) {
 		for _, v := range []float32{1, 0.5} {
 			h.sub("PrependRow mask x (%d, %d) row=%g", B, N, v)
 			x, row, y := h.make(h.mask(maskScattered, B, N), B, N), h.make([]float32{v}, 1), h.garbage(B, N+1)
-			h.both(func(be engine.Backend, T func(*pair) *engine.Tensor) { prependRowK(be)(T(y), T(x), T(row)) })
+			h.both(func(be engine.Backend, T func(*pair) *engine.Tensor) { kernelsOf(be).prependRow(T(y), T(x), T(row)) })
 			h.out("y", y, 0)
 		}
 	}
@@ -1388,10 +1400,10 @@ func checkDeterminism(r reporter, be engine.Backend) {
 		q, k, v := tp.Input(normals(B*Nq*hd), B, Nq, hd), tp.Input(ks, B, Nk, hd), tp.Input(vs, B, Nk, hd)
 		mask := tp.Input(mk, B, Nk)
 		o, lse := tp.Input(make([]float32, B*Nq*hd), B, Nq, hd), tp.Input(make([]float32, B*heads*Nq), B, heads, Nq)
-		attentionK(be).Forward(o, lse, q, k, v, mask, heads)
+		kernelsOf(be).attention.Forward(o, lse, q, k, v, mask, heads)
 		do := tp.Input(normals(B*Nq*hd), B, Nq, hd)
 		dq, dk, dv := tp.Input(normals(B*Nq*hd), B, Nq, hd), tp.Input(normals(B*Nk*hd), B, Nk, hd), tp.Input(normals(B*Nk*hd), B, Nk, hd)
-		attentionK(be).Backward(dq, dk, dv, do, q, k, v, mask, o, lse, heads)
+		kernelsOf(be).attention.Backward(dq, dk, dv, do, q, k, v, mask, o, lse, heads)
 		for name, t := range map[string]*engine.Tensor{"o": o, "lse": lse, "dq": dq, "dk": dk, "dv": dv} {
 			out["Attention "+name] = t.ToHost()
 		}
@@ -1408,15 +1420,15 @@ func checkDeterminism(r reporter, be engine.Backend) {
 		const M, hh = 1030, 384
 		xm, w, dy := tp.Input(normals(M*hh), M, hh), tp.Input(normals(hh), hh), tp.Input(normals(M*hh), M, hh)
 		ym, rstd := tp.Input(make([]float32, M*hh), M, hh), tp.Input(make([]float32, M), M)
-		rmsNormK(be).Forward(ym, rstd, xm, w, 1e-5)
+		kernelsOf(be).rmsNorm.Forward(ym, rstd, xm, w, 1e-5)
 		dx, dw := tp.Input(normals(M*hh), M, hh), tp.Input(normals(hh), hh)
-		rmsNormK(be).Backward(dx, dw, dy, xm, w, rstd)
+		kernelsOf(be).rmsNorm.Backward(dx, dw, dy, xm, w, rstd)
 		out["RMSNormBackward dw"], out["RMSNormBackward dx"] = dw.ToHost(), dx.ToHost()
 		dsum := tp.Input(normals(hh), hh)
 		be.Copy2D(dsum, 0, 0, dy, 0, hh, M, hh, true)
 		out["Copy2D dstLd 0"] = dsum.ToHost()
 		drow, dcol := tp.Input(normals(hh), 1, hh), tp.Input(normals(M), 1, M)
-		broadcastAddK(be).Backward(nil, dcol, drow, tp.Input(dy.ToHost(), 1, M, hh))
+		kernelsOf(be).broadcastAdd.Backward(nil, dcol, drow, tp.Input(dy.ToHost(), 1, M, hh))
 		out["BroadcastAddBackward drow"], out["BroadcastAddBackward dcol"] = drow.ToHost(), dcol.ToHost()
 		db, bs := tp.Input([]float32{0.5}, 1), tp.Input([]float32{1.5}, 1)
 		be.BinaryBackward(engine.BinaryMul, nil, db, dy, xm, bs)
@@ -1427,9 +1439,9 @@ func checkDeterminism(r reporter, be engine.Backend) {
 			ps[b*nc+rng.IntN(nc)] = 1
 		}
 		scores, pos, loss := tp.Input(normals(nb*nc), nb, nc), tp.Input(ps, nb, nc), tp.Input([]float32{0}, 1)
-		infoNCEK(be).Forward(loss, scores, pos)
+		kernelsOf(be).infoNCE.Forward(loss, scores, pos)
 		ds := tp.Input(normals(nb*nc), nb, nc)
-		infoNCEK(be).Backward(ds, tp.Input([]float32{0.7}, 1), scores, pos)
+		kernelsOf(be).infoNCE.Backward(ds, tp.Input([]float32{0.7}, 1), scores, pos)
 		out["InfoNCE"], out["InfoNCEBackward"] = loss.ToHost(), ds.ToHost()
 		c := tp.Input(normals(M*hh), M, hh)
 		be.Gemm(false, true, 1, M, hh, hh, 1, xm, tp.Input(normals(hh*hh), hh, hh), 0.5, c)
@@ -1561,44 +1573,34 @@ func fused[K any](be engine.Backend, name string) K {
 	return k
 }
 
-func rmsNormK(be engine.Backend) engine.RMSNormKernels {
-	return fused[engine.RMSNormKernels](be, engine.KernelRMSNorm)
+// kernelSet is a backend's fused kernels, for calling them directly.
+type kernelSet struct {
+	rmsNorm      engine.RMSNormKernels
+	attention    engine.AttentionKernels
+	swiglu       engine.SwiGLUKernels
+	scaleRows    engine.ScaleRowsKernel
+	meanPool     engine.MeanPoolKernels
+	l2Normalize  engine.L2NormalizeKernels
+	rowReduce    engine.RowReduceKernels
+	infoNCE      engine.InfoNCEKernels
+	broadcastAdd engine.BroadcastAddKernels
+	prependRow   engine.PrependRowKernel
 }
 
-func attentionK(be engine.Backend) engine.AttentionKernels {
-	return fused[engine.AttentionKernels](be, engine.KernelAttention)
-}
-
-func swigluK(be engine.Backend) engine.SwiGLUKernels {
-	return fused[engine.SwiGLUKernels](be, engine.KernelSwiGLU)
-}
-
-func scaleRowsK(be engine.Backend) engine.ScaleRowsKernel {
-	return fused[engine.ScaleRowsKernel](be, engine.KernelScaleRows)
-}
-
-func meanPoolK(be engine.Backend) engine.MeanPoolKernels {
-	return fused[engine.MeanPoolKernels](be, engine.KernelMeanPool)
-}
-
-func l2NormalizeK(be engine.Backend) engine.L2NormalizeKernels {
-	return fused[engine.L2NormalizeKernels](be, engine.KernelL2Normalize)
-}
-
-func rowReduceK(be engine.Backend) engine.RowReduceKernels {
-	return fused[engine.RowReduceKernels](be, engine.KernelRowReduce)
-}
-
-func infoNCEK(be engine.Backend) engine.InfoNCEKernels {
-	return fused[engine.InfoNCEKernels](be, engine.KernelInfoNCE)
-}
-
-func broadcastAddK(be engine.Backend) engine.BroadcastAddKernels {
-	return fused[engine.BroadcastAddKernels](be, engine.KernelBroadcastAdd)
-}
-
-func prependRowK(be engine.Backend) engine.PrependRowKernel {
-	return fused[engine.PrependRowKernel](be, engine.KernelPrependRow)
+// kernelsOf looks up be's fused kernels.
+func kernelsOf(be engine.Backend) kernelSet {
+	return kernelSet{
+		rmsNorm:      fused[engine.RMSNormKernels](be, engine.KernelRMSNorm),
+		attention:    fused[engine.AttentionKernels](be, engine.KernelAttention),
+		swiglu:       fused[engine.SwiGLUKernels](be, engine.KernelSwiGLU),
+		scaleRows:    fused[engine.ScaleRowsKernel](be, engine.KernelScaleRows),
+		meanPool:     fused[engine.MeanPoolKernels](be, engine.KernelMeanPool),
+		l2Normalize:  fused[engine.L2NormalizeKernels](be, engine.KernelL2Normalize),
+		rowReduce:    fused[engine.RowReduceKernels](be, engine.KernelRowReduce),
+		infoNCE:      fused[engine.InfoNCEKernels](be, engine.KernelInfoNCE),
+		broadcastAdd: fused[engine.BroadcastAddKernels](be, engine.KernelBroadcastAdd),
+		prependRow:   fused[engine.PrependRowKernel](be, engine.KernelPrependRow),
+	}
 }
 
 // brokenBackend is the CPU with one deliberate fault, for checking that the
