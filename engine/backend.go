@@ -24,15 +24,6 @@ const (
 	BinaryDiv                 // a / b
 )
 
-// RowOp selects the per-row reduction of Backend.RowReduce.
-type RowOp int
-
-// Per-row reductions over the last dimension.
-const (
-	RowLogSumExp RowOp = iota // log sum_j exp(x_j), stable
-	RowNorm                   // sqrt(sum_j x_j^2)
-)
-
 // ReduceOp selects the whole-tensor reduction of Backend.Reduce.
 type ReduceOp int
 
@@ -42,15 +33,18 @@ const (
 	ReduceSumSquares                 // sum x^2
 )
 
-// Backend is a device: memory and the kernels of every tape op. Model code
-// never calls it; a new device implements it (kernels, not model code).
+// Backend is a device: memory, copies, GEMMs, elementwise maps and
+// reductions, and the fused kernels of the ops that need more, by name
+// (Kernel). Model code never calls it; a new device implements it
+// (kernels, not model code).
 //
-// Conventions: tensors are dense row-major views (Storage, Offset, Size);
-// outputs of forward kernels are overwritten; gradient arguments (named d*)
-// are accumulated into (+=) unless a flag or beta says to overwrite, and
-// may be nil, meaning "not needed: skip that work". Shapes were validated
-// by the Tape, which also checks that every input lives on this backend
-// (or, for a wrapper that allocates through another backend, on that one).
+// Conventions, for the methods and the fused kernels alike: tensors are
+// dense row-major views (Storage, Offset, Size); outputs of forward kernels
+// are overwritten; gradient arguments (named d*) are accumulated into (+=)
+// unless a flag or beta says to overwrite, and may be nil, meaning "not
+// needed: skip that work". Shapes were validated by the Tape, which also
+// checks that every input lives on this backend (or, for a Wrapper, on the
+// backend it wraps).
 type Backend interface {
 	// Name describes the device and its libraries, e.g. "cpu (2 workers, OpenBLAS 0.3.21 ...)".
 	Name() string
@@ -75,6 +69,8 @@ type Backend interface {
 	// A zero srcLd repeats one source row; a zero dstLd sums all rows into one
 	// (only with accumulate).
 	Copy2D(dst *Tensor, dstOff, dstLd int, src *Tensor, srcOff, srcLd int, rows, cols int, accumulate bool)
+	// Transpose: x: (..., n, m) -> y: (..., m, n), accumulating when asked.
+	Transpose(y, x *Tensor, accumulate bool)
 
 	// Gemm is C_i = alpha op(A_i) op(B_i) + beta C_i for i < batch, row-major,
 	// op(A_i): (m, k), op(B_i): (k, n), C_i: (m, n), matrices stored
@@ -87,25 +83,6 @@ type Backend interface {
 	// the products' C_i apart (>= m*n).
 	GemmStrided(transA, transB bool, batch, m, n, k int, alpha float32, a *Tensor, strideA int, b *Tensor, strideB int, beta float32, c *Tensor, strideC int)
 
-	// RMSNorm: x: (M, h), w: (h) -> y: (M, h), rstd: (M) = 1/sqrt(mean x^2 + eps).
-	RMSNorm(y, rstd, x, w *Tensor, eps float32)
-	// RMSNormBackward accumulates dx: (M, h) and dw: (h) from dy.
-	RMSNormBackward(dx, dw, dy, x, w, rstd *Tensor)
-
-	// Attention: q: (B, Nq, h), k, v: (B, Nk, h), mask: (B, Nk) or nil ->
-	// o: (B, Nq, h) and lse: (B, heads, Nq), the log-sum-exp of each scaled,
-	// masked score row (-Inf when every key is padded).
-	Attention(o, lse, q, k, v, mask *Tensor, heads int)
-	// AttentionBackward accumulates dq, dk, dv from do, recomputing the
-	// probabilities from q, k and lse.
-	AttentionBackward(dq, dk, dv, do, q, k, v, mask, o, lse *Tensor, heads int)
-
-	// SwiGLU: y = silu(gate) * up.
-	SwiGLU(y, gate, up *Tensor)
-	// SwiGLUBackward writes dgate and dup, adding into them when the flag
-	// says so (else overwriting).
-	SwiGLUBackward(dgate, dup, dy, gate, up *Tensor, accGate, accUp bool)
-
 	// Unary: y = f(x, c).
 	Unary(op UnaryOp, y, x *Tensor, c float32)
 	// UnaryBackward accumulates dx given x and the forward output y.
@@ -114,47 +91,23 @@ type Backend interface {
 	Binary(op BinaryOp, y, a, b *Tensor)
 	// BinaryBackward accumulates da and db (summed when b is one element).
 	BinaryBackward(op BinaryOp, da, db, dy, a, b *Tensor)
-
-	// ScaleRows: y[r, :] (+)= x[r, :] * s[r], x: (..., h) with rows() == s.Size().
-	ScaleRows(y, x, s *Tensor, accumulate bool)
-	// MeanPool: x: (B, N, h), mask: (B, N) or nil -> y: (B, h).
-	MeanPool(y, x, mask *Tensor)
-	// MeanPoolBackward accumulates dx: (B, N, h) from dy: (B, h).
-	MeanPoolBackward(dx, dy, mask *Tensor)
-	// L2Normalize: x: (M, e) -> y = x / max(||x||, eps), norm: (M) = ||x||.
-	L2Normalize(y, norm, x *Tensor, eps float32)
-	// L2NormalizeBackward accumulates dx from dy, the output y and norm.
-	L2NormalizeBackward(dx, dy, y, norm *Tensor, eps float32)
-	// RowReduce: x: (M, C) -> y: (M).
-	RowReduce(op RowOp, y, x *Tensor)
-	// RowReduceBackward accumulates dx: (M, C) from dy: (M).
-	RowReduceBackward(op RowOp, dx, dy, x, y *Tensor)
-	// Reduce: x -> y: one element.
-	Reduce(op ReduceOp, y, x *Tensor)
-	// ReduceBackward accumulates dx from the scalar dy.
-	ReduceBackward(op ReduceOp, dx, dy, x *Tensor)
-	// InfoNCE: scores, pos: (B, C) -> y: one element, the mean loss.
-	InfoNCE(y, scores, pos *Tensor)
-	// InfoNCEBackward accumulates dscores from the scalar dy.
-	InfoNCEBackward(dscores, dy, scores, pos *Tensor)
-	// Transpose: x: (..., n, m) -> y: (..., m, n), accumulating when asked.
-	Transpose(y, x *Tensor, accumulate bool)
-	// BroadcastAdd: y = x + col (per row) + row (per column), batched over
-	// leading dimensions; col, row may be nil.
-	BroadcastAdd(y, x, col, row *Tensor)
-	// BroadcastAddBackward accumulates dx, dcol (row sums of dy), drow
-	// (column sums of dy); any may be nil.
-	BroadcastAddBackward(dx, dcol, drow, dy *Tensor)
-	// PrependRow: x: (B, N, h), row: (h) -> y: (B, N+1, h) with row first.
-	PrependRow(y, x, row *Tensor)
-
-	// SumSquaresHost returns sum x^2 in float64 on the host (NaN/Inf when x
-	// holds any); used by clipping and the finiteness check.
-	SumSquaresHost(x *Tensor) float64
 	// AdamW updates one parameter tensor p in place from its gradient g and
 	// moments m, v (all the same size), as AdamWStep describes, and sets g
 	// to zero.
 	AdamW(p, g, m, v *Tensor, s AdamWStep)
+
+	// Reduce: x -> y: one element.
+	Reduce(op ReduceOp, y, x *Tensor)
+	// ReduceBackward accumulates dx from the scalar dy.
+	ReduceBackward(op ReduceOp, dx, dy, x *Tensor)
+	// SumSquaresHost returns sum x^2 in float64 on the host (NaN/Inf when x
+	// holds any); used by clipping and the finiteness check.
+	SumSquaresHost(x *Tensor) float64
+
+	// Kernel is the fused kernel registered under name: a value of the type
+	// the op's file declares beside the name (KernelAttention is an
+	// AttentionKernels, ...), or nil when the backend has none.
+	Kernel(name string) any
 }
 
 // AdamWStep holds the scalars of one AdamW update of one tensor:
@@ -164,6 +117,14 @@ type AdamWStep struct {
 	LR, Beta1, Beta2, Eps float32
 	Decay                 float32 // weight decay coefficient, 0 for tensors not decayed
 	BiasCorr1, BiasCorr2  float32 // 1 - b1^t and 1 - b2^t at step t (1-based)
+}
+
+// Wrapper is implemented by a backend that wraps another and allocates
+// through it (a test double that injects faults, a decorator that counts):
+// the tape accepts tensors of every backend the Unwrap chain reaches.
+type Wrapper interface {
+	// Unwrap is the wrapped backend.
+	Unwrap() Backend
 }
 
 // Syncer is implemented by asynchronous backends (CUDA): kernels are queued

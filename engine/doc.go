@@ -1,11 +1,14 @@
 // Package engine is geloattack's compute engine: device tensors, one
 // contiguous parameter buffer with named views, a per-step activation arena,
 // and a reverse-mode tape over coarse fused ops (Linear, RMSNorm, masked
-// multi-head attention, SwiGLU, InfoNCE, ...), each with a forward and a
-// backward kernel on a Backend. Model code calls Tape methods only and never
-// names a device. The backends are packages of their own that implement the
-// Backend interface through Tensor's exported view (Storage, Offset, Size,
-// Shape, Rows, Cols): engine/cpu (Go kernels, BLAS GEMMs) and engine/cuda;
+// multi-head attention, SwiGLU, InfoNCE, ...). Each op is one file, op_*.go:
+// its Tape method (shape rules and forward), its backward beside it, and the
+// name and type of its fused kernel when Backend's primitives (memory,
+// copies, GEMMs, elementwise maps, reductions) do not suffice; a backend
+// hands that kernel back from Backend.Kernel. Model code calls Tape methods
+// only and never names a device. The backends are packages of their own that
+// implement the Backend interface through Tensor's exported view (Storage,
+// Offset, Size, Shape, Rows, Cols): engine/cpu (Go kernels, BLAS GEMMs) and engine/cuda;
 // engine/device chooses one. A Tape checks that every input lives on its
 // backend, so a tensor of another one is an error, not a crash.
 //

@@ -6,19 +6,35 @@ import (
 	"math/bits"
 )
 
-// opKind names a tape op; backward dispatches on it.
-type opKind uint8
+// op is the kind of a recorded node: its backward moves the gradient of
+// n.out into the gradients of n.in (accumulating). Each op is a zero-size
+// type declared in its op_*.go file beside its forward, so a node holding
+// one allocates nothing.
+type op interface {
+	backward(tp *Tape, n *node)
+}
 
 // node is one recorded op: its output, inputs and whatever its backward
-// needs (saved tensors, sizes, constants). One fat struct so the tape is a
-// reusable slice and recording allocates nothing after warm-up.
+// needs. One fat struct so the tape is a reusable slice and recording
+// allocates nothing after warm-up; each op uses the fields it names.
 type node struct {
-	op   opKind
-	out  *Tensor
-	in   [4]*Tensor
-	aux  [2]*Tensor // saved by forward (rstd, lse, ...)
-	ints [3]int
-	f    [2]float32
+	op    op
+	out   *Tensor
+	in    [4]*Tensor // the op's tensor arguments in order; nil for an absent optional one
+	saved *Tensor    // computed by forward for backward: rstd, lse, row norms
+
+	unary   UnaryOp  // Unary's function
+	binary  BinaryOp // Binary's function
+	rowOp   RowOp    // RowReduce's reduction
+	reduce  ReduceOp // Reduce's reduction
+	c       float32  // Unary's constant
+	heads   int      // Attention's head count
+	row     int      // TakeRow's row
+	part    int      // a LinearStack part's index
+	parts   int      // LinearStack's number of parts
+	partsIn uint8    // LinearStack: bit i set when part i's gradient has been written (maxStackParts bits)
+	transA  bool     // MatMul: a enters transposed
+	transB  bool     // MatMul: b enters transposed
 }
 
 // tensorBlock is a slab of Tensor structs; pointers into it stay valid.
@@ -105,7 +121,7 @@ func (tp *Tape) usable(op string, ts ...*Tensor) bool {
 			tp.failf(op, "%v has no storage (a parameter used before Params.Alloc?)", t)
 			return false
 		}
-		if be := t.st.Backend(); be != tp.be && be != tp.home() {
+		if be := t.st.Backend(); !tp.home(be) {
 			other := ""
 			if be.Name() == tp.be.Name() {
 				other = " (another backend of the same kind)"
@@ -117,19 +133,22 @@ func (tp *Tape) usable(op string, ts ...*Tensor) bool {
 	return true
 }
 
-// home is the backend that the tape's own memory reports: tp.be itself, or
-// for a wrapper around another backend (a test double that injects faults,
-// a decorator that counts FLOPs) that allocates through the one it wraps,
-// the inner backend, whose tensors are then the tape's own. It is asked
-// only when an input's backend is not tp.be, and allocates the arena's
-// first chunk (which the op would allocate next anyway) to find out.
-func (tp *Tape) home() Backend {
-	if len(tp.arena.chunks) == 0 {
-		if _, _, err := tp.arena.alloc(0); err != nil {
-			return tp.be
+// home reports whether be is one the tape's backend computes on: tp.be
+// itself or, for a wrapper around another backend (a test double that
+// injects faults, a decorator that counts FLOPs) whose memory is the inner
+// backend's, a backend its Unwrap chain reaches.
+func (tp *Tape) home(be Backend) bool {
+	for b := tp.be; b != nil; {
+		if b == be {
+			return true
 		}
+		w, ok := b.(Wrapper)
+		if !ok {
+			return false
+		}
+		b = w.Unwrap()
 	}
-	return tp.arena.chunks[0].Backend()
+	return false
 }
 
 // placeholder is the scalar returned by ops after an error. It has storage
@@ -256,7 +275,7 @@ func (tp *Tape) Backward(loss *Tensor) error {
 		if tp.err != nil {
 			return tp.err
 		}
-		tp.backward(n)
+		n.op.backward(tp, n)
 		tp.grads.put(n.out.grad)
 		n.out.grad, n.out.gradReady = nil, false
 	}
@@ -288,7 +307,7 @@ func (tp *Tape) ensureGrad(t *Tensor) {
 	if t.grad != nil {
 		return
 	}
-	if t.node >= 0 && tp.nodes[t.node].op == opStackPart {
+	if t.node >= 0 && isStackPart(tp.nodes[t.node].op) {
 		// A LinearStack part's gradient is its block of the stack's gradient:
 		// its consumers write it in place, where the stack's GEMMs read it.
 		s := tp.nodes[t.node].in[0]
@@ -311,6 +330,15 @@ func (tp *Tape) ensureGrad(t *Tensor) {
 	}
 	g.st, g.off = st, 0
 	t.grad, t.gradReady = g, false
+}
+
+// beta is a GEMM's beta for a gradient that is added into (1) or
+// overwritten (0).
+func beta(accumulate bool) float32 {
+	if accumulate {
+		return 1
+	}
+	return 0
 }
 
 // accumGrad returns t's gradient for a kernel that adds into it (clearing

@@ -213,7 +213,7 @@ func Open(cfg config.Run) (*Session, error) {
 func newTask(be engine.Backend, cfg config.Run, sampler *gelo.Sampler) (tasks.Task, error) {
 	switch cfg.Model.Task {
 	case settransformer.TaskRetrieval:
-		model, err := settransformer.NewOn(be, cfg.Model, cfg.Seed)
+		model, err := settransformer.New(be, cfg.Model, cfg.Seed)
 		if err != nil {
 			return nil, err
 		}

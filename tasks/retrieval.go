@@ -2,7 +2,6 @@ package tasks
 
 import (
 	"fmt"
-	"math"
 	"math/rand/v2"
 
 	"gonum.org/v1/gonum/mat"
@@ -87,7 +86,8 @@ func (r *Retrieval) Step(b *gelo.Batch, step int64) (float64, error) {
 }
 
 // NewEvaluator starts a retrieval evaluation: candidates are each batch's positives (no extra
-// negatives, so the chance level is |P|/|C| of the in-batch set), scores cos/tau.
+// negatives, so the chance level is |P|/|C| of the in-batch set), scored as training scores them
+// (Model.Scores: cos/tau on the tape).
 func (r *Retrieval) NewEvaluator() Evaluator { return &retrievalEval{task: r} }
 
 type retrievalEval struct {
@@ -102,29 +102,15 @@ func (ev *retrievalEval) Add(b *gelo.Batch) error {
 	if err != nil {
 		return err
 	}
-	out, err := r.model.Forward(r.modelBatch(b))
+	s, err := r.model.Scores(r.modelBatch(b), t.Candidates) // (B, C)
 	if err != nil {
 		return err
 	}
-	q := out.Retrieval.ToHost() // (B, e), unit rows
-	e := r.corpus.E()
-	c := len(t.Candidates) / e
-	tau := r.model.Tau()
+	c := len(s) / b.B
 	scores := mat.NewDense(b.B, c, nil)
-	for j := 0; j < c; j++ {
-		cj := t.Candidates[j*e : (j+1)*e]
-		var nn float64
-		for _, v := range cj {
-			nn += float64(v) * float64(v)
-		}
-		nn = math.Sqrt(nn)
-		for i := 0; i < b.B; i++ {
-			qi := q[i*e : (i+1)*e]
-			var dot float64
-			for k := range qi {
-				dot += float64(qi[k]) * float64(cj[k])
-			}
-			scores.Set(i, j, dot/(nn+1e-12)/tau)
+	for i := range b.B {
+		for j := range c {
+			scores.Set(i, j, float64(s[i*c+j]))
 		}
 	}
 	return ev.acc.Add(scores, t.Positives)

@@ -9,6 +9,7 @@ import (
 	"github.com/gelo-research/geloattack/data"
 	"github.com/gelo-research/geloattack/data/gelo"
 	"github.com/gelo-research/geloattack/models/settransformer"
+	"github.com/gelo-research/geloattack/tasks/taskstest"
 )
 
 // retrievalTestTask is a small retrieval model over 40 Gaussian texts (d 16, e 8), 2 positives
@@ -38,7 +39,7 @@ func retrievalTestTask(t *testing.T, extra int) (*Retrieval, *gelo.Sampler) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := settransformer.New(settransformer.Config{InputDim: d, CandidateDim: e, Hidden: 32, Layers: 1, Heads: 4,
+	m, err := settransformer.New(taskstest.CPU(t), settransformer.Config{InputDim: d, CandidateDim: e, Hidden: 32, Layers: 1, Heads: 4,
 		MLPHidden: 64, Eps: settransformer.DefaultEps, Task: settransformer.TaskRetrieval,
 		Temperature: settransformer.DefaultTemperature}, 1)
 	if err != nil {

@@ -48,7 +48,7 @@ type Unmix struct {
 // reaches the model here and nowhere else. evalCfg and seed fix the distractor pools and draws of
 // the evaluation.
 func NewUnmix(be engine.Backend, cfg settransformer.Config, loss ot.Config, s *gelo.Sampler, evalCfg UnmixEvalConfig, seed uint64) (*Unmix, error) {
-	m, err := settransformer.NewUnmixOn(be, cfg, seed, settransformer.WithLoss(loss))
+	m, err := settransformer.NewUnmix(be, cfg, seed, settransformer.WithLoss(loss))
 	if err != nil {
 		return nil, err
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/gelo-research/geloattack/data/gelo"
 	"github.com/gelo-research/geloattack/models/settransformer"
 	"github.com/gelo-research/geloattack/tasks"
+	"github.com/gelo-research/geloattack/tasks/taskstest"
 )
 
 // TestMemoryStopsGrowingOnceEveryBucketIsSeen trains 320 steps of a ranged config (1-8 positives
@@ -44,7 +45,7 @@ func TestMemoryStopsGrowingOnceEveryBucketIsSeen(t *testing.T) {
 	if bucket != 32 {
 		t.Fatalf("default bucket of a ranged config: %d, want 32", bucket)
 	}
-	m, err := settransformer.New(settransformer.Config{InputDim: d, CandidateDim: e, Hidden: 64, Layers: 1,
+	m, err := settransformer.New(taskstest.CPU(t), settransformer.Config{InputDim: d, CandidateDim: e, Hidden: 64, Layers: 1,
 		Heads: 4, MLPHidden: 256, Eps: settransformer.DefaultEps, Task: settransformer.TaskRetrieval,
 		Temperature: settransformer.DefaultTemperature}, 1)
 	if err != nil {

@@ -83,12 +83,12 @@ func (c *Backend) attnScratchFor(w, Nq, Nk, dh int) *attnScratch {
 	return a
 }
 
-// Attention computes masked multi-head attention one (batch, head) pair per
+// attention computes masked multi-head attention one (batch, head) pair per
 // task: S = scale Q_j K_j^T by GEMM into the worker's scratch, an in-place
 // softmax, then O_j = P V_j by GEMM. Only real keys enter the products
 // (a prefix of the rows, or gathered into scratch), so padded rows never
 // influence the result, not even through NaN or Inf.
-func (c *Backend) Attention(o, lse, q, k, v, mask *engine.Tensor, heads int) {
+func (c *Backend) attention(o, lse, q, k, v, mask *engine.Tensor, heads int) {
 	B, Nq, Nk, h := q.Dim(0), q.Dim(1), k.Dim(1), q.Dim(2)
 	dh := h / heads
 	scale := float32(1 / math.Sqrt(float64(dh)))
@@ -143,11 +143,11 @@ func softmaxRow(x []float32) float32 {
 	return mx + float32(math.Log(float64(sum)))
 }
 
-// AttentionBackward recomputes P = exp(scale Q K^T - lse) per (batch, head)
+// attentionBackward recomputes P = exp(scale Q K^T - lse) per (batch, head)
 // and accumulates dV += P^T dO, dS = P * (dO V^T - rowsum(dO * O)) * scale,
 // dQ += dS K, dK += dS^T Q, all by GEMM over the real keys only: padded
 // keys and values get exactly zero gradient.
-func (c *Backend) AttentionBackward(dq, dk, dv, do, q, k, v, mask, o, lse *engine.Tensor, heads int) {
+func (c *Backend) attentionBackward(dq, dk, dv, do, q, k, v, mask, o, lse *engine.Tensor, heads int) {
 	B, Nq, Nk, h := q.Dim(0), q.Dim(1), k.Dim(1), q.Dim(2)
 	dh := h / heads
 	scale := float32(1 / math.Sqrt(float64(dh)))

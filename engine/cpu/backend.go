@@ -32,10 +32,11 @@ type Backend struct {
 	pool      *workerPool // nil after Close: kernels then run on the caller's goroutine
 	cleanup   runtime.Cleanup
 	closed    atomic.Bool
-	scratch   [][]float32  // per worker
-	reduceBuf []float32    // partial sums of parallelReduce, one row per piece
-	minWork   int          // work below which kernels stay on one goroutine (tests lower it)
-	hostReads atomic.Int64 // see HostReads
+	scratch   [][]float32    // per worker
+	reduceBuf []float32      // partial sums of parallelReduce, one row per piece
+	minWork   int            // work below which kernels stay on one goroutine (tests lower it)
+	hostReads atomic.Int64   // see HostReads
+	kernels   map[string]any // by name; see kernelTable
 }
 
 // errClosed is Err's answer after Close: the backend still computes (its
@@ -60,6 +61,7 @@ func New(cfg Config) (*Backend, error) {
 	// (OpenBLAS's idle threads spin) and make sums depend on the split.
 	lib.SetThreads(1)
 	c := &Backend{lib: lib, workers: w, pool: newWorkerPool(w), scratch: make([][]float32, w), minWork: minParallel}
+	c.kernels = c.kernelTable()
 	// A backend dropped without Close still stops its pool's goroutines once
 	// it is unreachable.
 	c.cleanup = runtime.AddCleanup(c, func(p *workerPool) { p.stop() }, c.pool)

@@ -6,8 +6,8 @@ import (
 	"github.com/gelo-research/geloattack/engine"
 )
 
-// SwiGLU: y = g * sigmoid(g) * u.
-func (c *Backend) SwiGLU(y, gate, up *engine.Tensor) {
+// swiGLU: y = g * sigmoid(g) * u.
+func (c *Backend) swiGLU(y, gate, up *engine.Tensor) {
 	ys, gs, us := f32(y), f32(gate), f32(up)
 	c.parallelElems(len(ys), func(lo, hi int) {
 		yy, gg, uu := ys[lo:hi], gs[lo:hi], us[lo:hi]
@@ -18,13 +18,13 @@ func (c *Backend) SwiGLU(y, gate, up *engine.Tensor) {
 	})
 }
 
-// swigluBlock is how many sigmoids SwiGLUBackward computes at a time into
+// swigluBlock is how many sigmoids swiGLUBackward computes at a time into
 // worker scratch (small enough to stay in L1).
 const swigluBlock = 1024
 
-// SwiGLUBackward: with s = sigmoid(g): dg (+)= dy u s (1 + g (1 - s)),
+// swiGLUBackward: with s = sigmoid(g): dg (+)= dy u s (1 + g (1 - s)),
 // du (+)= dy g s.
-func (c *Backend) SwiGLUBackward(dgate, dup, dy, gate, up *engine.Tensor, accGate, accUp bool) {
+func (c *Backend) swiGLUBackward(dgate, dup, dy, gate, up *engine.Tensor, accGate, accUp bool) {
 	dgs, dus, dys, gs, us := f32(dgate), f32(dup), f32(dy), f32(gate), f32(up)
 	c.parallelRows(len(dys), 1, func(w, lo, hi int) {
 		e := c.scratchFor(w, swigluBlock)

@@ -33,8 +33,8 @@ func (c *Backend) parallelReduce(n, rowCost, width int, out []float32, fn func(l
 	}
 }
 
-// RMSNorm: y = x * rstd * w per row, rstd = 1/sqrt(mean(x^2) + eps).
-func (c *Backend) RMSNorm(y, rstd, x, w *engine.Tensor, eps float32) {
+// rmsNorm: y = x * rstd * w per row, rstd = 1/sqrt(mean(x^2) + eps).
+func (c *Backend) rmsNorm(y, rstd, x, w *engine.Tensor, eps float32) {
 	M, h := x.Rows(), x.Cols()
 	xs, ys, rs, ws := f32(x), f32(y), f32(rstd), f32(w)
 	c.parallelRows(M, h, func(_, lo, hi int) {
@@ -53,9 +53,9 @@ func (c *Backend) RMSNorm(y, rstd, x, w *engine.Tensor, eps float32) {
 	})
 }
 
-// RMSNormBackward: with xhat = x*rstd and g = dy*w,
+// rmsNormBackward: with xhat = x*rstd and g = dy*w,
 // dx += rstd * (g - xhat * mean(g * xhat)), dw += sum_rows dy * xhat.
-func (c *Backend) RMSNormBackward(dx, dw, dy, x, w, rstd *engine.Tensor) {
+func (c *Backend) rmsNormBackward(dx, dw, dy, x, w, rstd *engine.Tensor) {
 	M, h := x.Rows(), x.Cols()
 	xs, dys, rs, ws, dxs := f32(x), f32(dy), f32(rstd), f32(w), f32(dx)
 	body := func(lo, hi int, acc []float32) {
@@ -87,8 +87,8 @@ func (c *Backend) RMSNormBackward(dx, dw, dy, x, w, rstd *engine.Tensor) {
 	c.parallelReduce(M, h, h, f32(dw), body)
 }
 
-// L2Normalize: y = x / max(||x||, eps), norm = ||x|| per row.
-func (c *Backend) L2Normalize(y, norm, x *engine.Tensor, eps float32) {
+// l2Normalize: y = x / max(||x||, eps), norm = ||x|| per row.
+func (c *Backend) l2Normalize(y, norm, x *engine.Tensor, eps float32) {
 	M, e := x.Rows(), x.Cols()
 	xs, ys, ns := f32(x), f32(y), f32(norm)
 	c.parallelRows(M, e, func(_, lo, hi int) {
@@ -108,9 +108,9 @@ func (c *Backend) L2Normalize(y, norm, x *engine.Tensor, eps float32) {
 	})
 }
 
-// L2NormalizeBackward: dx += (dy - y (dy.y)) / ||x|| when ||x|| > eps, else
+// l2NormalizeBackward: dx += (dy - y (dy.y)) / ||x|| when ||x|| > eps, else
 // dy / eps (the clamp is constant there).
-func (c *Backend) L2NormalizeBackward(dx, dy, y, norm *engine.Tensor, eps float32) {
+func (c *Backend) l2NormalizeBackward(dx, dy, y, norm *engine.Tensor, eps float32) {
 	M, e := y.Rows(), y.Cols()
 	dxs, dys, ys, ns := f32(dx), f32(dy), f32(y), f32(norm)
 	c.parallelRows(M, e, func(_, lo, hi int) {
@@ -134,8 +134,8 @@ func (c *Backend) L2NormalizeBackward(dx, dy, y, norm *engine.Tensor, eps float3
 	})
 }
 
-// RowReduce: y[r] = LSE or norm of row r.
-func (c *Backend) RowReduce(op engine.RowOp, y, x *engine.Tensor) {
+// rowReduce: y[r] = LSE or norm of row r.
+func (c *Backend) rowReduce(op engine.RowOp, y, x *engine.Tensor) {
 	M, C := x.Rows(), x.Cols()
 	xs, ys := f32(x), f32(y)
 	c.parallelRows(M, C, func(_, lo, hi int) {
@@ -179,9 +179,9 @@ func logSumExp(x, mask []float32) float32 {
 	return mx + float32(math.Log(s))
 }
 
-// RowReduceBackward: LSE: dx += dy * exp(x - y); norm: dx += dy * x / y
+// rowReduceBackward: LSE: dx += dy * exp(x - y); norm: dx += dy * x / y
 // (0 where the norm is 0).
-func (c *Backend) RowReduceBackward(op engine.RowOp, dx, dy, x, y *engine.Tensor) {
+func (c *Backend) rowReduceBackward(op engine.RowOp, dx, dy, x, y *engine.Tensor) {
 	M, C := x.Rows(), x.Cols()
 	xs, ys, dxs, dys := f32(x), f32(y), f32(dx), f32(dy)
 	c.parallelRows(M, C, func(_, lo, hi int) {
@@ -205,8 +205,8 @@ func (c *Backend) RowReduceBackward(op engine.RowOp, dx, dy, x, y *engine.Tensor
 	})
 }
 
-// ScaleRows: y[r, :] (+)= x[r, :] * s[r].
-func (c *Backend) ScaleRows(y, x, s *engine.Tensor, accumulate bool) {
+// scaleRows: y[r, :] (+)= x[r, :] * s[r].
+func (c *Backend) scaleRows(y, x, s *engine.Tensor, accumulate bool) {
 	M, h := x.Rows(), x.Cols()
 	xs, ys, ss := f32(x), f32(y), f32(s)
 	c.parallelRows(M, h, func(_, lo, hi int) {
@@ -243,8 +243,8 @@ func meanWeight(mask []float32, b, N int) float32 {
 	return 1 / float32(n)
 }
 
-// MeanPool: y[b] = mean of the real rows of x[b].
-func (c *Backend) MeanPool(y, x, mask *engine.Tensor) {
+// meanPool: y[b] = mean of the real rows of x[b].
+func (c *Backend) meanPool(y, x, mask *engine.Tensor) {
 	B, N, h := x.Dim(0), x.Dim(1), x.Dim(2)
 	xs, ys, ms := f32(x), f32(y), f32(mask)
 	c.parallelRows(B, N*h, func(_, lo, hi int) {
@@ -267,8 +267,8 @@ func (c *Backend) MeanPool(y, x, mask *engine.Tensor) {
 	})
 }
 
-// MeanPoolBackward: dx[b, i] += dy[b] / count for real rows i.
-func (c *Backend) MeanPoolBackward(dx, dy, mask *engine.Tensor) {
+// meanPoolBackward: dx[b, i] += dy[b] / count for real rows i.
+func (c *Backend) meanPoolBackward(dx, dy, mask *engine.Tensor) {
 	B, N, h := dx.Dim(0), dx.Dim(1), dx.Dim(2)
 	dxs, dys, ms := f32(dx), f32(dy), f32(mask)
 	c.parallelRows(B, N*h, func(_, lo, hi int) {
@@ -287,8 +287,8 @@ func (c *Backend) MeanPoolBackward(dx, dy, mask *engine.Tensor) {
 	})
 }
 
-// InfoNCE: y = mean_b (LSE_c s_bc - LSE_{p: pos_bp = 1} s_bp).
-func (c *Backend) InfoNCE(y, scores, pos *engine.Tensor) {
+// infoNCE: y = mean_b (LSE_c s_bc - LSE_{p: pos_bp = 1} s_bp).
+func (c *Backend) infoNCE(y, scores, pos *engine.Tensor) {
 	B, C := scores.Dim(0), scores.Dim(1)
 	ss, ps := f32(scores), f32(pos)
 	var total float64
@@ -299,8 +299,8 @@ func (c *Backend) InfoNCE(y, scores, pos *engine.Tensor) {
 	f32(y)[0] = float32(total / float64(B))
 }
 
-// InfoNCEBackward: ds_bc += dy/B * (softmax(s_b)_c - pos_bc softmax_P(s_b)_c).
-func (c *Backend) InfoNCEBackward(ds, dy, scores, pos *engine.Tensor) {
+// infoNCEBackward: ds_bc += dy/B * (softmax(s_b)_c - pos_bc softmax_P(s_b)_c).
+func (c *Backend) infoNCEBackward(ds, dy, scores, pos *engine.Tensor) {
 	B, C := scores.Dim(0), scores.Dim(1)
 	ss, ps, dss := f32(scores), f32(pos), f32(ds)
 	g := f32(dy)[0] / float32(B)
@@ -402,8 +402,8 @@ func (c *Backend) Transpose(y, x *engine.Tensor, accumulate bool) {
 	})
 }
 
-// BroadcastAdd: y = x + col[..., i] + row[..., j].
-func (c *Backend) BroadcastAdd(y, x, col, row *engine.Tensor) {
+// broadcastAdd: y = x + col[..., i] + row[..., j].
+func (c *Backend) broadcastAdd(y, x, col, row *engine.Tensor) {
 	M, C := x.Dim(-2), x.Dim(-1)
 	xs, ys, cs, rs := f32(x), f32(y), f32(col), f32(row)
 	c.parallelRows(x.Rows(), C, func(_, lo, hi int) {
@@ -427,9 +427,9 @@ func (c *Backend) BroadcastAdd(y, x, col, row *engine.Tensor) {
 	})
 }
 
-// BroadcastAddBackward: dx += dy, dcol += row sums of dy, drow += column sums
+// broadcastAddBackward: dx += dy, dcol += row sums of dy, drow += column sums
 // of dy per batch element.
-func (c *Backend) BroadcastAddBackward(dx, dcol, drow, dy *engine.Tensor) {
+func (c *Backend) broadcastAddBackward(dx, dcol, drow, dy *engine.Tensor) {
 	M, C := dy.Dim(-2), dy.Dim(-1)
 	batch := dy.Size() / max(1, M*C)
 	dys, dxs, dcs, drs := f32(dy), f32(dx), f32(dcol), f32(drow)
@@ -464,8 +464,8 @@ func (c *Backend) BroadcastAddBackward(dx, dcol, drow, dy *engine.Tensor) {
 	}
 }
 
-// PrependRow: y[b, 0] = row, y[b, 1:] = x[b].
-func (c *Backend) PrependRow(y, x, row *engine.Tensor) {
+// prependRow: y[b, 0] = row, y[b, 1:] = x[b].
+func (c *Backend) prependRow(y, x, row *engine.Tensor) {
 	N1, h := y.Dim(-2), y.Dim(-1)
 	if y.Rank() == 2 { // a mask (B, N+1) with a one-element row
 		h = 1

@@ -687,7 +687,9 @@ func caseRMSNorm(h *harness) {
 		}
 		x, w := h.make(xs, c.dims...), h.make(h.uniforms(hd, 0.5, 1.5), hd)
 		y, rstd := h.garbage(c.dims...), h.garbage(M)
-		h.both(func(be engine.Backend, T func(*pair) *engine.Tensor) { be.RMSNorm(T(y), T(rstd), T(x), T(w), c.eps) })
+		h.both(func(be engine.Backend, T func(*pair) *engine.Tensor) {
+			kernelsOf(be).rmsNorm.Forward(T(y), T(rstd), T(x), T(w), c.eps)
+		})
 		h.out("y", y, h.tol.Elem)
 		h.out("rstd", rstd, h.tol.Elem)
 
@@ -705,7 +707,7 @@ func caseRMSNorm(h *harness) {
 				dw = h.grad(hd)
 			}
 			h.both(func(be engine.Backend, T func(*pair) *engine.Tensor) {
-				be.RMSNormBackward(T(dx), T(dw), T(dy), T(x), T(w), T(rs))
+				kernelsOf(be).rmsNorm.Backward(T(dx), T(dw), T(dy), T(x), T(w), T(rs))
 			})
 			h.acc("dx", dx, h.tol.Elem)
 			h.acc("dw", dw, h.tol.Elem)
@@ -750,7 +752,7 @@ func caseAttention(h *harness) {
 		}
 		o, lse := h.garbage(B, Nq, hd), h.garbage(B, heads, Nq)
 		h.both(func(be engine.Backend, T func(*pair) *engine.Tensor) {
-			be.Attention(T(o), T(lse), T(q), T(k), T(v), T(mask), heads)
+			kernelsOf(be).attention.Forward(T(o), T(lse), T(q), T(k), T(v), T(mask), heads)
 		})
 		// Which batch elements have no real key: their lse is -Inf, their
 		// output zero; everything else must be finite on both backends.
@@ -803,7 +805,7 @@ func caseAttention(h *harness) {
 				dv = h.grad(B, Nk, hd)
 			}
 			h.both(func(be engine.Backend, T func(*pair) *engine.Tensor) {
-				be.AttentionBackward(T(dq), T(dk), T(dv), T(do), T(q), T(k), T(vv), T(mask), T(o), T(lse), heads)
+				kernelsOf(be).attention.Backward(T(dq), T(dk), T(dv), T(do), T(q), T(k), T(vv), T(mask), T(o), T(lse), heads)
 			})
 			for _, g := range []struct {
 				name string
@@ -875,7 +877,9 @@ func caseSwiGLU(h *harness) {
 		h.sub("SwiGLU %v saturated=%v", c.dims, c.saturated)
 		gate, up := h.make(gs, c.dims...), h.normal(c.dims...)
 		y := h.garbage(c.dims...)
-		h.both(func(be engine.Backend, T func(*pair) *engine.Tensor) { be.SwiGLU(T(y), T(gate), T(up)) })
+		h.both(func(be engine.Backend, T func(*pair) *engine.Tensor) {
+			kernelsOf(be).swiglu.Forward(T(y), T(gate), T(up))
+		})
 		h.out("y", y, h.tol.Elem)
 
 		for _, accGate := range []bool{false, true} {
@@ -891,7 +895,7 @@ func caseSwiGLU(h *harness) {
 						du = h.grad(c.dims...)
 					}
 					h.both(func(be engine.Backend, T func(*pair) *engine.Tensor) {
-						be.SwiGLUBackward(T(dg), T(du), T(dy), T(gate), T(up), accGate, accUp)
+						kernelsOf(be).swiglu.Backward(T(dg), T(du), T(dy), T(gate), T(up), accGate, accUp)
 					})
 					h.check("dgate", dg, accGate, h.tol.Elem)
 					h.check("dup", du, accUp, h.tol.Elem)
@@ -905,7 +909,7 @@ func caseSwiGLU(h *harness) {
 		h.sub("SwiGLUBackward aliased gate=up, dgate=dup n=%d", n)
 		x, dy, d := h.make(h.normals(n, 3), n), h.normal(n), h.grad(n)
 		h.both(func(be engine.Backend, T func(*pair) *engine.Tensor) {
-			be.SwiGLUBackward(T(d), T(d), T(dy), T(x), T(x), true, true)
+			kernelsOf(be).swiglu.Backward(T(d), T(d), T(dy), T(x), T(x), true, true)
 		})
 		h.acc("dgate=dup", d, h.tol.Elem)
 	}
@@ -1020,7 +1024,9 @@ func caseScaleRows(h *harness) {
 		for _, accumulate := range []bool{false, true} {
 			h.sub("ScaleRows x %v accumulate=%v", dims, accumulate)
 			x, s, y := h.normal(dims...), h.normal(M), h.normal(dims...)
-			h.both(func(be engine.Backend, T func(*pair) *engine.Tensor) { be.ScaleRows(T(y), T(x), T(s), accumulate) })
+			h.both(func(be engine.Backend, T func(*pair) *engine.Tensor) {
+				kernelsOf(be).scaleRows(T(y), T(x), T(s), accumulate)
+			})
 			h.check("y", y, accumulate, h.tol.Elem)
 		}
 	}
@@ -1041,12 +1047,16 @@ func caseMeanPool(h *harness) {
 				mask = h.make(mk, B, N)
 			}
 			x, y := h.normal(B, N, hd), h.garbage(B, hd)
-			h.both(func(be engine.Backend, T func(*pair) *engine.Tensor) { be.MeanPool(T(y), T(x), T(mask)) })
+			h.both(func(be engine.Backend, T func(*pair) *engine.Tensor) {
+				kernelsOf(be).meanPool.Forward(T(y), T(x), T(mask))
+			})
 			h.out("y", y, h.tol.Elem)
 
 			h.step("MeanPoolBackward %s", desc)
 			dy, dx := h.normal(B, hd), h.grad(B, N, hd)
-			h.both(func(be engine.Backend, T func(*pair) *engine.Tensor) { be.MeanPoolBackward(T(dx), T(dy), T(mask)) })
+			h.both(func(be engine.Backend, T func(*pair) *engine.Tensor) {
+				kernelsOf(be).meanPool.Backward(T(dx), T(dy), T(mask))
+			})
 			h.acc("dx", dx, h.tol.Elem)
 		}
 	}
@@ -1080,7 +1090,9 @@ func caseL2Normalize(h *harness) {
 			}
 		}
 		x, y, norm := h.make(xs, c.dims...), h.garbage(c.dims...), h.garbage(M)
-		h.both(func(be engine.Backend, T func(*pair) *engine.Tensor) { be.L2Normalize(T(y), T(norm), T(x), c.eps) })
+		h.both(func(be engine.Backend, T func(*pair) *engine.Tensor) {
+			kernelsOf(be).l2Normalize.Forward(T(y), T(norm), T(x), c.eps)
+		})
 		h.out("y", y, h.tol.Elem)
 		h.out("norm", norm, h.tol.Elem)
 
@@ -1088,7 +1100,7 @@ func caseL2Normalize(h *harness) {
 		yr, nr := h.fromRef(y), h.fromRef(norm)
 		dy, dx := h.normal(c.dims...), h.grad(c.dims...)
 		h.both(func(be engine.Backend, T func(*pair) *engine.Tensor) {
-			be.L2NormalizeBackward(T(dx), T(dy), T(yr), T(nr), c.eps)
+			kernelsOf(be).l2Normalize.Backward(T(dx), T(dy), T(yr), T(nr), c.eps)
 		})
 		h.acc("dx", dx, h.tol.Elem)
 	}
@@ -1126,13 +1138,15 @@ func caseRowReduce(h *harness) {
 		}
 		h.sub("RowReduce %s", desc)
 		x, y := h.make(xs, c.dims...), h.garbage(M)
-		h.both(func(be engine.Backend, T func(*pair) *engine.Tensor) { be.RowReduce(c.op, T(y), T(x)) })
+		h.both(func(be engine.Backend, T func(*pair) *engine.Tensor) {
+			kernelsOf(be).rowReduce.Forward(c.op, T(y), T(x))
+		})
 		h.out("y", y, h.tol.Elem)
 
 		h.step("RowReduceBackward %s", desc)
 		yr, dy, dx := h.fromRef(y), h.normal(M), h.grad(c.dims...)
 		h.both(func(be engine.Backend, T func(*pair) *engine.Tensor) {
-			be.RowReduceBackward(c.op, T(dx), T(dy), T(x), T(yr))
+			kernelsOf(be).rowReduce.Backward(c.op, T(dx), T(dy), T(x), T(yr))
 		})
 		h.acc("dx", dx, h.tol.Elem)
 	}
@@ -1178,13 +1192,15 @@ func caseInfoNCE(h *harness) {
 			desc := fmt.Sprintf("scores (%d, %d) several positives=%v", B, C, several)
 			h.sub("InfoNCE %s", desc)
 			scores, pos, y := h.make(h.normals(B*C, 3), B, C), h.make(ps, B, C), h.garbage(1)
-			h.both(func(be engine.Backend, T func(*pair) *engine.Tensor) { be.InfoNCE(T(y), T(scores), T(pos)) })
+			h.both(func(be engine.Backend, T func(*pair) *engine.Tensor) {
+				kernelsOf(be).infoNCE.Forward(T(y), T(scores), T(pos))
+			})
 			h.out("y", y, h.tol.Elem)
 
 			h.step("InfoNCEBackward %s", desc)
 			dy, ds := h.normal(1), h.grad(B, C)
 			h.both(func(be engine.Backend, T func(*pair) *engine.Tensor) {
-				be.InfoNCEBackward(T(ds), T(dy), T(scores), T(pos))
+				kernelsOf(be).infoNCE.Backward(T(ds), T(dy), T(scores), T(pos))
 			})
 			h.acc("dscores", ds, h.tol.Elem)
 		}
@@ -1225,7 +1241,9 @@ func caseBroadcastAdd(h *harness) {
 				if withRow {
 					row = h.normal(rowDims...)
 				}
-				h.both(func(be engine.Backend, T func(*pair) *engine.Tensor) { be.BroadcastAdd(T(y), T(x), T(col), T(row)) })
+				h.both(func(be engine.Backend, T func(*pair) *engine.Tensor) {
+					kernelsOf(be).broadcastAdd.Forward(T(y), T(x), T(col), T(row))
+				})
 				h.out("y", y, h.tol.Elem)
 			}
 		}
@@ -1243,7 +1261,7 @@ func caseBroadcastAdd(h *harness) {
 				drow = h.grad(rowDims...)
 			}
 			h.both(func(be engine.Backend, T func(*pair) *engine.Tensor) {
-				be.BroadcastAddBackward(T(dx), T(dcol), T(drow), T(dy))
+				kernelsOf(be).broadcastAdd.Backward(T(dx), T(dcol), T(drow), T(dy))
 			})
 			h.acc("dx", dx, h.tol.Elem)
 			h.acc("dcol", dcol, h.tol.Elem)
@@ -1257,7 +1275,7 @@ func casePrependRow(h *harness) {
 		B, N, hd := dims[0], dims[1], dims[2]
 		h.sub("PrependRow x (%d, %d, %d)", B, N, hd)
 		x, row, y := h.normal(B, N, hd), h.normal(hd), h.garbage(B, N+1, hd)
-		h.both(func(be engine.Backend, T func(*pair) *engine.Tensor) { be.PrependRow(T(y), T(x), T(row)) })
+		h.both(func(be engine.Backend, T func(*pair) *engine.Tensor) { kernelsOf(be).prependRow(T(y), T(x), T(row)) })
 		h.out("y", y, 0)
 	}
 	// The mask form (PrependCLS): y (B, N+1) is 2-D, x (B, N), row one
@@ -1267,7 +1285,7 @@ func casePrependRow(h *harness) {
 		for _, v := range []float32{1, 0.5} {
 			h.sub("PrependRow mask x (%d, %d) row=%g", B, N, v)
 			x, row, y := h.make(h.mask(maskScattered, B, N), B, N), h.make([]float32{v}, 1), h.garbage(B, N+1)
-			h.both(func(be engine.Backend, T func(*pair) *engine.Tensor) { be.PrependRow(T(y), T(x), T(row)) })
+			h.both(func(be engine.Backend, T func(*pair) *engine.Tensor) { kernelsOf(be).prependRow(T(y), T(x), T(row)) })
 			h.out("y", y, 0)
 		}
 	}
@@ -1382,10 +1400,10 @@ func checkDeterminism(r reporter, be engine.Backend) {
 		q, k, v := tp.Input(normals(B*Nq*hd), B, Nq, hd), tp.Input(ks, B, Nk, hd), tp.Input(vs, B, Nk, hd)
 		mask := tp.Input(mk, B, Nk)
 		o, lse := tp.Input(make([]float32, B*Nq*hd), B, Nq, hd), tp.Input(make([]float32, B*heads*Nq), B, heads, Nq)
-		be.Attention(o, lse, q, k, v, mask, heads)
+		kernelsOf(be).attention.Forward(o, lse, q, k, v, mask, heads)
 		do := tp.Input(normals(B*Nq*hd), B, Nq, hd)
 		dq, dk, dv := tp.Input(normals(B*Nq*hd), B, Nq, hd), tp.Input(normals(B*Nk*hd), B, Nk, hd), tp.Input(normals(B*Nk*hd), B, Nk, hd)
-		be.AttentionBackward(dq, dk, dv, do, q, k, v, mask, o, lse, heads)
+		kernelsOf(be).attention.Backward(dq, dk, dv, do, q, k, v, mask, o, lse, heads)
 		for name, t := range map[string]*engine.Tensor{"o": o, "lse": lse, "dq": dq, "dk": dk, "dv": dv} {
 			out["Attention "+name] = t.ToHost()
 		}
@@ -1402,15 +1420,15 @@ func checkDeterminism(r reporter, be engine.Backend) {
 		const M, hh = 1030, 384
 		xm, w, dy := tp.Input(normals(M*hh), M, hh), tp.Input(normals(hh), hh), tp.Input(normals(M*hh), M, hh)
 		ym, rstd := tp.Input(make([]float32, M*hh), M, hh), tp.Input(make([]float32, M), M)
-		be.RMSNorm(ym, rstd, xm, w, 1e-5)
+		kernelsOf(be).rmsNorm.Forward(ym, rstd, xm, w, 1e-5)
 		dx, dw := tp.Input(normals(M*hh), M, hh), tp.Input(normals(hh), hh)
-		be.RMSNormBackward(dx, dw, dy, xm, w, rstd)
+		kernelsOf(be).rmsNorm.Backward(dx, dw, dy, xm, w, rstd)
 		out["RMSNormBackward dw"], out["RMSNormBackward dx"] = dw.ToHost(), dx.ToHost()
 		dsum := tp.Input(normals(hh), hh)
 		be.Copy2D(dsum, 0, 0, dy, 0, hh, M, hh, true)
 		out["Copy2D dstLd 0"] = dsum.ToHost()
 		drow, dcol := tp.Input(normals(hh), 1, hh), tp.Input(normals(M), 1, M)
-		be.BroadcastAddBackward(nil, dcol, drow, tp.Input(dy.ToHost(), 1, M, hh))
+		kernelsOf(be).broadcastAdd.Backward(nil, dcol, drow, tp.Input(dy.ToHost(), 1, M, hh))
 		out["BroadcastAddBackward drow"], out["BroadcastAddBackward dcol"] = drow.ToHost(), dcol.ToHost()
 		db, bs := tp.Input([]float32{0.5}, 1), tp.Input([]float32{1.5}, 1)
 		be.BinaryBackward(engine.BinaryMul, nil, db, dy, xm, bs)
@@ -1421,9 +1439,9 @@ func checkDeterminism(r reporter, be engine.Backend) {
 			ps[b*nc+rng.IntN(nc)] = 1
 		}
 		scores, pos, loss := tp.Input(normals(nb*nc), nb, nc), tp.Input(ps, nb, nc), tp.Input([]float32{0}, 1)
-		be.InfoNCE(loss, scores, pos)
+		kernelsOf(be).infoNCE.Forward(loss, scores, pos)
 		ds := tp.Input(normals(nb*nc), nb, nc)
-		be.InfoNCEBackward(ds, tp.Input([]float32{0.7}, 1), scores, pos)
+		kernelsOf(be).infoNCE.Backward(ds, tp.Input([]float32{0.7}, 1), scores, pos)
 		out["InfoNCE"], out["InfoNCEBackward"] = loss.ToHost(), ds.ToHost()
 		c := tp.Input(normals(M*hh), M, hh)
 		be.Gemm(false, true, 1, M, hh, hh, 1, xm, tp.Input(normals(hh*hh), hh, hh), 0.5, c)
@@ -1545,6 +1563,46 @@ func TestCrossCheckCompare(t *testing.T) {
 	}
 }
 
+// The fused kernels of be, for calling them directly; a backend without one
+// is a harness error.
+func fused[K any](be engine.Backend, name string) K {
+	k, err := engine.KernelOf[K](be, name)
+	if err != nil {
+		panic(err)
+	}
+	return k
+}
+
+// kernelSet is a backend's fused kernels, for calling them directly.
+type kernelSet struct {
+	rmsNorm      engine.RMSNormKernels
+	attention    engine.AttentionKernels
+	swiglu       engine.SwiGLUKernels
+	scaleRows    engine.ScaleRowsKernel
+	meanPool     engine.MeanPoolKernels
+	l2Normalize  engine.L2NormalizeKernels
+	rowReduce    engine.RowReduceKernels
+	infoNCE      engine.InfoNCEKernels
+	broadcastAdd engine.BroadcastAddKernels
+	prependRow   engine.PrependRowKernel
+}
+
+// kernelsOf looks up be's fused kernels.
+func kernelsOf(be engine.Backend) kernelSet {
+	return kernelSet{
+		rmsNorm:      fused[engine.RMSNormKernels](be, engine.KernelRMSNorm),
+		attention:    fused[engine.AttentionKernels](be, engine.KernelAttention),
+		swiglu:       fused[engine.SwiGLUKernels](be, engine.KernelSwiGLU),
+		scaleRows:    fused[engine.ScaleRowsKernel](be, engine.KernelScaleRows),
+		meanPool:     fused[engine.MeanPoolKernels](be, engine.KernelMeanPool),
+		l2Normalize:  fused[engine.L2NormalizeKernels](be, engine.KernelL2Normalize),
+		rowReduce:    fused[engine.RowReduceKernels](be, engine.KernelRowReduce),
+		infoNCE:      fused[engine.InfoNCEKernels](be, engine.KernelInfoNCE),
+		broadcastAdd: fused[engine.BroadcastAddKernels](be, engine.KernelBroadcastAdd),
+		prependRow:   fused[engine.PrependRowKernel](be, engine.KernelPrependRow),
+	}
+}
+
 // brokenBackend is the CPU with one deliberate fault, for checking that the
 // harness catches it.
 type brokenBackend struct {
@@ -1559,55 +1617,6 @@ func (b *brokenBackend) Gemm(tA, tB bool, batch, m, n, k int, alpha float32, a, 
 		beta = 0
 	}
 	b.Backend.Gemm(tA, tB, batch, m, n, k, alpha, a, bm, beta, c)
-}
-
-func (b *brokenBackend) Attention(o, lse, q, k, v, mask *engine.Tensor, heads int) {
-	if b.fault == "Attention ignores the mask" {
-		mask = nil
-	}
-	b.Backend.Attention(o, lse, q, k, v, mask, heads)
-}
-
-func (b *brokenBackend) AttentionBackward(dq, dk, dv, do, q, k, v, mask, o, lse *engine.Tensor, heads int) {
-	if b.fault == "AttentionBackward drops dv" {
-		dv = nil
-	}
-	b.Backend.AttentionBackward(dq, dk, dv, do, q, k, v, mask, o, lse, heads)
-}
-
-func (b *brokenBackend) SwiGLUBackward(dg, du, dy, g, u *engine.Tensor, accGate, accUp bool) {
-	if b.fault == "SwiGLUBackward ignores accUp" {
-		accUp = false
-	}
-	b.Backend.SwiGLUBackward(dg, du, dy, g, u, accGate, accUp)
-}
-
-func (b *brokenBackend) MeanPoolBackward(dx, dy, mask *engine.Tensor) {
-	if b.fault == "MeanPoolBackward overwrites" {
-		b.Backend.Fill(dx, 0)
-	}
-	b.Backend.MeanPoolBackward(dx, dy, mask)
-}
-
-func (b *brokenBackend) RowReduce(op engine.RowOp, y, x *engine.Tensor) {
-	b.Backend.RowReduce(op, y, x)
-	if b.fault == "RowReduce 1e-3 off" {
-		b.Backend.Axpy(y, 1e-3, y)
-	}
-}
-
-func (b *brokenBackend) L2NormalizeBackward(dx, dy, y, norm *engine.Tensor, eps float32) {
-	if b.fault == "L2NormalizeBackward without the clamp" {
-		eps = 0
-	}
-	b.Backend.L2NormalizeBackward(dx, dy, y, norm, eps)
-}
-
-func (b *brokenBackend) BroadcastAddBackward(dx, dcol, drow, dy *engine.Tensor) {
-	if b.fault == "BroadcastAddBackward drops drow" {
-		drow = nil
-	}
-	b.Backend.BroadcastAddBackward(dx, dcol, drow, dy)
 }
 
 func (b *brokenBackend) Copy2D(dst *engine.Tensor, dstOff, dstLd int, src *engine.Tensor, srcOff, srcLd int, rows, cols int, accumulate bool) {
@@ -1635,13 +1644,64 @@ func (b *brokenBackend) AdamW(p, g, m, v *engine.Tensor, s engine.AdamWStep) {
 	b.Backend.AdamW(p, g, m, v, s)
 }
 
-func (b *brokenBackend) InfoNCEBackward(ds, dy, scores, pos *engine.Tensor) {
-	if b.fault == "InfoNCEBackward ignores dy" {
-		one := engine.NewTape(b.Backend).Input([]float32{1}, 1)
-		b.Backend.InfoNCEBackward(ds, one, scores, pos)
-		return
+// Kernel is the wrapped backend's fused kernel, with the fault put in when
+// it is one of the kernel's.
+func (b *brokenBackend) Kernel(name string) any {
+	inner := b.Backend
+	switch k := inner.Kernel(name).(type) {
+	case engine.AttentionKernels:
+		fwd, bwd := k.Forward, k.Backward
+		if b.fault == "Attention ignores the mask" {
+			k.Forward = func(o, lse, q, kk, v, mask *engine.Tensor, heads int) { fwd(o, lse, q, kk, v, nil, heads) }
+		}
+		if b.fault == "AttentionBackward drops dv" {
+			k.Backward = func(dq, dk, dv, do, q, kk, v, mask, o, lse *engine.Tensor, heads int) {
+				bwd(dq, dk, nil, do, q, kk, v, mask, o, lse, heads)
+			}
+		}
+		return k
+	case engine.SwiGLUKernels:
+		if bwd := k.Backward; b.fault == "SwiGLUBackward ignores accUp" {
+			k.Backward = func(dg, du, dy, g, u *engine.Tensor, accGate, _ bool) { bwd(dg, du, dy, g, u, accGate, false) }
+		}
+		return k
+	case engine.MeanPoolKernels:
+		if bwd := k.Backward; b.fault == "MeanPoolBackward overwrites" {
+			k.Backward = func(dx, dy, mask *engine.Tensor) {
+				inner.Fill(dx, 0)
+				bwd(dx, dy, mask)
+			}
+		}
+		return k
+	case engine.RowReduceKernels:
+		if fwd := k.Forward; b.fault == "RowReduce 1e-3 off" {
+			k.Forward = func(op engine.RowOp, y, x *engine.Tensor) {
+				fwd(op, y, x)
+				inner.Axpy(y, 1e-3, y)
+			}
+		}
+		return k
+	case engine.L2NormalizeKernels:
+		if bwd := k.Backward; b.fault == "L2NormalizeBackward without the clamp" {
+			k.Backward = func(dx, dy, y, norm *engine.Tensor, _ float32) { bwd(dx, dy, y, norm, 0) }
+		}
+		return k
+	case engine.BroadcastAddKernels:
+		if bwd := k.Backward; b.fault == "BroadcastAddBackward drops drow" {
+			k.Backward = func(dx, dcol, _, dy *engine.Tensor) { bwd(dx, dcol, nil, dy) }
+		}
+		return k
+	case engine.InfoNCEKernels:
+		if bwd := k.Backward; b.fault == "InfoNCEBackward ignores dy" {
+			k.Backward = func(ds, _, scores, pos *engine.Tensor) {
+				one := engine.NewTape(inner).Input([]float32{1}, 1)
+				bwd(ds, one, scores, pos)
+			}
+		}
+		return k
+	default:
+		return k
 	}
-	b.Backend.InfoNCEBackward(ds, dy, scores, pos)
 }
 
 // recorder is a reporter that keeps what is reported.

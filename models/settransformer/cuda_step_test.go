@@ -53,7 +53,7 @@ func newStepModel(t *testing.T, be engine.Backend, task Task) stepModel {
 	shape := struct{ B, N int }{B: 3, N: 20}
 	switch task {
 	case TaskRetrieval:
-		m, err := NewOn(be, cfg, 7)
+		m, err := New(be, cfg, 7)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -63,7 +63,7 @@ func newStepModel(t *testing.T, be engine.Backend, task Task) stepModel {
 	default:
 		cfg.Task, cfg.DecLayers, cfg.Slots = TaskUnmix, 2, shape.N+4
 		loss := ot.DefaultConfig()
-		m, err := NewUnmixOn(be, cfg, 7, WithLoss(loss))
+		m, err := NewUnmix(be, cfg, 7, WithLoss(loss))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -186,7 +186,7 @@ func TestCUDAPaperStepTiming(t *testing.T) {
 		gpu := openCUDA(t, prec)
 		cfg, _ := Preset("paper")
 		cfg.InputDim, cfg.CandidateDim = 4096, 4096
-		m, err := NewOn(gpu, cfg, 1)
+		m, err := New(gpu, cfg, 1)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -96,7 +96,7 @@ func engineUnmixBatch(bt unmixOracleBatch) (Batch, UnmixTargets) {
 // unmixModelWith builds the unmix model for cfg and loss on the CPU with the weights w copied in.
 func unmixModelWith(t testing.TB, cfg Config, loss ot.Config, w map[string][]float64) *UnmixModel {
 	t.Helper()
-	m, err := NewUnmixOn(testBackend(t), cfg, 1, WithLoss(loss))
+	m, err := NewUnmix(testBackend(t), cfg, 1, WithLoss(loss))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,7 +23,7 @@ func TestMemoryBoundedUnderChangingSetSizes(t *testing.T) {
 		m.Params().ZeroGrad()
 	}
 	// What one step at the largest size needs, on a fresh model.
-	ref, err := New(cfg, 1)
+	ref, err := New(testBackend(t), cfg, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,7 +31,7 @@ func TestMemoryBoundedUnderChangingSetSizes(t *testing.T) {
 	refPool := ref.Tape().GradPoolBytes()
 	refArena, _ := ref.Tape().ArenaBytes()
 
-	m, err := New(cfg, 1)
+	m, err := New(testBackend(t), cfg, 1)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,7 +6,6 @@ import (
 	"slices"
 
 	"github.com/gelo-research/geloattack/engine"
-	"github.com/gelo-research/geloattack/engine/cpu"
 	"github.com/gelo-research/geloattack/losses"
 )
 
@@ -55,29 +54,10 @@ type Model struct {
 	clean []float32
 }
 
-// New builds a retrieval model on the CPU with parameters initialised from seed (see
-// ParamSpec.Init). Commands choose the device with package engine/device and call NewOn.
-func New(cfg Config, seed uint64) (*Model, error) {
-	be, err := defaultBackend()
-	if err != nil {
-		return nil, err
-	}
-	return NewOn(be, cfg, seed)
-}
-
-// defaultBackend is the device of New and NewUnmix: the CPU, which every machine has. Model code
-// does not choose devices; engine/device does (auto, cpu, cuda[:N]) for the commands, which build
-// models with NewOn and NewUnmixOn.
-func defaultBackend() (engine.Backend, error) {
-	be, err := cpu.New(cpu.Config{})
-	if err != nil {
-		return nil, fmt.Errorf("settransformer: open compute device: %w", err)
-	}
-	return be, nil
-}
-
-// NewOn is New on a given backend (engine/device.Open picks one from a device spec).
-func NewOn(be engine.Backend, cfg Config, seed uint64) (*Model, error) {
+// New builds a retrieval model on be with parameters initialised from seed (see ParamSpec.Init).
+// The caller chooses the device (commands with package engine/device) and owns be: it closes be
+// after the model's last use.
+func New(be engine.Backend, cfg Config, seed uint64) (*Model, error) {
 	if cfg.Task != TaskRetrieval {
 		return nil, fmt.Errorf("settransformer: New builds task %q, got task %q (use NewUnmix)", TaskRetrieval, cfg.Task)
 	}
@@ -236,6 +216,30 @@ func (m *Model) ForwardBackward(b Batch, t Targets) (float32, error) {
 		return 0, fmt.Errorf("settransformer: backward: %w", err)
 	}
 	return loss.Item(), nil
+}
+
+// Scores runs inference and returns the retrieval scores of b against the candidates (C, e):
+// (B, C) row-major on the host, computed on the tape by losses.Scores, the definition
+// ForwardBackward's InfoNCE uses, so that evaluation ranks with the scores training optimises.
+func (m *Model) Scores(b Batch, candidates []float32) ([]float32, error) {
+	e := m.cfg.CandidateDim
+	if len(candidates) == 0 || len(candidates)%e != 0 {
+		return nil, fmt.Errorf("settransformer: %d candidate values: want a positive multiple of e = %d", len(candidates), e)
+	}
+	q, _, _, err := m.forward(b)
+	if err != nil {
+		return nil, err
+	}
+	tp := m.tape
+	cand := tp.Input(candidates, len(candidates)/e, e) // (C, e)
+	scores, err := losses.Scores(tp, q, cand, m.temperature())
+	if err != nil {
+		return nil, fmt.Errorf("settransformer: %w", err)
+	}
+	if err := tp.Err(); err != nil {
+		return nil, fmt.Errorf("settransformer: scores: %w", err)
+	}
+	return scores.ToHost(), nil
 }
 
 // temperature is the InfoNCE tau: fixed from the config or the learned log_tau.

@@ -3,25 +3,28 @@ package settransformer
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/gelo-research/geloattack/engine"
 	"github.com/gelo-research/geloattack/engine/cpu"
 )
 
+// testBackend is a CPU backend closed when the test ends.
 func testBackend(t testing.TB) engine.Backend {
 	t.Helper()
 	be, err := cpu.New(cpu.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { be.Close() })
 	return be
 }
 
 // modelWith builds the model for cfg on the CPU with the weights w copied in.
 func modelWith(t testing.TB, cfg Config, w map[string][]float64) *Model {
 	t.Helper()
-	m, err := NewOn(testBackend(t), cfg, 1)
+	m, err := New(testBackend(t), cfg, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -316,6 +319,57 @@ func TestNonFinitePaddingChangesNothing(t *testing.T) {
 			if g2[k][i] != g[k][i] {
 				t.Fatalf("gradient of %s[%d] = %v with NaN/Inf padding, %v without", v.Name, i, g2[k][i], g[k][i])
 			}
+		}
+	}
+}
+
+// TestScoresAreTheTrainingScores checks that evaluation ranks with the scores training optimises:
+// the InfoNCE loss recomputed on the host (float64) from Model.Scores equals ForwardBackward's
+// loss, for a fixed and a learned temperature.
+func TestScoresAreTheTrainingScores(t *testing.T) {
+	for _, learn := range []bool{false, true} {
+		cfg := testConfig()
+		cfg.LearnTemperature = learn
+		m, err := New(testBackend(t), cfg, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, tg := SyntheticBatch(cfg, 3, 5, 9)
+		s, err := m.Scores(b, tg.Candidates)
+		if err != nil {
+			t.Fatal(err)
+		}
+		C := len(tg.Candidates) / cfg.CandidateDim
+		if len(s) != b.B*C {
+			t.Fatalf("learn %v: %d scores, want %d x %d", learn, len(s), b.B, C)
+		}
+		lse := func(row []float32, keep func(c int) bool) float64 {
+			hi := math.Inf(-1)
+			for c, v := range row {
+				if keep(c) {
+					hi = math.Max(hi, float64(v))
+				}
+			}
+			sum := 0.0
+			for c, v := range row {
+				if keep(c) {
+					sum += math.Exp(float64(v) - hi)
+				}
+			}
+			return hi + math.Log(sum)
+		}
+		want := 0.0
+		for i := range b.B {
+			row := s[i*C : (i+1)*C]
+			want += lse(row, func(int) bool { return true }) - lse(row, func(c int) bool { return slices.Contains(tg.Positives[i], c) })
+		}
+		want /= float64(b.B)
+		got, err := m.ForwardBackward(b, tg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if math.Abs(float64(got)-want) > 1e-5*math.Max(1, math.Abs(want)) {
+			t.Errorf("learn %v: ForwardBackward loss %.7f, InfoNCE of Model.Scores %.7f", learn, got, want)
 		}
 	}
 }

@@ -16,11 +16,11 @@ func TestBuilderTableMatchesSpecs(t *testing.T) {
 	lossCfg.Variant = ot.Dustbin
 	retr := testConfig()
 	retr.LearnTemperature = true
-	m, err := New(retr, 1)
+	m, err := New(testBackend(t), retr, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	u, err := NewUnmix(testUnmixConfig(), 1, WithLoss(lossCfg))
+	u, err := NewUnmix(testBackend(t), testUnmixConfig(), 1, WithLoss(lossCfg))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -75,19 +75,9 @@ func WithLoss(cfg ot.Config) UnmixOption {
 	return func(o *unmixOptions) { o.loss = &cfg }
 }
 
-// NewUnmix builds an unmixing model (cfg.Task must be unmix) on the CPU with parameters
-// initialised from seed (see ParamSpec.Init). Commands choose the device with package
-// engine/device and call NewUnmixOn.
-func NewUnmix(cfg Config, seed uint64, opts ...UnmixOption) (*UnmixModel, error) {
-	be, err := defaultBackend()
-	if err != nil {
-		return nil, err
-	}
-	return NewUnmixOn(be, cfg, seed, opts...)
-}
-
-// NewUnmixOn is NewUnmix on a given backend (engine/device.Open picks one from a device spec).
-func NewUnmixOn(be engine.Backend, cfg Config, seed uint64, opts ...UnmixOption) (*UnmixModel, error) {
+// NewUnmix builds an unmixing model (cfg.Task must be unmix) on be with parameters initialised
+// from seed (see ParamSpec.Init). The caller owns be and closes it after the model's last use.
+func NewUnmix(be engine.Backend, cfg Config, seed uint64, opts ...UnmixOption) (*UnmixModel, error) {
 	if cfg.Task != TaskUnmix {
 		return nil, fmt.Errorf("settransformer: NewUnmix builds task %q, got task %q (use New)", TaskUnmix, cfg.Task)
 	}

@@ -387,11 +387,11 @@ func TestUnmixParamNames(t *testing.T) {
 	}
 
 	be := testBackend(t)
-	plain, err := NewUnmixOn(be, cfg, 1)
+	plain, err := NewUnmix(be, cfg, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	withBin, err := NewUnmixOn(be, cfg, 1, WithLoss(testUnmixLoss(ot.Dustbin)))
+	withBin, err := NewUnmix(be, cfg, 1, WithLoss(testUnmixLoss(ot.Dustbin)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -402,7 +402,7 @@ func TestUnmixParamNames(t *testing.T) {
 	if err != nil || len(score) != 1 || score[0] != 1.5 {
 		t.Errorf("dustbin score %v (%v), want [1.5]", score, err)
 	}
-	if _, err := NewUnmixOn(be, cfg, 1, WithLoss(testUnmixLoss(ot.Balanced))); err != nil {
+	if _, err := NewUnmix(be, cfg, 1, WithLoss(testUnmixLoss(ot.Balanced))); err != nil {
 		t.Error(err)
 	}
 	if n := len(plain.Params().Views()); n != len(specs) {
@@ -423,18 +423,18 @@ func TestUnmixParamNames(t *testing.T) {
 func TestUnmixRejects(t *testing.T) {
 	be := testBackend(t)
 	cfg := testUnmixConfig()
-	if _, err := NewOn(be, cfg, 1); err == nil {
+	if _, err := New(be, cfg, 1); err == nil {
 		t.Error("New accepted an unmix config")
 	}
-	if _, err := NewUnmixOn(be, testConfig(), 1); err == nil {
+	if _, err := NewUnmix(be, testConfig(), 1); err == nil {
 		t.Error("NewUnmix accepted a retrieval config")
 	}
 	bad := testUnmixLoss(ot.Balanced)
 	bad.Iters = 0
-	if _, err := NewUnmixOn(be, cfg, 1, WithLoss(bad)); err == nil {
+	if _, err := NewUnmix(be, cfg, 1, WithLoss(bad)); err == nil {
 		t.Error("NewUnmix accepted an invalid loss config")
 	}
-	plain, err := NewUnmixOn(be, cfg, 1)
+	plain, err := NewUnmix(be, cfg, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -443,7 +443,7 @@ func TestUnmixRejects(t *testing.T) {
 	if _, err := plain.ForwardBackward(b, tg); err == nil || !strings.Contains(err.Error(), "WithLoss") {
 		t.Errorf("training a model built without a loss: %v", err)
 	}
-	m, err := NewUnmixOn(be, cfg, 1, WithLoss(testUnmixLoss(ot.Balanced)))
+	m, err := NewUnmix(be, cfg, 1, WithLoss(testUnmixLoss(ot.Balanced)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -481,7 +481,7 @@ func TestUnmixLossPartsOnDemand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := NewUnmixOn(be, cfg, 1, WithLoss(loss))
+	m, err := NewUnmix(be, cfg, 1, WithLoss(loss))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,6 +18,9 @@ type fakeGPU struct {
 	flops, syncs int64
 }
 
+// Unwrap says that the fake's memory is the CPU backend's (engine.Wrapper).
+func (f *fakeGPU) Unwrap() engine.Backend { return f.Backend }
+
 func (f *fakeGPU) Name() string      { return "cuda:0 NVIDIA H100 80GB HBM3 (fake); precision bf16" }
 func (f *fakeGPU) Precision() string { return "bf16" }
 func (f *fakeGPU) PeakBytes() int64  { return 123 << 20 }

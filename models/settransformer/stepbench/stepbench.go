@@ -109,7 +109,7 @@ func newBenchModel(be engine.Backend, task st.Task, preset string, shape benchSh
 	}
 	switch task {
 	case st.TaskRetrieval:
-		m, err := st.NewOn(be, cfg, 1)
+		m, err := st.New(be, cfg, 1)
 		if err != nil {
 			return benchModel{}, err
 		}
@@ -122,7 +122,7 @@ func newBenchModel(be engine.Backend, task st.Task, preset string, shape benchSh
 	case st.TaskUnmix:
 		cfg.Task, cfg.DecLayers, cfg.Slots = st.TaskUnmix, benchDecLayers, benchSlotsPerN*shape.N
 		loss := ot.DefaultConfig()
-		m, err := st.NewUnmixOn(be, cfg, 1, st.WithLoss(loss))
+		m, err := st.NewUnmix(be, cfg, 1, st.WithLoss(loss))
 		if err != nil {
 			return benchModel{}, err
 		}

@@ -1,0 +1,24 @@
+package cpu
+
+import "github.com/gelo-research/geloattack/engine"
+
+// kernelTable is the CPU's fused kernels under the names the engine's ops
+// look them up by (engine.Backend.Kernel): a new op adds its line here.
+func (c *Backend) kernelTable() map[string]any {
+	return map[string]any{
+		engine.KernelRMSNorm:      engine.RMSNormKernels{Forward: c.rmsNorm, Backward: c.rmsNormBackward},
+		engine.KernelAttention:    engine.AttentionKernels{Forward: c.attention, Backward: c.attentionBackward},
+		engine.KernelSwiGLU:       engine.SwiGLUKernels{Forward: c.swiGLU, Backward: c.swiGLUBackward},
+		engine.KernelScaleRows:    engine.ScaleRowsKernel(c.scaleRows),
+		engine.KernelMeanPool:     engine.MeanPoolKernels{Forward: c.meanPool, Backward: c.meanPoolBackward},
+		engine.KernelL2Normalize:  engine.L2NormalizeKernels{Forward: c.l2Normalize, Backward: c.l2NormalizeBackward},
+		engine.KernelRowReduce:    engine.RowReduceKernels{Forward: c.rowReduce, Backward: c.rowReduceBackward},
+		engine.KernelInfoNCE:      engine.InfoNCEKernels{Forward: c.infoNCE, Backward: c.infoNCEBackward},
+		engine.KernelBroadcastAdd: engine.BroadcastAddKernels{Forward: c.broadcastAdd, Backward: c.broadcastAddBackward},
+		engine.KernelPrependRow:   engine.PrependRowKernel(c.prependRow),
+	}
+}
+
+// Kernel is the fused kernel registered under name, nil if none
+// (engine.Backend).
+func (c *Backend) Kernel(name string) any { return c.kernels[name] }
