@@ -15,6 +15,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/gelo-research/geloattack/internal/safefile"
 )
 
 // LatestFile is the name of the pointer file in a run directory; it holds the file name of the
@@ -475,7 +477,7 @@ func decodeCheckpoint(buf []byte) (Checkpoint, error) {
 // trainer can tell "start fresh" from a damaged directory.
 func LatestPath(dir string) (path string, step int64, err error) {
 	pointer := filepath.Join(dir, LatestFile)
-	f, err := os.Open(pointer)
+	f, _, err := safefile.Open(pointer)
 	if err != nil {
 		return "", 0, fmt.Errorf("checkpoints: read %s: %w", pointer, err)
 	}
