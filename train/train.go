@@ -102,9 +102,12 @@ func Train(ctx context.Context, r Run) (Result, error) {
 		}
 		fmt.Fprintf(r.Progress, "resuming %s at step %d\n", ck.Path, start)
 	}
-	mlog, err := openMetricsLog(filepath.Join(r.Dir, "metrics.jsonl"), keep)
+	mlog, notes, err := openMetricsLog(filepath.Join(r.Dir, "metrics.jsonl"), keep)
 	if err != nil {
 		return Result{}, err
+	}
+	for _, n := range notes {
+		fmt.Fprintf(r.Progress, "resume: warning: %s\n", n)
 	}
 	defer mlog.close()
 
