@@ -118,6 +118,11 @@ func ExpandPath(p string) string {
 // device's free memory, and refuses with the estimate when it does not fit; its lines (a warning
 // when GELOATTACK_SKIP_PREFLIGHT is set) join DeviceLog.
 func Open(cfg config.Run) (*Session, error) {
+	return OpenContext(context.Background(), cfg)
+}
+
+// OpenContext is Open whose generation of the synthetic store stops when ctx is cancelled.
+func OpenContext(ctx context.Context, cfg config.Run) (*Session, error) {
 	var lines []string
 	// A store on disk is mapped, not read: opening it first is cheap and gives d and e.
 	var disk *store.Store
@@ -168,7 +173,7 @@ func Open(cfg config.Run) (*Session, error) {
 	closeCorpus := func() error { return nil }
 	if disk != nil {
 		closeCorpus = disk.Close
-	} else if corpus, err = synth.Generate(cfg.Store.Synth); err != nil {
+	} else if corpus, err = synth.GenerateContext(ctx, cfg.Store.Synth); err != nil {
 		device.Close(be)
 		return nil, fmt.Errorf("synthetic store: %w", err)
 	}
@@ -359,7 +364,7 @@ func TrainLocked(ctx context.Context, cfg config.Run, dir string, resume bool, p
 	// device on one thread for the whole run (a no-op cost on the CPU).
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	sess, err := Open(cfg)
+	sess, err := OpenContext(ctx, cfg)
 	if err != nil {
 		return train.Result{}, err
 	}
