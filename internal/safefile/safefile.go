@@ -164,3 +164,29 @@ func CheckTarget(path string) error {
 	}
 	return nil
 }
+
+// OpenStream opens path for reading as a stream that may be a regular file, a pipe or a
+// character device (a config given as <(...) or /dev/stdin), refusing a directory. The open never
+// blocks: a FIFO that no process writes reads as empty instead of waiting for a writer forever.
+// The caller bounds what it reads.
+func OpenStream(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	if fi.IsDir() {
+		f.Close()
+		return nil, fmt.Errorf("%s: %w (a directory)", path, ErrNotRegular)
+	}
+	// Blocking reads from here: a pipe with a writer waits for its data, one without reads EOF.
+	if err := syscall.SetNonblock(int(f.Fd()), false); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return f, nil
+}

@@ -2,6 +2,7 @@ package safefile
 
 import (
 	"errors"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -100,5 +101,27 @@ func TestReadFileBound(t *testing.T) {
 	}
 	if err := CheckTarget(p); err != nil {
 		t.Fatalf("CheckTarget of a regular file: %v", err)
+	}
+}
+
+// A FIFO nobody writes reads as empty through OpenStream instead of blocking; one with a writer
+// reads the writer's bytes; a directory is refused.
+func TestOpenStream(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(p, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := OpenStream(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := io.ReadAll(f)
+	f.Close()
+	if err != nil || len(b) != 0 {
+		t.Fatalf("FIFO without a writer: %q %v", b, err)
+	}
+	if _, err := OpenStream(dir); !errors.Is(err, ErrNotRegular) {
+		t.Fatalf("directory: %v", err)
 	}
 }
