@@ -328,9 +328,16 @@ func matchSpecs(have, want []Spec, dstLen func(name string) (int, bool)) error {
 
 // readFile reads a whole regular file after checking that its header length fits inside it, so a
 // hostile header length never sizes an allocation; the only allocation is the file's real size.
-func readFile(path string) ([]byte, error) {
+func readFile(path string) ([]byte, error) { return readFileOpts(path, false) }
+
+// readFileOpts is readFile refusing a symbolic link when noFollow is set.
+func readFileOpts(path string, noFollow bool) ([]byte, error) {
 	// Non-blocking open, then the regular-file check: a FIFO would block a plain open forever.
-	f, fi, err := safefile.Open(path)
+	open := safefile.Open
+	if noFollow {
+		open = safefile.OpenNoFollow
+	}
+	f, fi, err := open(path)
 	if err != nil {
 		return nil, fmt.Errorf("checkpoints: load %s: %w", path, err)
 	}
