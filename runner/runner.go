@@ -312,6 +312,9 @@ func TrainLocked(ctx context.Context, cfg config.Run, dir string, resume bool, p
 	if progress == nil {
 		progress = io.Discard
 	}
+	if err := CheckRunDir(dir); err != nil {
+		return train.Result{}, err
+	}
 	precNote := ""
 	var from *checkpoints.Checkpoint
 	if !resume {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/gelo-research/geloattack/checkpoints"
 	"github.com/gelo-research/geloattack/internal/safefile"
+	"github.com/gelo-research/geloattack/runner"
 )
 
 // Files a sweep and its cells hold, by name.
@@ -146,6 +147,11 @@ func Inspect(dir string) (Status, error) {
 		return st, fmt.Errorf("cell %s: %w", dir, err)
 	}
 	st.Exists = true
+	// A cell's files are never links, FIFOs or directories: one planted there is refused
+	// before it is taken for a finished report or read.
+	if err := runner.CheckRunDir(dir, ErrorFile); err != nil {
+		return st, fmt.Errorf("cell %s: %w", dir, err)
+	}
 	if _, err := os.Stat(filepath.Join(dir, ReportFile)); err == nil {
 		st.Finished = true
 	} else if !errors.Is(err, fs.ErrNotExist) {
