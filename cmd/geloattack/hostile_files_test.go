@@ -25,6 +25,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"math"
 	"os"
@@ -264,6 +265,13 @@ func hostileFileCases(t *testing.T, fx *hostileFixture) []classCase {
 			want: []string{checkpoints.CheckpointName(step), "claims step"}})
 	}
 
+	// Class 2: -resume of a run whose lock another training holds before its first checkpoint
+	// names the holder (it said "no checkpoint to resume from").
+	add(2, hostileCase{name: "resume a held run that has no checkpoint yet",
+		setup: withConfig(cfgWith("train.steps", "1000000", "train.ckpt_every", "1000000", "train.log_every", "1000000",
+			"train.eval_every", "1000000")),
+		exec: resumeWhileHeld, want: []string{"in use by pid"}})
+
 	// Class 3: damaged metrics lines, kept aside with a warning.
 	damage := map[string]string{
 		"garbage": "this is not json", "control bytes": "\x00\x1b[2J\x07", "no step": `{"loss":0.5}`,
@@ -456,4 +464,36 @@ func onlyEntries(names ...string) func(fx *hostileFixture, dir string, r hostile
 		}
 		return nil
 	}
+}
+
+// resumeWhileHeld starts a long training in victimRun, waits until it holds the lock (its record
+// is in .lock), runs `train -resume` on the directory, and stops the training.
+func resumeWhileHeld(t *testing.T, fx *hostileFixture, dir string) hostileResult {
+	ctx, cancel := context.WithTimeout(context.Background(), hostileTimeout)
+	defer cancel()
+	holder := fx.start(ctx, dir, trainCfg...)
+	var hout cappedBuffer
+	holder.Stdout, holder.Stderr = &hout, &hout
+	if err := holder.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		holder.Process.Kill()
+		holder.Wait()
+	}()
+	lock := filepath.Join(dir, victimRun, ".lock")
+	for {
+		if b, err := os.ReadFile(lock); err == nil && bytes.Contains(b, []byte("pid ")) {
+			break
+		}
+		if ctx.Err() != nil {
+			return hostileResult{code: -1, timedOut: true, out: "the holder never took the lock:\n" + hout.String()}
+		}
+		time.Sleep(10 * time.Millisecond) // polling the condition, not a guess at a duration
+	}
+	r := fx.cmd(dir, "train", "-resume", "-out", victimRun, "-device", "cpu")
+	if pid := strconv.Itoa(holder.Process.Pid); r.code != 0 && !strings.Contains(r.out, pid) {
+		r.problems = append(r.problems, "the refusal does not name the holder's pid "+pid)
+	}
+	return r
 }
