@@ -60,8 +60,7 @@ func open(path string, flag int, perm fs.FileMode) (*os.File, fs.FileInfo, error
 		if flag&syscall.O_NOFOLLOW != 0 && errors.Is(err, syscall.ELOOP) {
 			return nil, nil, symlinkError(path)
 		}
-		var pe *fs.PathError
-		if errors.As(err, &pe) && errors.Is(err, syscall.ENXIO) {
+		if errors.Is(err, syscall.ENXIO) {
 			// A FIFO opened for writing with no reader.
 			return nil, nil, fmt.Errorf("%s: %w (a FIFO or socket)", path, ErrNotRegular)
 		}
