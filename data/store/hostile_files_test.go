@@ -72,3 +72,51 @@ func TestOpenRefusesHugeMeta(t *testing.T) {
 		t.Fatalf("huge meta.json: %v", err)
 	}
 }
+
+// The temporaries a store writer creates (.tokens.arrow.tmp, .texts.arrow.tmp, .meta.json.tmp)
+// planted as links to a file outside, FIFOs or directories are refused naming them; the victim
+// keeps its content. Before, os.Create truncated a link's target.
+func TestWriterRefusesHostileTemporaries(t *testing.T) {
+	const d, e = 4, 4
+	for _, name := range []string{"." + TokensFile + ".tmp", "." + TextsFile + ".tmp", "." + MetaFile + ".tmp"} {
+		for _, kind := range []string{"symlink", "fifo", "dir"} {
+			root := t.TempDir()
+			dir := filepath.Join(root, "store")
+			os.Mkdir(dir, 0o755)
+			victim := filepath.Join(root, "victim.txt")
+			os.WriteFile(victim, []byte("precious\n"), 0o644)
+			p := filepath.Join(dir, name)
+			var err error
+			switch kind {
+			case "symlink":
+				err = os.Symlink(victim, p)
+			case "fifo":
+				err = syscall.Mkfifo(p, 0o644)
+			case "dir":
+				err = os.Mkdir(p, 0o755)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			w, err := Create(dir, Meta{D: d, E: e, DType: Float16, Norm: NormRaw})
+			if err == nil {
+				for _, tx := range baseTexts(d, e) {
+					if err = w.AddText(tx.id, tx.text, tx.hasText, tx.tokens, tx.rows, tx.emb); err != nil {
+						break
+					}
+				}
+				if err == nil {
+					err = w.Close()
+				} else {
+					w.Abort()
+				}
+			}
+			if err == nil || !strings.Contains(err.Error(), name) {
+				t.Errorf("%s as a %s: %v, want a refusal naming it", name, kind, err)
+			}
+			if b, _ := os.ReadFile(victim); string(b) != "precious\n" {
+				t.Errorf("%s as a %s: victim is now %q", name, kind, b)
+			}
+		}
+	}
+}

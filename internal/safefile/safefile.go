@@ -189,3 +189,11 @@ func OpenStream(path string) (*os.File, error) {
 	}
 	return f, nil
 }
+
+// Create creates or truncates path for writing (mode perm), refusing a symbolic link (the
+// truncation would empty the link's target) and anything that is not a regular file, without
+// blocking on a FIFO.
+func Create(path string, perm fs.FileMode) (*os.File, error) {
+	f, _, err := open(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|syscall.O_NOFOLLOW, perm)
+	return f, err
+}

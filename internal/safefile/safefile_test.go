@@ -63,7 +63,12 @@ func TestHostilePathsAreRefused(t *testing.T) {
 			l.Close()
 		}
 		cerr := CheckTarget(p)
-		for what, err := range map[string]error{"ReadFileNoFollow": nerr, "OpenAppend": aerr, "OpenLock": lerr, "CheckTarget": cerr} {
+		c, crerr := Create(p, 0o644)
+		if c != nil {
+			c.Write([]byte("x"))
+			c.Close()
+		}
+		for what, err := range map[string]error{"ReadFileNoFollow": nerr, "OpenAppend": aerr, "OpenLock": lerr, "CheckTarget": cerr, "Create": crerr} {
 			if err == nil {
 				t.Errorf("%s %s: accepted", what, name)
 			} else if !strings.Contains(err.Error(), p) {
