@@ -4,7 +4,8 @@
 //
 //   - class 1, writes out of the run directory: every file train, train -resume, eval and sweep
 //     write (metrics.jsonl, .lock, config.yaml, report.*, identity.json, latest, checkpoints,
-//     eval.*, sweep.json, a cell's files) planted as a symbolic link to a victim file outside;
+//     eval.*, sweep.json, a cell's files, a new store's temporaries) planted as a symbolic link
+//     to a victim file outside;
 //   - class 2, -resume of a checkpoint that is not the run's: another model's or another
 //     config's checkpoint copied in, and checkpoints forged to claim absurd steps;
 //   - class 3, damaged metrics.jsonl lines: every kind of damage at every position must be kept
@@ -211,6 +212,11 @@ func hostileFileCases(t *testing.T, fx *hostileFixture) []classCase {
 			add(kindClass(kind), hostileCase{name: "sweep, cell " + name + " is a " + kind,
 				setup: setups(withSweep(hostileCellSweep), inDir(filepath.Join("victim-sweep", cell), name, kind)),
 				args:  sweepArgs, want: []string{name}, check: planted(rel, kind)})
+		}
+		for _, name := range []string{".tokens.arrow.tmp", ".texts.arrow.tmp", ".meta.json.tmp"} {
+			add(kindClass(kind), hostileCase{name: "store synth -out, " + name + " is a " + kind, setup: inDir("new-store", name, kind),
+				args: []string{"store", "synth", "-out", "new-store", "-texts", "10", "-min-tokens", "4", "-max-tokens", "8", "-d", "16", "-e", "8"},
+				want: []string{name}, check: planted(filepath.Join("new-store", name), kind)})
 		}
 		// Read-only inputs: the store's files, the config and the sweep file.
 		for _, name := range []string{"meta.json", "tokens.arrow", "texts.arrow"} {
