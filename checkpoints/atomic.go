@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"syscall"
+
+	"github.com/gelo-research/geloattack/internal/safefile"
 )
 
 // defaultBufSize is the write buffer of an atomic write; large enough that a checkpoint of hundreds
@@ -40,7 +42,8 @@ func (h fsHooks) point(op, path string) error {
 // WriteFileAtomic replaces path with data so that a reader (or a process that survives a crash)
 // sees either the old content or the new, never a mix: it writes a temporary file in the same
 // directory, fsyncs it, renames it over path and fsyncs the directory. On an error before the
-// rename the old file is untouched and the temporary file removed.
+// rename the old file is untouched and the temporary file removed. A path that is a symbolic link
+// or not a regular file is refused (safefile.CheckTarget).
 func WriteFileAtomic(path string, data []byte) error {
 	return fsHooks{}.writeFileAtomic(path, data)
 }
@@ -60,6 +63,11 @@ func (h fsHooks) writeAtomic(path string, fill func(w io.Writer) error) (err err
 	}
 	if dir == "" {
 		dir = "."
+	}
+	// rename(2) would replace a link rather than write through it, but a link or FIFO planted
+	// where this program writes is a sign of tampering: refuse it, naming the path.
+	if err := safefile.CheckTarget(path); err != nil {
+		return fmt.Errorf("checkpoints: write %w", err)
 	}
 	f, err := os.CreateTemp(dir, tempPattern(base))
 	if err != nil {

@@ -15,6 +15,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/gelo-research/geloattack/internal/safefile"
 )
 
 // LatestFile is the name of the pointer file in a run directory; it holds the file name of the
@@ -400,6 +402,16 @@ func LoadCheckpoint(path string) (Checkpoint, error) {
 	return loadCheckpointBytes(path, buf)
 }
 
+// loadRunCheckpoint is LoadCheckpoint for a checkpoint found in a run directory, which is never a
+// symbolic link there: one planted in its place is refused rather than followed.
+func loadRunCheckpoint(path string) (Checkpoint, error) {
+	buf, err := readFileOpts(path, true)
+	if err != nil {
+		return Checkpoint{}, err
+	}
+	return loadCheckpointBytes(path, buf)
+}
+
 // loadCheckpointBytes is LoadCheckpoint on the file's content.
 func loadCheckpointBytes(path string, buf []byte) (Checkpoint, error) {
 	ckpt, err := decodeCheckpoint(buf)
@@ -475,7 +487,8 @@ func decodeCheckpoint(buf []byte) (Checkpoint, error) {
 // trainer can tell "start fresh" from a damaged directory.
 func LatestPath(dir string) (path string, step int64, err error) {
 	pointer := filepath.Join(dir, LatestFile)
-	f, err := os.Open(pointer)
+	// A run directory's own files are never links: one planted there is refused, not followed.
+	f, _, err := safefile.OpenNoFollow(pointer)
 	if err != nil {
 		return "", 0, fmt.Errorf("checkpoints: read %s: %w", pointer, err)
 	}
@@ -502,7 +515,7 @@ func LoadLatest(dir string) (Checkpoint, error) {
 	if err != nil {
 		return Checkpoint{}, err
 	}
-	ckpt, err := LoadCheckpoint(path)
+	ckpt, err := loadRunCheckpoint(path)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			// The pointer exists, so a missing file is damage, not a fresh start.
@@ -571,7 +584,7 @@ func LoadLatestGood(dir string) (ckpt Checkpoint, skipped []Skipped, err error) 
 	}
 	for _, path := range paths {
 		step, _ := parseCheckpointName(filepath.Base(path))
-		ck, err := LoadCheckpoint(path)
+		ck, err := loadRunCheckpoint(path)
 		switch {
 		case err != nil && errors.Is(err, fs.ErrNotExist) && path == latest:
 			err = fmt.Errorf("checkpoints: %s names %s, which is missing: %v", pointer, path, err)

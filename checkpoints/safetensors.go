@@ -8,11 +8,11 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"slices"
 	"strings"
 	"unicode/utf8"
 
+	"github.com/gelo-research/geloattack/internal/safefile"
 	"github.com/nlpodyssey/safetensors"
 )
 
@@ -328,19 +328,20 @@ func matchSpecs(have, want []Spec, dstLen func(name string) (int, bool)) error {
 
 // readFile reads a whole regular file after checking that its header length fits inside it, so a
 // hostile header length never sizes an allocation; the only allocation is the file's real size.
-func readFile(path string) ([]byte, error) {
-	f, err := os.Open(path)
+func readFile(path string) ([]byte, error) { return readFileOpts(path, false) }
+
+// readFileOpts is readFile refusing a symbolic link when noFollow is set.
+func readFileOpts(path string, noFollow bool) ([]byte, error) {
+	// Non-blocking open, then the regular-file check: a FIFO would block a plain open forever.
+	open := safefile.Open
+	if noFollow {
+		open = safefile.OpenNoFollow
+	}
+	f, fi, err := open(path)
 	if err != nil {
 		return nil, fmt.Errorf("checkpoints: load %s: %w", path, err)
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("checkpoints: load %s: %w", path, err)
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("checkpoints: load %s: not a regular file (%v)", path, fi.Mode().Type())
-	}
 	size := fi.Size()
 	if size < 8 {
 		return nil, fmt.Errorf("checkpoints: load %s: file is %d bytes, shorter than the 8-byte header length", path, size)

@@ -21,6 +21,7 @@ import (
 	"github.com/gelo-research/geloattack/data/gelo"
 	"github.com/gelo-research/geloattack/data/synth"
 	"github.com/gelo-research/geloattack/engine/device/devspec"
+	"github.com/gelo-research/geloattack/internal/safefile"
 	"github.com/gelo-research/geloattack/losses/ot/otcfg"
 	"github.com/gelo-research/geloattack/models/settransformer/modelcfg"
 	"github.com/gelo-research/geloattack/train/trainopts"
@@ -163,7 +164,7 @@ const MaxFileBytes = 4 << 20
 // ReadFile reads a config or sweep file (kind names it in errors), refusing one larger than
 // MaxFileBytes and anything that is not text (see CheckText).
 func ReadFile(kind, path string) ([]byte, error) {
-	f, err := os.Open(path)
+	f, err := safefile.OpenStream(path) // a FIFO without a writer reads empty, not forever
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", kind, err)
 	}

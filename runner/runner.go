@@ -118,6 +118,11 @@ func ExpandPath(p string) string {
 // device's free memory, and refuses with the estimate when it does not fit; its lines (a warning
 // when GELOATTACK_SKIP_PREFLIGHT is set) join DeviceLog.
 func Open(cfg config.Run) (*Session, error) {
+	return OpenContext(context.Background(), cfg)
+}
+
+// OpenContext is Open whose generation of the synthetic store stops when ctx is cancelled.
+func OpenContext(ctx context.Context, cfg config.Run) (*Session, error) {
 	var lines []string
 	// A store on disk is mapped, not read: opening it first is cheap and gives d and e.
 	var disk *store.Store
@@ -168,7 +173,7 @@ func Open(cfg config.Run) (*Session, error) {
 	closeCorpus := func() error { return nil }
 	if disk != nil {
 		closeCorpus = disk.Close
-	} else if corpus, err = synth.Generate(cfg.Store.Synth); err != nil {
+	} else if corpus, err = synth.GenerateContext(ctx, cfg.Store.Synth); err != nil {
 		device.Close(be)
 		return nil, fmt.Errorf("synthetic store: %w", err)
 	}
@@ -307,6 +312,9 @@ func TrainLocked(ctx context.Context, cfg config.Run, dir string, resume bool, p
 	if progress == nil {
 		progress = io.Discard
 	}
+	if err := CheckRunDir(dir); err != nil {
+		return train.Result{}, err
+	}
 	precNote := ""
 	var from *checkpoints.Checkpoint
 	if !resume {
@@ -344,6 +352,13 @@ func TrainLocked(ctx context.Context, cfg config.Run, dir string, resume bool, p
 			return train.Result{}, fmt.Errorf("resume %s: the run was made with another config (%s); resume with its own config (%s) or start a new run",
 				dir, d, filepath.Join(dir, "config.yaml"))
 		}
+		note, err := checkBelongs(dir, ck, had)
+		if err != nil {
+			return train.Result{}, err
+		}
+		if note != "" {
+			fmt.Fprintf(progress, "resume: note: %s\n", note)
+		}
 		if had.Precision != cfg.Precision {
 			precNote = fmt.Sprintf("precision %s -> %s: the run continues in %s", had.Precision, cfg.Precision, cfg.Precision)
 		}
@@ -352,13 +367,23 @@ func TrainLocked(ctx context.Context, cfg config.Run, dir string, resume bool, p
 	// device on one thread for the whole run (a no-op cost on the CPU).
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	sess, err := Open(cfg)
+	sess, err := OpenContext(ctx, cfg)
 	if err != nil {
 		return train.Result{}, err
 	}
 	defer sess.Close()
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return train.Result{}, err
+	}
+	if from == nil {
+		if err := writeIdentity(dir, sess.Cfg, sess.Task.Params()); err != nil {
+			return train.Result{}, err
+		}
+	} else if _, err := readIdentity(dir); errors.Is(err, fs.ErrNotExist) {
+		// A run made before identities: record it now, so its later resumes are checked.
+		if err := writeIdentity(dir, sess.Cfg, sess.Task.Params()); err != nil {
+			return train.Result{}, err
+		}
 	}
 	resolved, err := sess.Cfg.Marshal()
 	if err != nil {
@@ -396,6 +421,24 @@ func deviceNeed(e Estimate) string {
 		return ""
 	}
 	return ", " + bytesText(e.Device()) + " on the device"
+}
+
+// ResumeConfig is the run config of the run in dir, for a resume that names no config: the
+// config its newest good checkpoint recorded. A directory whose lock another process holds is
+// refused first, naming the holder (that run may not have written a checkpoint yet).
+func ResumeConfig(dir string) (config.Run, error) {
+	if h := runlock.Holder(dir); h != "" {
+		return config.Run{}, fmt.Errorf("run directory %w", &runlock.HeldError{Dir: dir, Holder: h})
+	}
+	ck, _, err := checkpoints.LoadLatestGood(dir)
+	if err != nil {
+		return config.Run{}, fmt.Errorf("-resume: %w", err)
+	}
+	cfg, err := ConfigOf(ck)
+	if err != nil {
+		return config.Run{}, fmt.Errorf("-resume: %w", err)
+	}
+	return cfg, nil
 }
 
 // ConfigOf returns the run config stored in a checkpoint.

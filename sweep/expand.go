@@ -404,7 +404,22 @@ func related(key, path string) bool {
 		(!strings.Contains(key, ".") && key == lastKey(path))
 }
 
+// setPathChecked sets path to v in doc. A mapping given for a section is merged into the base's
+// section key by key, so {train: {steps: 4}} changes train.steps and keeps every other train
+// field of the base.
 func setPathChecked(doc yaml.MapSlice, path string, v any) (out yaml.MapSlice, err error) {
+	if m, ok := v.(yaml.MapSlice); ok && isSection(path) {
+		for _, it := range m {
+			if doc, err = setPathChecked(doc, path+"."+fmt.Sprint(it.Key), it.Value); err != nil {
+				return nil, err
+			}
+		}
+		return doc, nil
+	}
+	return setPathLeaf(doc, path, v)
+}
+
+func setPathLeaf(doc yaml.MapSlice, path string, v any) (out yaml.MapSlice, err error) {
 	parts := strings.Split(path, ".")
 	// Every section on the way must be a mapping (or absent) in the base.
 	cur := doc

@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"github.com/gelo-research/geloattack/checkpoints"
+	"github.com/gelo-research/geloattack/internal/safefile"
+	"github.com/gelo-research/geloattack/runner"
 )
 
 // Files a sweep and its cells hold, by name.
@@ -85,7 +87,7 @@ func writePlan(dir string, p Plan) error {
 		return err
 	}
 	path := filepath.Join(dir, PlanFile)
-	old, err := os.ReadFile(path)
+	old, err := safefile.ReadFileNoFollow(path, maxSweepFileBytes)
 	switch {
 	case err == nil && bytes.Equal(old, b):
 		return nil
@@ -98,10 +100,14 @@ func writePlan(dir string, p Plan) error {
 	return checkpoints.WriteFileAtomic(path, b)
 }
 
+// maxSweepFileBytes bounds the reads of a sweep directory's own small files (plan, error.txt,
+// a cell's config.yaml): a FIFO or /dev/zero planted there is refused, not read forever.
+const maxSweepFileBytes = 64 << 20
+
 // ReadPlan reads the plan of the sweep in dir.
 func ReadPlan(dir string) (Plan, error) {
 	path := filepath.Join(dir, PlanFile)
-	b, err := os.ReadFile(path)
+	b, err := safefile.ReadFile(path, maxSweepFileBytes)
 	if err != nil {
 		return Plan{}, fmt.Errorf("sweep plan: %w", err)
 	}
@@ -141,6 +147,11 @@ func Inspect(dir string) (Status, error) {
 		return st, fmt.Errorf("cell %s: %w", dir, err)
 	}
 	st.Exists = true
+	// A cell's files are never links, FIFOs or directories: one planted there is refused
+	// before it is taken for a finished report or read.
+	if err := runner.CheckRunDir(dir, ErrorFile); err != nil {
+		return st, fmt.Errorf("cell %s: %w", dir, err)
+	}
 	if _, err := os.Stat(filepath.Join(dir, ReportFile)); err == nil {
 		st.Finished = true
 	} else if !errors.Is(err, fs.ErrNotExist) {
@@ -151,7 +162,7 @@ func Inspect(dir string) (Status, error) {
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return st, fmt.Errorf("cell %s: %w", dir, err)
 	}
-	if b, err := os.ReadFile(filepath.Join(dir, ErrorFile)); err == nil {
+	if b, err := safefile.ReadFile(filepath.Join(dir, ErrorFile), maxSweepFileBytes); err == nil {
 		st.Failure, _, _ = strings.Cut(strings.TrimSpace(string(b)), "\n")
 	}
 	return st, nil

@@ -14,6 +14,7 @@ import (
 	"github.com/gelo-research/geloattack/config"
 	"github.com/gelo-research/geloattack/eval"
 	"github.com/gelo-research/geloattack/internal/runlock"
+	"github.com/gelo-research/geloattack/internal/safefile"
 	"github.com/gelo-research/geloattack/runner"
 	"github.com/gelo-research/geloattack/train"
 )
@@ -257,7 +258,7 @@ func clearError(dir string) { _ = os.Remove(filepath.Join(dir, ErrorFile)) }
 // prefetch, device) and the model widths filled in from the store are not compared.
 func sameConfig(dir string, cfg config.Run) error {
 	path := filepath.Join(dir, ConfigFile)
-	src, err := os.ReadFile(path)
+	src, err := safefile.ReadFile(path, maxSweepFileBytes)
 	if err != nil {
 		return fmt.Errorf("cell %s: %w", dir, err)
 	}

@@ -283,6 +283,11 @@ func TestRealCellsInterruptedAndResumedMatchUninterrupted(t *testing.T) {
 	if o := outcomes(sum); o[sw.Cells[0].Name] != Started || o[second] != Interrupted {
 		t.Fatalf("outcomes %v", o)
 	}
+	// The advice is the true command: sweep has no -resume flag (issue 24: it used to say
+	// "continue with -resume").
+	if msg := log.String() + err.Error(); strings.Contains(msg, "-resume") || !strings.Contains(err.Error(), "run the same command again") {
+		t.Errorf("interrupted sweep gives the wrong advice:\n%s\n%v", log.String(), err)
+	}
 	st, err := Inspect(filepath.Join(out, second))
 	if err != nil || st.Finished || st.Checkpoint < 12 || st.Checkpoint >= 20 {
 		t.Fatalf("interrupted cell: %+v %v", st, err)

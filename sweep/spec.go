@@ -128,7 +128,7 @@ func Parse(name string, src []byte) (*Sweep, error) {
 	if !ok {
 		return nil, errAt(name, body, "", "a sweep file is a mapping of "+strings.Join(topKeys, ", "))
 	}
-	sw := &Sweep{File: name, Name: strings.TrimSuffix(filepath.Base(name), filepath.Ext(name))}
+	sw := &Sweep{File: name, Name: defaultName(name)}
 	var (
 		baseNode, baseCfgNode *ast.MappingValueNode
 		axes                  []axis
@@ -146,8 +146,10 @@ func Parse(name string, src []byte) (*Sweep, error) {
 		switch key {
 		case "name":
 			var s string
-			if err := yaml.NodeToValue(kv.Value, &s); err != nil || s == "" || strings.ContainsAny(s, `/\`) {
-				return nil, errAt(name, kv.Value, key, "want a non-empty name without slashes")
+			// The name is the default output directory's last element (sweeps/<name>): ".." or
+			// a name with a slash would put the sweep's files elsewhere.
+			if err := yaml.NodeToValue(kv.Value, &s); err != nil || !labelRe.MatchString(s) || len(s) > maxNameLen {
+				return nil, errAt(name, kv.Value, key, fmt.Sprintf("want a name of at most %d letters, digits and . _ - + = starting with a letter or digit (it names the directory sweeps/<name>)", maxNameLen))
 			}
 			sw.Name = s
 		case "base":
@@ -197,6 +199,20 @@ func Parse(name string, src []byte) (*Sweep, error) {
 		return nil, err
 	}
 	return sw, nil
+}
+
+// defaultName is the name of a sweep file without a name key: its base name without the
+// extension, made safe as a directory name (never "", "." or "..").
+func defaultName(file string) string {
+	n := strings.TrimSuffix(filepath.Base(file), filepath.Ext(file))
+	if labelRe.MatchString(n) && len(n) <= maxNameLen {
+		return n
+	}
+	if n == "" {
+		return "sweep"
+	}
+	n, _ = sanitize(n)
+	return n[:min(len(n), maxNameLen)]
 }
 
 // axis is one entry of `axes`: a config path and the values it takes.
@@ -295,9 +311,55 @@ func parseCells(file string, n ast.Node) ([]entry, error) {
 			}
 			e.settings = append(e.settings, s)
 		}
+		if err := checkOverlap(file, e.settings); err != nil {
+			return nil, err
+		}
 		out = append(out, e)
 	}
 	return out, nil
+}
+
+// checkOverlap refuses a cell that sets one field twice: by a dotted key and inside a nested
+// section (train.steps: 4 beside train: {steps: 5}), or by a section and a key within it. Which
+// one would win is an accident of order; the cell's name would describe the other.
+func checkOverlap(file string, settings []Setting) error {
+	by := map[string]Setting{}
+	for _, s := range settings {
+		for _, leaf := range leaves(s.Path, s.Value) {
+			if prev, dup := by[leaf]; dup {
+				return &Error{Kind: "sweep", File: file, Line: s.Line, Col: s.Col, Key: s.Path,
+					Msg: fmt.Sprintf("%s is set twice in this cell: by %s at line %d and by %s at line %d; keep one",
+						leaf, prev.Path, prev.Line, s.Path, s.Line)}
+			}
+			by[leaf] = s
+		}
+	}
+	return nil
+}
+
+// isSection reports whether path names a section of the run config (a mapping of keys) rather
+// than a value; a range ({min, max, rand}) is a value.
+func isSection(path string) bool {
+	for _, f := range config.Fields(config.Default()) {
+		if strings.HasPrefix(f.Path, path+".") {
+			return true
+		}
+	}
+	return false
+}
+
+// leaves are the dotted paths of the fields that setting path to v sets: a mapping given for a
+// section sets each of its keys (recursively), anything else sets path itself.
+func leaves(path string, v any) []string {
+	m, ok := v.(yaml.MapSlice)
+	if !ok || !isSection(path) {
+		return []string{path}
+	}
+	var out []string
+	for _, it := range m {
+		out = append(out, leaves(path+"."+fmt.Sprint(it.Key), it.Value)...)
+	}
+	return out
 }
 
 // isConfigKey reports whether key is a top-level key of the run config.

@@ -102,9 +102,12 @@ func Train(ctx context.Context, r Run) (Result, error) {
 		}
 		fmt.Fprintf(r.Progress, "resuming %s at step %d\n", ck.Path, start)
 	}
-	mlog, err := openMetricsLog(filepath.Join(r.Dir, "metrics.jsonl"), keep)
+	mlog, notes, err := openMetricsLog(filepath.Join(r.Dir, "metrics.jsonl"), keep)
 	if err != nil {
 		return Result{}, err
+	}
+	for _, n := range notes {
+		fmt.Fprintf(r.Progress, "resume: warning: %s\n", n)
 	}
 	defer mlog.close()
 
@@ -129,7 +132,9 @@ func Train(ctx context.Context, r Run) (Result, error) {
 				return res, fmt.Errorf("checkpoint on interrupt: %w", err)
 			}
 			prog.finish()
-			fmt.Fprintf(r.Progress, "interrupted at step %d; checkpoint written; continue with -resume\n", step)
+			// The command that resumes depends on the caller (train -resume, or the same sweep
+			// command again): the caller's error says it.
+			fmt.Fprintf(r.Progress, "interrupted at step %d; checkpoint written\n", step)
 			return res, ErrInterrupted
 		}
 		b, err := pipe.Next()

@@ -67,12 +67,8 @@ func runTrain(ctx context.Context, args []string) error {
 	}
 	if *resume && *cfgPath == "" {
 		// Resume the run with the config it was made with, not the embedded default.
-		ck, _, err := checkpoints.LoadLatestGood(dir)
-		if err != nil {
-			return fmt.Errorf("-resume: %w", err)
-		}
-		if cfg, err = runner.ConfigOf(ck); err != nil {
-			return fmt.Errorf("-resume: %w", err)
+		if cfg, err = runner.ResumeConfig(dir); err != nil {
+			return err
 		}
 		if err := overrideTrain(&cfg, *steps, *workers); err != nil {
 			return err

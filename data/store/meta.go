@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+
+	"github.com/gelo-research/geloattack/internal/safefile"
 )
 
 // FormatVersion is the version of the store layout this package writes and reads. Checksums in
@@ -126,11 +128,16 @@ func (m Meta) elemSize() int {
 	return 4
 }
 
+// MaxMetaBytes bounds meta.json: a real one is well under a kilobyte.
+const MaxMetaBytes = 1 << 20
+
 // readMeta reads and checks dir/meta.json. Unknown fields are rejected so that a typo in a
 // hand-edited file does not silently fall back to a default.
 func readMeta(dir string) (Meta, error) {
 	path := filepath.Join(dir, MetaFile)
-	raw, err := os.ReadFile(path)
+	// Bounded, and refused before any read when not a regular file: a FIFO would block the
+	// open, /dev/zero would be read until memory runs out.
+	raw, err := safefile.ReadFile(path, MaxMetaBytes)
 	if err != nil {
 		if os.IsNotExist(err) {
 			return Meta{}, fmt.Errorf("%s missing: incomplete store (the writer writes it last) or not a store", MetaFile)

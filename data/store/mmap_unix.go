@@ -7,20 +7,19 @@ import (
 	"os"
 	"syscall"
 	"unsafe"
+
+	"github.com/gelo-research/geloattack/internal/safefile"
 )
 
 // mapFile maps a whole file read-only. Pages are read from disk only when touched, which is what
 // lets a store larger than memory open in constant time.
 func mapFile(path string) ([]byte, func() error, error) {
-	f, err := os.Open(path)
+	// Non-blocking open, then the regular-file check (a FIFO would block a plain open forever).
+	f, st, err := safefile.Open(path)
 	if err != nil {
 		return nil, nil, err
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, nil, err
-	}
 	size := st.Size()
 	if size == 0 {
 		return []byte{}, func() error { return nil }, nil

@@ -6,6 +6,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"math"
+	"math/bits"
 	"strconv"
 	"strings"
 )
@@ -93,7 +95,19 @@ func readNPY(f *zip.File) (npyArray, error) {
 	if !ok {
 		return npyArray{}, fmt.Errorf("dtype %q is not one an import reads", a.descr)
 	}
-	n := uint64(size)
+	// The product of the non-zero dimensions must fit: a shape whose product wraps to a small
+	// number (or to zero) would pass the size check below and index out of range later.
+	n, elems := uint64(size), uint64(1)
+	for _, s := range a.shape {
+		if s == 0 {
+			continue
+		}
+		hi, lo := bits.Mul64(elems, uint64(s))
+		if hi != 0 || lo > math.MaxInt64/uint64(size) {
+			return npyArray{}, fmt.Errorf("shape %v: the product of its dimensions overflows 64 bits", a.shape)
+		}
+		elems = lo
+	}
 	for _, s := range a.shape {
 		n *= uint64(s)
 		if n > f.UncompressedSize64 {

@@ -296,6 +296,11 @@ func TestImportNPZRejectsBadFiles(t *testing.T) {
 			x["embeddings"] = npzArray{value: make([]float64, len(r.raw))}
 		}, ImportOptions{}, `dtype "<f8"`},
 		{"bad norm", nil, ImportOptions{Norm: "l2"}, `norm "l2"`},
+		// 2 bytes * seq * 2^62 wraps to 0 for an even seq: the size check passed and the row
+		// copy panicked (issue 24 class 5).
+		{"shape overflow", func(r *refText, x map[string]npzArray) {
+			x["embeddings"] = npzArray{f16: []uint16{}, shape: []int{len(r.tokens), 1 << 62}}
+		}, ImportOptions{}, "overflows 64 bits"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

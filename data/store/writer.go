@@ -16,6 +16,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/gelo-research/geloattack/internal/safefile"
 )
 
 // defaultBatchBytes bounds the embedding bytes of one tokens.arrow record batch, so that neither
@@ -65,7 +67,8 @@ func newArrowSink(dir, name string, schema *arrow.Schema) (*arrowSink, error) {
 		final:  filepath.Join(dir, name),
 		schema: schema,
 	}
-	f, err := os.Create(s.tmp)
+	// A link planted at the temporary name would have its target truncated: refuse it.
+	f, err := safefile.Create(s.tmp, 0o644)
 	if err != nil {
 		return nil, err
 	}
@@ -480,7 +483,7 @@ func writeMetaFile(dir string, m Meta) error {
 	}
 	raw = append(raw, '\n')
 	tmp := filepath.Join(dir, "."+MetaFile+".tmp")
-	f, err := os.Create(tmp)
+	f, err := safefile.Create(tmp, 0o644)
 	if err != nil {
 		return err
 	}

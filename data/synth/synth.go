@@ -121,39 +121,70 @@ func (c Config) WithDefaults() Config {
 	return c
 }
 
-// Validate reports the first field out of range, after defaults.
+// Bounds of the float fields beyond which generation would hang (math/rand's Zipf sampler loops
+// forever for an infinite or huge exponent) or produce NaN rows (a norm or a weight share that
+// underflows): values outside them are refused by Validate, naming the key.
+const (
+	minNormMean  = 1e-2
+	maxNormMean  = 1000
+	maxZipfS     = 10
+	maxZipfV     = 1e6
+	maxWeight    = 1e6
+	minRandShare = 1e-3 // smallest (text+token+noise) / (sum of weights)
+)
+
+// Validate reports the first field out of range, after defaults. Messages start with the field's
+// YAML key, so a config error names store.synth.<key>.
 func (c Config) Validate() error {
 	c = c.WithDefaults()
 	w := c.Weights
+	// in reports v outside [lo, hi] (NaN included) as key's error.
+	in := func(key string, v, lo, hi float64, want string) error {
+		if !(v >= lo && v <= hi) {
+			return fmt.Errorf("synth: %s = %v: want %s", key, v, want)
+		}
+		return nil
+	}
 	switch {
 	case c.Texts < 1:
 		return fmt.Errorf("synth: texts = %d: want at least 1", c.Texts)
 	case c.MinTokens < 1 || c.MaxTokens < c.MinTokens:
-		return fmt.Errorf("synth: tokens per text %d..%d: want 1 <= min <= max", c.MinTokens, c.MaxTokens)
+		return fmt.Errorf("synth: min_tokens..max_tokens = %d..%d: want 1 <= min <= max", c.MinTokens, c.MaxTokens)
 	case c.MaxTokens > math.MaxInt32:
-		return fmt.Errorf("synth: max tokens %d: too many", c.MaxTokens)
+		return fmt.Errorf("synth: max_tokens = %d: too many", c.MaxTokens)
 	case c.D < 2 || c.D > 1<<16:
 		return fmt.Errorf("synth: d = %d: want 2..65536", c.D)
 	case c.E < 1 || c.E > 1<<16:
 		return fmt.Errorf("synth: e = %d: want 1..65536", c.E)
 	case c.DType != store.Float16 && c.DType != store.Float32:
 		return fmt.Errorf("synth: dtype %q: want %q or %q", c.DType, store.Float16, store.Float32)
-	case !(c.NormMean > 0) || c.NormMean > 1000:
-		return fmt.Errorf("synth: norm mean %v: want (0, 1000]", c.NormMean)
-	case !(c.NormCV >= 0) || c.NormCV > 0.3:
-		return fmt.Errorf("synth: norm cv %v: want [0, 0.3]", c.NormCV)
-	case !(c.PR >= 1) || c.PR > float64(c.D):
-		return fmt.Errorf("synth: participation ratio %v: want [1, d=%d]", c.PR, c.D)
 	case c.Outliers < 0 || c.Outliers > c.D:
-		return fmt.Errorf("synth: outliers %d: want [0, d=%d]", c.Outliers, c.D)
+		return fmt.Errorf("synth: outliers = %d: want [0, d=%d]", c.Outliers, c.D)
 	case c.Vocab < 1 || c.Vocab > 1<<24:
-		return fmt.Errorf("synth: vocab %d: want 1..%d", c.Vocab, 1<<24)
-	case !(c.ZipfS > 1) || !(c.ZipfV >= 1):
-		return fmt.Errorf("synth: zipf s = %v, v = %v: want s > 1, v >= 1", c.ZipfS, c.ZipfV)
-	case !(c.FrozenMass >= 0) || c.FrozenMass >= 1:
-		return fmt.Errorf("synth: frozen mass %v: want [0, 1)", c.FrozenMass)
-	case w.Mean < 0 || w.Outlier < 0 || w.Text < 0 || w.Token < 0 || w.Noise < 0 || !(w.Text+w.Token+w.Noise > 0):
-		return fmt.Errorf("synth: weights %+v: want non-negative, with text+token+noise > 0", w)
+		return fmt.Errorf("synth: vocab = %d: want 1..%d", c.Vocab, 1<<24)
+	}
+	for _, e := range []error{
+		in("norm_mean", c.NormMean, minNormMean, maxNormMean, fmt.Sprintf("[%g, %g]", float64(minNormMean), float64(maxNormMean))),
+		in("norm_cv", c.NormCV, 0, 0.3, "[0, 0.3]"),
+		in("pr", c.PR, 1, float64(c.D), fmt.Sprintf("[1, d=%d]", c.D)),
+		in("zipf_s", c.ZipfS, math.Nextafter(1, 2), maxZipfS, fmt.Sprintf("(1, %g]", float64(maxZipfS))),
+		in("zipf_v", c.ZipfV, 1, maxZipfV, fmt.Sprintf("[1, %g]", float64(maxZipfV))),
+		in("frozen_mass", c.FrozenMass, 0, math.Nextafter(1, 0), "[0, 1)"),
+	} {
+		if e != nil {
+			return e
+		}
+	}
+	for _, f := range []struct {
+		key string
+		v   float64
+	}{{"mean", w.Mean}, {"outlier", w.Outlier}, {"text", w.Text}, {"token", w.Token}, {"noise", w.Noise}} {
+		if err := in("weights."+f.key, f.v, 0, maxWeight, fmt.Sprintf("a number in [0, %g]", float64(maxWeight))); err != nil {
+			return err
+		}
+	}
+	if sum := w.Mean + w.Outlier + w.Text + w.Token + w.Noise; !(w.Text+w.Token+w.Noise >= minRandShare*sum) || sum == 0 {
+		return fmt.Errorf("synth: weights %+v: want text+token+noise > 0 and at least %g of the sum", w, float64(minRandShare))
 	}
 	return nil
 }
@@ -582,7 +613,7 @@ func each(ctx context.Context, cfg Config, fn func(i int, t *text) error) error 
 			wg.Add(1)
 			go func(w int) {
 				defer wg.Done()
-				for i := lo + w; i < hi; i += workers {
+				for i := lo + w; i < hi && ctx.Err() == nil; i += workers {
 					m.generate(i, &buf[i-lo], scratch[w])
 				}
 			}(w)
@@ -619,9 +650,14 @@ func each(ctx context.Context, cfg Config, fn func(i int, t *text) error) error 
 
 // Generate builds the corpus in memory. Text i has text_id i.
 func Generate(cfg Config) (*data.MemCorpus, error) {
+	return GenerateContext(context.Background(), cfg)
+}
+
+// GenerateContext is Generate stopping with ctx's error (wrapped) when ctx is cancelled.
+func GenerateContext(ctx context.Context, cfg Config) (*data.MemCorpus, error) {
 	cfg = cfg.WithDefaults()
 	c := data.NewMemCorpus(cfg.D, cfg.E)
-	err := each(context.Background(), cfg, func(i int, t *text) error {
+	err := each(ctx, cfg, func(i int, t *text) error {
 		return c.Add(int64(i), t.rows, t.emb)
 	})
 	if err != nil {

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/gelo-research/geloattack/internal/safefile"
 )
 
 // FileName is the lock file inside a locked directory.
@@ -57,7 +59,9 @@ func Acquire(dir string) (*Lock, error) {
 		return nil, fmt.Errorf("lock %s: %w", dir, err)
 	}
 	path := filepath.Join(dir, FileName)
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	// A symbolic link or FIFO planted as the lock file is refused before anything is written:
+	// truncating through a link would empty a file outside the run directory.
+	f, err := safefile.OpenLock(path, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("lock %s: %w", dir, err)
 	}
@@ -77,13 +81,15 @@ func Acquire(dir string) (*Lock, error) {
 	}
 	l := &Lock{f: f, path: path}
 	// A lock file with content whose flock we could take belonged to a process that has ended
-	// (killed, crashed, or a machine restart) without removing it.
-	if prev := readHolder(f); prev != "" {
-		l.Stale = fmt.Sprintf("took over the stale lock of %s (that process has ended)", prev)
-	}
+	// (killed, crashed, or a machine restart) without removing it. Stale is set only once this
+	// process has recorded itself, so a refusal never claims a takeover.
+	prev := readHolder(f)
 	if err := l.record(); err != nil {
 		l.Release()
 		return nil, err
+	}
+	if prev != "" {
+		l.Stale = fmt.Sprintf("took over the stale lock of %s (that process has ended)", prev)
 	}
 	return l, nil
 }
@@ -119,7 +125,11 @@ func (l *Lock) Release() error {
 // Holder reads who holds dir's lock: the recorded holder when a live process holds it, "" when
 // nobody does. It takes no lock.
 func Holder(dir string) string {
-	f, err := os.OpenFile(filepath.Join(dir, FileName), os.O_RDWR, 0)
+	path := filepath.Join(dir, FileName)
+	if _, err := os.Lstat(path); err != nil {
+		return ""
+	}
+	f, err := safefile.OpenLock(path, 0o644)
 	if err != nil {
 		return ""
 	}

@@ -143,3 +143,43 @@ func TestHoldLockHelper(t *testing.T) {
 	time.Sleep(time.Hour)
 	os.Exit(0)
 }
+
+// A lock file planted as a symbolic link (to a file outside the run directory), a FIFO or a
+// directory is refused naming its path; the link's target keeps its content (before, Acquire
+// truncated it and reported "took over the stale lock of <its first line>").
+func TestHostileLockFileIsRefused(t *testing.T) {
+	for _, kind := range []string{"symlink", "fifo", "dir", "devzero"} {
+		t.Run(kind, func(t *testing.T) {
+			root := t.TempDir()
+			dir := filepath.Join(root, "run")
+			os.Mkdir(dir, 0o755)
+			victim := filepath.Join(root, "victim.txt")
+			os.WriteFile(victim, []byte("precious\n"), 0o644)
+			path := filepath.Join(dir, FileName)
+			var err error
+			switch kind {
+			case "symlink":
+				err = os.Symlink(victim, path)
+			case "fifo":
+				err = syscall.Mkfifo(path, 0o644)
+			case "dir":
+				err = os.Mkdir(path, 0o755)
+			case "devzero":
+				err = os.Symlink("/dev/zero", path)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			l, err := Acquire(dir)
+			if err == nil {
+				t.Fatalf("Acquire accepted a %s lock file (stale %q)", kind, l.Stale)
+			}
+			if !strings.Contains(err.Error(), path) {
+				t.Errorf("refusal %q does not name %s", err, path)
+			}
+			if b, _ := os.ReadFile(victim); string(b) != "precious\n" {
+				t.Errorf("victim is now %q", b)
+			}
+		})
+	}
+}

@@ -20,6 +20,7 @@ import (
 	"github.com/gelo-research/geloattack/checkpoints"
 	"github.com/gelo-research/geloattack/config"
 	"github.com/gelo-research/geloattack/data/gelo"
+	"github.com/gelo-research/geloattack/internal/safefile"
 	"github.com/gelo-research/geloattack/sweep"
 )
 
@@ -194,7 +195,7 @@ func cellNames(dir string) ([]sweep.PlanCell, string, error) {
 // readCell reads a finished cell's config and report.
 func readCell(dir string) (Row, config.Run, error) {
 	cpath := filepath.Join(dir, sweep.ConfigFile)
-	src, err := os.ReadFile(cpath)
+	src, err := safefile.ReadFile(cpath, config.MaxFileBytes) // a FIFO or /dev/zero is refused, not read forever
 	if err != nil {
 		return Row{}, config.Run{}, err
 	}
@@ -203,7 +204,7 @@ func readCell(dir string) (Row, config.Run, error) {
 		return Row{}, config.Run{}, err
 	}
 	rpath := filepath.Join(dir, sweep.ReportFile)
-	b, err := os.ReadFile(rpath)
+	b, err := safefile.ReadFile(rpath, config.MaxFileBytes)
 	if err != nil {
 		return Row{}, config.Run{}, err
 	}
