@@ -1,0 +1,85 @@
+package hf
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/gelo-research/geloattack/models/llama"
+)
+
+// InitOptions configures Init.
+type InitOptions struct {
+	Like                  string // preset name or config.json path
+	Layers, Hidden, Vocab int    // cuts; 0 keeps the original
+	Seed                  uint64
+	DType                 string // F32 or BF16 (default BF16)
+	Out                   string // directory to create
+	// Tokenizer, when not empty, is a tokenizer.json copied into Out, with tokenizer_config.json
+	// from the same directory when present.
+	Tokenizer string
+}
+
+// Init writes a random-init Hugging Face directory (see llama.Random for the draws; the standard
+// deviation is the config's initializer_range, 0.02 when absent) and returns its config.
+func Init(opt InitOptions) (llama.Config, error) {
+	base, err := LikeConfig(opt.Like)
+	if err != nil {
+		return llama.Config{}, err
+	}
+	cfgMap, err := Cut(base, opt.Layers, opt.Hidden, opt.Vocab)
+	if err != nil {
+		return llama.Config{}, err
+	}
+	raw, _ := json.Marshal(cfgMap)
+	cfg, err := ParseConfig(raw)
+	if err != nil {
+		return cfg, err
+	}
+	std := 0.02
+	if v, ok := cfgMap["initializer_range"].(float64); ok && v > 0 {
+		std = v
+	}
+	m, err := llama.Random(cfg, opt.Seed, std, nil)
+	if err != nil {
+		return cfg, err
+	}
+	dtype := opt.DType
+	if dtype == "" {
+		dtype = BF16
+	}
+	if err := Save(opt.Out, cfgMap, m, dtype); err != nil {
+		return cfg, err
+	}
+	if opt.Tokenizer != "" {
+		if err := copyFile(opt.Tokenizer, filepath.Join(opt.Out, "tokenizer.json")); err != nil {
+			return cfg, err
+		}
+		tc := filepath.Join(filepath.Dir(opt.Tokenizer), "tokenizer_config.json")
+		if _, err := os.Stat(tc); err == nil {
+			if err := copyFile(tc, filepath.Join(opt.Out, "tokenizer_config.json")); err != nil {
+				return cfg, err
+			}
+		}
+	}
+	return cfg, nil
+}
+
+func copyFile(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.Create(dst)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return fmt.Errorf("copy %s: %w", src, err)
+	}
+	return out.Close()
+}
