@@ -74,9 +74,10 @@ func LikeConfig(like string) (map[string]any, error) {
 }
 
 // Cut shrinks a config: layers, hidden width and vocabulary when > 0. A narrower width keeps the
-// head width where it divides the new width (else halves it until it does), so that heads =
-// hidden/head_dim, keeps the ratio of query to key/value heads where it can, and scales
-// intermediate_size by the same factor as the width (rounded up to a multiple of 8).
+// head width where it divides the new width and leaves at least two key/value groups (else
+// halves it, down to 8), so that heads = hidden/head_dim, keeps the ratio of query to key/value
+// heads where it can, and scales intermediate_size by the same factor as the width (rounded up to
+// a multiple of 8).
 func Cut(config map[string]any, layers, hidden, vocab int) (map[string]any, error) {
 	raw, err := json.Marshal(config)
 	if err != nil {
@@ -100,15 +101,18 @@ func Cut(config map[string]any, layers, hidden, vocab int) (map[string]any, erro
 		out["vocab_size"] = vocab
 	}
 	if hidden > 0 && hidden != c.Hidden {
+		// Narrow widths get narrower heads rather than fewer, down to 8 wide, so that a cut
+		// grouped-query model keeps at least two key/value heads of its group size.
+		ratio := c.Heads / c.KVHeads
+		want := min(c.Heads, 2*ratio)
 		hd := c.HeadDim
-		for hd > 2 && (hidden%hd != 0 || hd > hidden) {
+		for hd > 2 && (hidden%hd != 0 || hd > hidden || (hidden/hd < want && hd > 8)) {
 			hd /= 2
 		}
 		if hidden%hd != 0 || hd%2 != 0 {
 			return nil, fmt.Errorf("-hidden %d: no even head width divides it (head_dim %d)", hidden, c.HeadDim)
 		}
 		heads := hidden / hd
-		ratio := c.Heads / c.KVHeads
 		kv := max(1, heads/ratio)
 		for heads%kv != 0 {
 			kv--
