@@ -12,7 +12,9 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/gelo-research/geloattack/models/llama"
 )
@@ -35,10 +37,12 @@ func Family(arch string) string {
 	return ""
 }
 
-// IsDecoderDir reports whether dir/config.json names one of Architectures, so that callers can
-// choose between this package and an encoder loader. Any read error answers false.
+// IsDecoderDir reports whether dir/config.json names a causal language model (one of
+// Architectures, or any other *ForCausalLM or *LMHeadModel class, which Load then refuses by name),
+// so that callers can choose between this package and an encoder loader. Any read error answers
+// false.
 func IsDecoderDir(dir string) bool {
-	raw, err := os.ReadFile(dir + "/config.json")
+	raw, err := os.ReadFile(filepath.Join(dir, ConfigFile))
 	if err != nil {
 		return false
 	}
@@ -48,7 +52,8 @@ func IsDecoderDir(dir string) bool {
 	if json.Unmarshal(raw, &c) != nil || len(c.Architectures) != 1 {
 		return false
 	}
-	return slices.Contains(Architectures, c.Architectures[0])
+	a := c.Architectures[0]
+	return slices.Contains(Architectures, a) || strings.HasSuffix(a, "ForCausalLM") || strings.HasSuffix(a, "LMHeadModel")
 }
 
 // moeKeys are config keys of mixture-of-experts variants; any non-zero value is refused.
