@@ -50,6 +50,8 @@ func Init(opt InitOptions) (llama.Config, error) {
 	if dtype == "" {
 		dtype = BF16
 	}
+	// torch_dtype says what the file holds, not what the imitated model shipped in.
+	cfgMap["torch_dtype"] = map[string]string{BF16: "bfloat16", F32: "float32"}[dtype]
 	if err := Save(opt.Out, cfgMap, m, dtype); err != nil {
 		return cfg, err
 	}
