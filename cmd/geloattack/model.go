@@ -34,7 +34,7 @@ func runModelInit(args []string) error {
 		hidden = fs.Int("hidden", 0, "hidden_size (0: the original); heads follow from head_dim, intermediate_size scales with it")
 		vocab  = fs.Int("vocab", 0, "vocab_size (0: the original); must cover the tokenizer's ids to extract with it")
 		seed   = fs.Uint64("seed", 1, "seed of the weights")
-		dtype  = fs.String("dtype", "bf16", "tensor type in model.safetensors: bf16 or f32")
+		dtype  = fs.String("dtype", "bf16", "tensor type in model.safetensors: bf16, f16 or f32")
 		out    = fs.String("out", "", "directory to write (required)")
 		tok    = fs.String("tokenizer", "", "tokenizer.json to copy in (with tokenizer_config.json beside it, when present)")
 	)
@@ -50,9 +50,9 @@ func runModelInit(args []string) error {
 	if *like == "" || *out == "" {
 		return errors.New("model init: -like and -out are required (see -h)")
 	}
-	dt := map[string]string{"bf16": hf.BF16, "f32": hf.F32}[*dtype]
+	dt := map[string]string{"bf16": hf.BF16, "f16": hf.F16, "f32": hf.F32}[*dtype]
 	if dt == "" {
-		return fmt.Errorf("model init: -dtype %q: want bf16 or f32", *dtype)
+		return fmt.Errorf("model init: -dtype %q: want bf16, f16 or f32", *dtype)
 	}
 	cfg, err := hf.Init(hf.InitOptions{Like: *like, Layers: *layers, Hidden: *hidden, Vocab: *vocab, Seed: *seed, DType: dt, Out: *out, Tokenizer: *tok})
 	if err != nil {

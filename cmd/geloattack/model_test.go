@@ -82,7 +82,7 @@ func TestModelInitAndDecoderExtract(t *testing.T) {
 	for name, args := range map[string][]string{
 		"point on BERT": {"-model", t.TempDir(), "-texts", texts, "-out", filepath.Join(tmp, "s2"), "-point", "attn-input"},
 		"no -like":      {"init", "-out", tmp},
-		"bad dtype":     {"init", "-like", "llama2-7b", "-dtype", "f16", "-out", tmp},
+		"bad dtype":     {"init", "-like", "llama2-7b", "-dtype", "fp8", "-out", tmp},
 		"no sub":        {},
 	} {
 		var err error

@@ -15,7 +15,7 @@ type InitOptions struct {
 	Like                  string // preset name or config.json path
 	Layers, Hidden, Vocab int    // cuts; 0 keeps the original
 	Seed                  uint64
-	DType                 string // F32 or BF16 (default BF16)
+	DType                 string // F32, F16 or BF16 (default BF16)
 	Out                   string // directory to create
 	// Tokenizer, when not empty, is a tokenizer.json copied into Out, with tokenizer_config.json
 	// from the same directory when present.
@@ -51,7 +51,7 @@ func Init(opt InitOptions) (llama.Config, error) {
 		dtype = BF16
 	}
 	// torch_dtype says what the file holds, not what the imitated model shipped in.
-	cfgMap["torch_dtype"] = map[string]string{BF16: "bfloat16", F32: "float32"}[dtype]
+	cfgMap["torch_dtype"] = map[string]string{BF16: "bfloat16", F16: "float16", F32: "float32"}[dtype]
 	if err := Save(opt.Out, cfgMap, m, dtype); err != nil {
 		return cfg, err
 	}

@@ -242,14 +242,51 @@ func floatToBF16(f float32) uint16 {
 	return uint16(b >> 16)
 }
 
-// writeSafetensors streams tensors to w as one safetensors file in dtype (F32 or BF16), header
+// floatToHalf rounds a float32 to IEEE 754 binary16, to nearest with ties to even; values beyond
+// the range become infinities, NaN stays NaN.
+func floatToHalf(f float32) uint16 {
+	b := math.Float32bits(f)
+	sign := uint16(b>>16) & 0x8000
+	exp := int(b>>23) & 0xff
+	mant := b & 0x7fffff
+	if exp == 0xff {
+		if mant != 0 {
+			return sign | 0x7e00
+		}
+		return sign | 0x7c00
+	}
+	e := exp - 127 + 15
+	if e >= 0x1f {
+		return sign | 0x7c00
+	}
+	if e <= 0 {
+		// Subnormal half: value / 2^-24 = (1.mant) * 2^(e-14), rounded.
+		if e < -10 {
+			return sign
+		}
+		m := mant | 0x800000
+		shift := uint(14 - e)
+		h, rem, half := m>>shift, m&(1<<shift-1), uint32(1)<<(shift-1)
+		if rem > half || (rem == half && h&1 == 1) {
+			h++
+		}
+		return sign | uint16(h)
+	}
+	h := uint32(e)<<10 | mant>>13
+	if rem := mant & 0x1fff; rem > 0x1000 || (rem == 0x1000 && h&1 == 1) {
+		h++ // a carry into the exponent is the correct rounding, up to infinity
+	}
+	return sign | uint16(h)
+}
+
+// writeSafetensors streams tensors to w as one safetensors file in dtype (F32, F16 or BF16), header
 // padded with spaces to a multiple of 8 bytes as the reference writer does.
 func writeSafetensors(w io.Writer, names []string, shapes [][]int, data [][]float32, dtype string) error {
 	size := 4
-	if dtype == BF16 {
+	if dtype == BF16 || dtype == F16 {
 		size = 2
 	} else if dtype != F32 {
-		return fmt.Errorf("write: dtype %s: want F32 or BF16", dtype)
+		return fmt.Errorf("write: dtype %s: want F32, F16 or BF16", dtype)
 	}
 	hdr := map[string]any{"__metadata__": map[string]string{"format": "pt"}}
 	off := 0
@@ -276,9 +313,12 @@ func writeSafetensors(w io.Writer, names []string, shapes [][]int, data [][]floa
 	buf := make([]byte, 0, 1<<16)
 	for _, x := range data {
 		for _, v := range x {
-			if dtype == BF16 {
+			switch dtype {
+			case BF16:
 				buf = binary.LittleEndian.AppendUint16(buf, floatToBF16(v))
-			} else {
+			case F16:
+				buf = binary.LittleEndian.AppendUint16(buf, floatToHalf(v))
+			default:
 				buf = binary.LittleEndian.AppendUint32(buf, math.Float32bits(v))
 			}
 			if len(buf) >= 1<<16-4 {

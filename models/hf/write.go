@@ -10,7 +10,7 @@ import (
 	"github.com/gelo-research/geloattack/models/llama"
 )
 
-// Save writes m's weights to dir/model.safetensors in dtype (F32 or BF16) and config to
+// Save writes m's weights to dir/model.safetensors in dtype (F32, F16 or BF16) and config to
 // dir/config.json (indented), creating dir. config must describe m (ParseConfig of it gives m.Cfg);
 // Save checks that, so that a directory it writes always loads.
 func Save(dir string, config map[string]any, m *llama.Model, dtype string) error {
