@@ -113,6 +113,9 @@ func RunDecoder(ctx context.Context, m *llama.Model, tok Tokenizer, texts []Text
 	if tok.VocabSize() > c.VocabSize {
 		return st, fmt.Errorf("extract: the tokenizer has %d ids but config.json vocab_size is %d", tok.VocabSize(), c.VocabSize)
 	}
+	if opt.MaxTexts < 0 {
+		return st, fmt.Errorf("extract: max texts %d: want >= 0", opt.MaxTexts)
+	}
 	if opt.MaxTexts > 0 && opt.MaxTexts < len(texts) {
 		texts = texts[:opt.MaxTexts]
 	}

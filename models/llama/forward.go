@@ -41,6 +41,7 @@ type Tap func(p Point, layer int, x []float32) error
 // Workspace holds every activation buffer of a forward pass, sized once for a token budget, so
 // that batches run without allocating. A workspace serves one forward call at a time.
 type Workspace struct {
+	owner                      *Model // the model whose sizes the buffers have
 	maxTokens, maxLen, workers int
 
 	x    []float32 // (maxTokens, d): the residual stream
@@ -74,6 +75,7 @@ func (m *Model) NewWorkspace(maxTokens, maxLen, workers int) (*Workspace, error)
 	c := m.Cfg
 	d, f, w := c.Hidden, c.Intermediate, c.QDim()+2*c.KVDim()
 	ws := &Workspace{
+		owner:     m,
 		maxTokens: maxTokens, maxLen: maxLen, workers: workers,
 		x: make([]float32, maxTokens*d), xn: make([]float32, maxTokens*d),
 		qkv: make([]float32, maxTokens*w), att: make([]float32, maxTokens*c.QDim()),
@@ -115,6 +117,9 @@ func (m *Model) ensureRope(ws *Workspace, n int) {
 // nil, sees the residual input and attention input of every block and the final-norm output.
 // logits, when not nil (len >= n*vocab, n = total tokens), receives the output logits (n, vocab).
 func (m *Model) Forward(ctx context.Context, ws *Workspace, seqs [][]int32, tap Tap, logits []float32) error {
+	if ws.owner != m {
+		return fmt.Errorf("forward: the workspace belongs to another model")
+	}
 	ws.offs = ws.offs[:0]
 	n := 0
 	for i, s := range seqs {
@@ -158,8 +163,9 @@ func (m *Model) Forward(ctx context.Context, ws *Workspace, seqs [][]int32, tap 
 // Cache holds the rotated keys and the values of one sequence's processed prefix for every
 // layer, so that ForwardNext can extend the sequence without recomputing it.
 type Cache struct {
-	k, v [][]float32 // per layer: (capacity, kv)
-	n    int
+	owner *Model
+	k, v  [][]float32 // per layer: (capacity, kv)
+	n     int
 }
 
 // NewCache allocates a cache for one sequence of up to capacity tokens:
@@ -168,7 +174,7 @@ func (m *Model) NewCache(capacity int) (*Cache, error) {
 	if capacity < 1 || capacity > m.Cfg.MaxLen() {
 		return nil, fmt.Errorf("cache: capacity %d: want 1..%d", capacity, m.Cfg.MaxLen())
 	}
-	c := &Cache{k: make([][]float32, m.Cfg.Layers), v: make([][]float32, m.Cfg.Layers)}
+	c := &Cache{owner: m, k: make([][]float32, m.Cfg.Layers), v: make([][]float32, m.Cfg.Layers)}
 	for l := range c.k {
 		c.k[l] = make([]float32, capacity*m.Cfg.KVDim())
 		c.v[l] = make([]float32, capacity*m.Cfg.KVDim())
@@ -195,6 +201,9 @@ func (c *Cache) Truncate(n int) error {
 // holds, appends their keys and values to the cache, and gives the rows of the new tokens only to
 // tap and logits, exactly as Forward on the whole sequence gives them (up to rounding).
 func (m *Model) ForwardNext(ctx context.Context, ws *Workspace, cache *Cache, ids []int32, tap Tap, logits []float32) error {
+	if ws.owner != m || cache.owner != m {
+		return fmt.Errorf("forward next: the workspace or cache belongs to another model")
+	}
 	t := len(ids)
 	capacity := len(cache.k[0]) / m.Cfg.KVDim()
 	if t == 0 || t > ws.maxTokens || cache.n+t > capacity {

@@ -311,6 +311,13 @@ func TestForwardRefusesBadInput(t *testing.T) {
 	if err := m.ForwardNext(ctx, ws, cache, []int32{1, 2, 3, 4, 5}, nil, nil); err == nil {
 		t.Error("cache overflow: no error")
 	}
+	other := randomModel(t, testConfig(), 2)
+	if err := other.Forward(ctx, ws, [][]int32{{1}}, nil, nil); err == nil {
+		t.Error("another model's workspace: no error")
+	}
+	if err := other.ForwardNext(ctx, ws, cache, []int32{1}, nil, nil); err == nil {
+		t.Error("another model's cache: no error")
+	}
 	bad := testConfig()
 	bad.Heads = 5
 	if _, err := New(bad, nil); err == nil {
