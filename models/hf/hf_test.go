@@ -53,9 +53,9 @@ func TestRoundTrip(t *testing.T) {
 		if got.Cfg != m.Cfg {
 			t.Fatalf("%s: config %+v, want %+v", dtype, got.Cfg, m.Cfg)
 		}
-		want, have := specs(m), specs(got)
-		for i := range want {
-			for j, v := range want[i].dst {
+		for _, sp := range specs(m.Cfg) {
+			want, have := sp.get(m), sp.get(got)
+			for j, v := range want {
 				w := v
 				switch dtype {
 				case BF16:
@@ -63,8 +63,8 @@ func TestRoundTrip(t *testing.T) {
 				case F16:
 					w = store.FromFloat16(store.ToFloat16(v))
 				}
-				if have[i].dst[j] != w {
-					t.Fatalf("%s: %s[%d] = %v, want %v", dtype, want[i].name, j, have[i].dst[j], w)
+				if have[j] != w {
+					t.Fatalf("%s: %s[%d] = %v, want %v", dtype, sp.name, j, have[j], w)
 				}
 			}
 		}
@@ -179,11 +179,11 @@ func writeTensors(t *testing.T, path string, names []string, all map[string]Tens
 		t.Fatal(err)
 	}
 	defer f.Close()
-	shapes, data := make([][]int, len(names)), make([][]float32, len(names))
+	shapes := make([][]int, len(names))
 	for i, n := range names {
-		shapes[i], data[i] = all[n].Shape, all[n].Data
+		shapes[i] = all[n].Shape
 	}
-	if err := writeSafetensors(f, names, shapes, data, F32); err != nil {
+	if err := writeSafetensors(f, names, shapes, func(i int) []float32 { return all[names[i]].Data }, F32); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -377,5 +377,58 @@ func TestInitDeterministic(t *testing.T) {
 	}
 	if !slices.Equal(files[0], files[1]) || slices.Equal(files[0], files[2]) {
 		t.Fatal("init is not a function of the seed")
+	}
+}
+
+// Init streams the weights of llama.Random with the same seed: its file is byte for byte the one
+// Save writes for that model.
+func TestInitStreamsRandom(t *testing.T) {
+	for _, like := range []string{"qwen2-7b", "qwen3-8b", "llama3-8b"} {
+		dir := t.TempDir()
+		cfg, err := Init(InitOptions{Like: like, Layers: 2, Hidden: 64, Vocab: 90, Seed: 9, DType: F32, Out: dir})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := llama.Random(cfg, 9, 0.02, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, _ := os.ReadFile(filepath.Join(dir, ConfigFile))
+		var c map[string]any
+		json.Unmarshal(raw, &c)
+		dir2 := t.TempDir()
+		if err := Save(dir2, c, m, F32); err != nil {
+			t.Fatal(err)
+		}
+		a, _ := os.ReadFile(filepath.Join(dir, WeightsFile))
+		b, _ := os.ReadFile(filepath.Join(dir2, WeightsFile))
+		if len(a) == 0 || !slices.Equal(a, b) {
+			t.Fatalf("%s: streamed init differs from Save(Random)", like)
+		}
+	}
+}
+
+// Init copies the tokenizer and its config in, and -like accepts a config file.
+func TestInitTokenizerAndFile(t *testing.T) {
+	src := t.TempDir()
+	os.WriteFile(filepath.Join(src, "tokenizer.json"), []byte(`{"model":{}}`), 0o644)
+	os.WriteFile(filepath.Join(src, "tokenizer_config.json"), []byte(`{"add_bos_token":true}`), 0o644)
+	cfgPath := filepath.Join(src, "my-config.json")
+	js, _ := json.Marshal(smallConfig())
+	os.WriteFile(cfgPath, js, 0o644)
+	dir := t.TempDir()
+	cfg, err := Init(InitOptions{Like: cfgPath, Seed: 1, Out: dir, Tokenizer: filepath.Join(src, "tokenizer.json")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Architecture != "Qwen2ForCausalLM" || cfg.Hidden != 32 {
+		t.Fatalf("config %+v", cfg)
+	}
+	for _, f := range []string{"tokenizer.json", "tokenizer_config.json"} {
+		a, _ := os.ReadFile(filepath.Join(src, f))
+		b, err := os.ReadFile(filepath.Join(dir, f))
+		if err != nil || !slices.Equal(a, b) {
+			t.Fatalf("%s not copied: %v", f, err)
+		}
 	}
 }

@@ -22,8 +22,8 @@ type InitOptions struct {
 	Tokenizer string
 }
 
-// Init writes a random-init Hugging Face directory (see llama.Random for the draws; the standard
-// deviation is the config's initializer_range, 0.02 when absent) and returns its config.
+// Init writes a random-init Hugging Face directory, the model llama.Random draws (the standard
+// deviation is the config's initializer_range, 0.02 when absent), and returns its config.
 func Init(opt InitOptions) (llama.Config, error) {
 	base, err := LikeConfig(opt.Like)
 	if err != nil {
@@ -42,8 +42,7 @@ func Init(opt InitOptions) (llama.Config, error) {
 	if v, ok := cfgMap["initializer_range"].(float64); ok && v > 0 {
 		std = v
 	}
-	m, err := llama.Random(cfg, opt.Seed, std, nil)
-	if err != nil {
+	if err := cfg.Validate(); err != nil {
 		return cfg, err
 	}
 	dtype := opt.DType
@@ -52,7 +51,25 @@ func Init(opt InitOptions) (llama.Config, error) {
 	}
 	// torch_dtype says what the file holds, not what the imitated model shipped in.
 	cfgMap["torch_dtype"] = map[string]string{BF16: "bfloat16", F16: "float16", F32: "float32"}[dtype]
-	if err := Save(opt.Out, cfgMap, m, dtype); err != nil {
+	// Tensors are drawn one at a time into one buffer, in llama.Random's order, so a full-size
+	// preset needs memory for its largest tensor (the embedding), not for the model.
+	sp := specs(cfg)
+	largest := 0
+	for _, s := range sp {
+		largest = max(largest, product(s.shape))
+	}
+	buf := make([]float32, largest)
+	stream := llama.NewInitStream(opt.Seed, std)
+	err = save(opt.Out, cfgMap, cfg, dtype, func(i int) []float32 {
+		x := buf[:product(sp[i].shape)]
+		if sp[i].gain {
+			stream.Gain(x)
+		} else {
+			stream.Normal(x)
+		}
+		return x
+	})
+	if err != nil {
 		return cfg, err
 	}
 	if opt.Tokenizer != "" {
@@ -84,4 +101,12 @@ func copyFile(src, dst string) error {
 		return fmt.Errorf("copy %s: %w", src, err)
 	}
 	return out.Close()
+}
+
+func product(shape []int) int {
+	n := 1
+	for _, d := range shape {
+		n *= d
+	}
+	return n
 }

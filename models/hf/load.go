@@ -34,52 +34,49 @@ func LoadConfig(dir string) (llama.Config, error) {
 	return c, nil
 }
 
-// tensorSpec is one weight the model needs: its Hugging Face name, shape and destination.
+// tensorSpec is one weight of a config: its Hugging Face name, its shape, and where a model keeps it.
 type tensorSpec struct {
 	name  string
 	shape []int
-	dst   []float32
+	get   func(m *llama.Model) []float32
+	gain  bool // an RMSNorm gain (llama.Random draws it around 1)
 }
 
-// specs lists every tensor of m's config in Hugging Face's names, each with the slice of m that
-// receives it.
-func specs(m *llama.Model) []tensorSpec {
-	c := m.Cfg
+// specs lists every tensor of cfg in Hugging Face's names and file order, which is also the order
+// in which llama.Random draws them.
+func specs(c llama.Config) []tensorSpec {
 	d, f, hd, q, kv := c.Hidden, c.Intermediate, c.HeadDim, c.QDim(), c.KVDim()
-	out := []tensorSpec{{"model.embed_tokens.weight", []int{c.VocabSize, d}, m.Embed}}
-	for i := range m.Blocks {
-		b := &m.Blocks[i]
+	out := []tensorSpec{{"model.embed_tokens.weight", []int{c.VocabSize, d}, func(m *llama.Model) []float32 { return m.Embed }, false}}
+	for i := 0; i < c.Layers; i++ {
 		p := fmt.Sprintf("model.layers.%d.", i)
-		out = append(out,
-			tensorSpec{p + "input_layernorm.weight", []int{d}, b.AttnNorm},
-			tensorSpec{p + "self_attn.q_proj.weight", []int{q, d}, b.Q()},
-			tensorSpec{p + "self_attn.k_proj.weight", []int{kv, d}, b.K()},
-			tensorSpec{p + "self_attn.v_proj.weight", []int{kv, d}, b.V()},
-		)
+		blk := func(get func(b *llama.Block) []float32) func(m *llama.Model) []float32 {
+			return func(m *llama.Model) []float32 { return get(&m.Blocks[i]) }
+		}
+		add := func(name string, gain bool, get func(b *llama.Block) []float32, shape ...int) {
+			out = append(out, tensorSpec{p + name, shape, blk(get), gain})
+		}
+		add("input_layernorm.weight", true, func(b *llama.Block) []float32 { return b.AttnNorm }, d)
+		add("self_attn.q_proj.weight", false, (*llama.Block).Q, q, d)
+		add("self_attn.k_proj.weight", false, (*llama.Block).K, kv, d)
+		add("self_attn.v_proj.weight", false, (*llama.Block).V, kv, d)
 		if c.QKVBias {
-			out = append(out,
-				tensorSpec{p + "self_attn.q_proj.bias", []int{q}, b.QBias()},
-				tensorSpec{p + "self_attn.k_proj.bias", []int{kv}, b.KBias()},
-				tensorSpec{p + "self_attn.v_proj.bias", []int{kv}, b.VBias()},
-			)
+			add("self_attn.q_proj.bias", false, (*llama.Block).QBias, q)
+			add("self_attn.k_proj.bias", false, (*llama.Block).KBias, kv)
+			add("self_attn.v_proj.bias", false, (*llama.Block).VBias, kv)
 		}
 		if c.QKNorm {
-			out = append(out,
-				tensorSpec{p + "self_attn.q_norm.weight", []int{hd}, b.QNorm},
-				tensorSpec{p + "self_attn.k_norm.weight", []int{hd}, b.KNorm},
-			)
+			add("self_attn.q_norm.weight", true, func(b *llama.Block) []float32 { return b.QNorm }, hd)
+			add("self_attn.k_norm.weight", true, func(b *llama.Block) []float32 { return b.KNorm }, hd)
 		}
-		out = append(out,
-			tensorSpec{p + "self_attn.o_proj.weight", []int{d, q}, b.O},
-			tensorSpec{p + "post_attention_layernorm.weight", []int{d}, b.MLPNorm},
-			tensorSpec{p + "mlp.gate_proj.weight", []int{f, d}, b.Gate()},
-			tensorSpec{p + "mlp.up_proj.weight", []int{f, d}, b.Up()},
-			tensorSpec{p + "mlp.down_proj.weight", []int{d, f}, b.Down},
-		)
+		add("self_attn.o_proj.weight", false, func(b *llama.Block) []float32 { return b.O }, d, q)
+		add("post_attention_layernorm.weight", true, func(b *llama.Block) []float32 { return b.MLPNorm }, d)
+		add("mlp.gate_proj.weight", false, (*llama.Block).Gate, f, d)
+		add("mlp.up_proj.weight", false, (*llama.Block).Up, f, d)
+		add("mlp.down_proj.weight", false, func(b *llama.Block) []float32 { return b.Down }, d, f)
 	}
-	out = append(out, tensorSpec{"model.norm.weight", []int{d}, m.Norm})
+	out = append(out, tensorSpec{"model.norm.weight", []int{d}, func(m *llama.Model) []float32 { return m.Norm }, true})
 	if !c.TiedEmbeddings {
-		out = append(out, tensorSpec{"lm_head.weight", []int{c.VocabSize, d}, m.LMHead})
+		out = append(out, tensorSpec{"lm_head.weight", []int{c.VocabSize, d}, func(m *llama.Model) []float32 { return m.LMHead }, false})
 	}
 	return out
 }
@@ -106,7 +103,7 @@ func Load(dir string, lib *blas.Library) (*llama.Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	want := specs(m)
+	want := specs(cfg)
 	byName := make(map[string]*tensorSpec, len(want))
 	for i := range want {
 		byName[want[i].name] = &want[i]
@@ -167,7 +164,7 @@ func loadShard(path string, owner map[string]string, byName map[string]*tensorSp
 		if loaded[name] {
 			return fmt.Errorf("%s: tensor %q appears in two files", path, name)
 		}
-		if err := s.convert(t, spec.dst); err != nil {
+		if err := s.convert(t, spec.get(m)); err != nil {
 			return fmt.Errorf("%s: %w", path, err)
 		}
 		loaded[name] = true

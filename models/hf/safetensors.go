@@ -281,7 +281,8 @@ func floatToHalf(f float32) uint16 {
 
 // writeSafetensors streams tensors to w as one safetensors file in dtype (F32, F16 or BF16), header
 // padded with spaces to a multiple of 8 bytes as the reference writer does.
-func writeSafetensors(w io.Writer, names []string, shapes [][]int, data [][]float32, dtype string) error {
+// tensor(i) gives the elements of tensor i when it is written (tensors are asked for in order, once).
+func writeSafetensors(w io.Writer, names []string, shapes [][]int, tensor func(i int) []float32, dtype string) error {
 	size := 4
 	if dtype == BF16 || dtype == F16 {
 		size = 2
@@ -290,8 +291,13 @@ func writeSafetensors(w io.Writer, names []string, shapes [][]int, data [][]floa
 	}
 	hdr := map[string]any{"__metadata__": map[string]string{"format": "pt"}}
 	off := 0
+	sizes := make([]int, len(names))
 	for i, name := range names {
-		n := len(data[i]) * size
+		n := size
+		for _, d := range shapes[i] {
+			n *= d
+		}
+		sizes[i] = n
 		hdr[name] = map[string]any{"dtype": dtype, "shape": shapes[i], "data_offsets": [2]int{off, off + n}}
 		off += n
 	}
@@ -311,7 +317,11 @@ func writeSafetensors(w io.Writer, names []string, shapes [][]int, data [][]floa
 		return err
 	}
 	buf := make([]byte, 0, 1<<16)
-	for _, x := range data {
+	for i := range names {
+		x := tensor(i)
+		if len(x)*size != sizes[i] {
+			return fmt.Errorf("write: tensor %q has %d elements, shape %v", names[i], len(x), shapes[i])
+		}
 		for _, v := range x {
 			switch dtype {
 			case BF16:

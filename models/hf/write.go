@@ -14,6 +14,13 @@ import (
 // dir/config.json (indented), creating dir. config must describe m (ParseConfig of it gives m.Cfg);
 // Save checks that, so that a directory it writes always loads.
 func Save(dir string, config map[string]any, m *llama.Model, dtype string) error {
+	sp := specs(m.Cfg)
+	return save(dir, config, m.Cfg, dtype, func(i int) []float32 { return sp[i].get(m) })
+}
+
+// save writes config.json and model.safetensors, asking tensor for each tensor of specs(cfg) in
+// order.
+func save(dir string, config map[string]any, cfg llama.Config, dtype string, tensor func(i int) []float32) error {
 	js, err := json.MarshalIndent(config, "", "  ")
 	if err != nil {
 		return fmt.Errorf("save %s: config: %w", dir, err)
@@ -22,16 +29,16 @@ func Save(dir string, config map[string]any, m *llama.Model, dtype string) error
 	if err != nil {
 		return fmt.Errorf("save %s: config: %w", dir, err)
 	}
-	if c != m.Cfg {
-		return fmt.Errorf("save %s: config.json describes %+v, the model is %+v", dir, c, m.Cfg)
+	if c != cfg {
+		return fmt.Errorf("save %s: config.json describes %+v, the model is %+v", dir, c, cfg)
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	sp := specs(m)
-	names, shapes, data := make([]string, len(sp)), make([][]int, len(sp)), make([][]float32, len(sp))
+	sp := specs(cfg)
+	names, shapes := make([]string, len(sp)), make([][]int, len(sp))
 	for i, s := range sp {
-		names[i], shapes[i], data[i] = s.name, s.shape, s.dst
+		names[i], shapes[i] = s.name, s.shape
 	}
 	path := filepath.Join(dir, WeightsFile)
 	tmp := path + ".tmp"
@@ -40,7 +47,7 @@ func Save(dir string, config map[string]any, m *llama.Model, dtype string) error
 		return err
 	}
 	w := bufio.NewWriterSize(f, 1<<20)
-	err = writeSafetensors(w, names, shapes, data, dtype)
+	err = writeSafetensors(w, names, shapes, tensor, dtype)
 	if err == nil {
 		err = w.Flush()
 	}

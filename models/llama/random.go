@@ -17,37 +17,54 @@ func Random(cfg Config, seed uint64, std float64, lib *blas.Library) (*Model, er
 	if err != nil {
 		return nil, err
 	}
-	rng := rand.New(rand.NewPCG(seed, 0x6c6c616d61)) // "llama"
-	normal := func(x []float32, s float64) {
-		for i := range x {
-			x[i] = float32(rng.NormFloat64() * s)
-		}
-	}
-	gain := func(x []float32) {
-		for i := range x {
-			x[i] = float32(1 + 0.1*rng.NormFloat64())
-		}
-	}
-	normal(m.Embed, std)
+	s := NewInitStream(seed, std)
+	s.Normal(m.Embed)
 	for i := range m.Blocks {
 		b := &m.Blocks[i]
-		gain(b.AttnNorm)
-		normal(b.QKV, std)
+		s.Gain(b.AttnNorm)
+		s.Normal(b.QKV)
 		if b.QKVBias != nil {
-			normal(b.QKVBias, std)
+			s.Normal(b.QKVBias)
 		}
 		if b.QNorm != nil {
-			gain(b.QNorm)
-			gain(b.KNorm)
+			s.Gain(b.QNorm)
+			s.Gain(b.KNorm)
 		}
-		normal(b.O, std)
-		gain(b.MLPNorm)
-		normal(b.GateUp, std)
-		normal(b.Down, std)
+		s.Normal(b.O)
+		s.Gain(b.MLPNorm)
+		s.Normal(b.GateUp)
+		s.Normal(b.Down)
 	}
-	gain(m.Norm)
+	s.Gain(m.Norm)
 	if !cfg.TiedEmbeddings {
-		normal(m.LMHead, std)
+		s.Normal(m.LMHead)
 	}
 	return m, nil
+}
+
+// InitStream is the seeded stream of Random's draws, for writers that generate a checkpoint
+// tensor by tensor without holding the model: drawing the tensors in Random's order with Normal
+// and Gain gives Random's values bit for bit.
+type InitStream struct {
+	rng *rand.Rand
+	std float64
+}
+
+// NewInitStream starts the stream Random(cfg, seed, std, lib) draws from.
+func NewInitStream(seed uint64, std float64) *InitStream {
+	return &InitStream{rng: rand.New(rand.NewPCG(seed, 0x6c6c616d61)), std: std} // "llama"
+}
+
+// Normal fills x with N(0, std^2) draws (matrices and biases).
+func (s *InitStream) Normal(x []float32) {
+	for i := range x {
+		x[i] = float32(s.rng.NormFloat64() * s.std)
+	}
+}
+
+// Gain fills x with 1 + N(0, 0.1^2) draws (RMSNorm gains).
+func (s *InitStream) Gain(x []float32) {
+	for i := range x {
+		x[i] = float32(1 + 0.1*s.rng.NormFloat64())
+	}
 }
