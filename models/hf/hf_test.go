@@ -378,6 +378,12 @@ func TestInitDeterministic(t *testing.T) {
 	if !slices.Equal(files[0], files[1]) || slices.Equal(files[0], files[2]) {
 		t.Fatal("init is not a function of the seed")
 	}
+	dir := t.TempDir()
+	if _, err := Init(InitOptions{Like: "qwen3-8b", Layers: 1, Hidden: 64, Vocab: 100, Seed: 1, Out: dir}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Init(InitOptions{Like: "qwen3-8b", Layers: 1, Hidden: 64, Vocab: 100, Seed: 2, Out: dir})
+	wantErr(t, err, dir, ConfigFile, "not overwriting")
 }
 
 // Init streams the weights of llama.Random with the same seed: its file is byte for byte the one

@@ -16,7 +16,7 @@ type InitOptions struct {
 	Layers, Hidden, Vocab int    // cuts; 0 keeps the original
 	Seed                  uint64
 	DType                 string // F32, F16 or BF16 (default BF16)
-	Out                   string // directory to create
+	Out                   string // directory to write; it must not hold a model already
 	// Tokenizer, when not empty, is a tokenizer.json copied into Out, with tokenizer_config.json
 	// from the same directory when present.
 	Tokenizer string
@@ -25,6 +25,11 @@ type InitOptions struct {
 // Init writes a random-init Hugging Face directory, the model llama.Random draws (the standard
 // deviation is the config's initializer_range, 0.02 when absent), and returns its config.
 func Init(opt InitOptions) (llama.Config, error) {
+	for _, f := range []string{ConfigFile, WeightsFile, IndexFile} {
+		if _, err := os.Stat(filepath.Join(opt.Out, f)); err == nil {
+			return llama.Config{}, fmt.Errorf("%s already holds %s: not overwriting a model", opt.Out, f)
+		}
+	}
 	base, err := LikeConfig(opt.Like)
 	if err != nil {
 		return llama.Config{}, err
