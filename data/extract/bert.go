@@ -3,6 +3,7 @@
 // config.json, readers for the text corpora that scripts/fetch-data.sh downloads, and the
 // pipeline behind `geloattack store extract` that tokenizes texts, runs the encoder in batches and
 // hands per-token hidden states of one layer plus the model's own sentence embedding to a sink.
+// RunDecoder is the same pipeline for Llama-family decoders (models/llama; see docs/decoders.md).
 package extract
 
 import (

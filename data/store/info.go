@@ -275,6 +275,12 @@ func (in Info) pairs() [][2]string {
 			maxTok = fmt.Sprintf("%d tokens per text, special tokens included", in.Meta.MaxTokens)
 		}
 		add("truncated to", "%s", maxTok)
+		if dm := in.Meta.Decoder; dm != nil {
+			add("decoder", "%s (%s), point %s, BOS %s", dm.Family, dm.Architecture, dm.Point, dm.BOS)
+			add("tokenizer hash", "%s", dm.TokenizerHash)
+			add("dedup", "%s: %d duplicate rows dropped, %d texts dropped", dm.Dedup, dm.DuplicateRows, dm.DroppedTexts)
+			add("text embedding", "%s", dm.Embedding)
+		}
 		add("norm", "%s", in.Meta.Norm)
 		add("source", "%s", in.Meta.Source)
 		add("tool version", "%s", in.Meta.ToolVersion)

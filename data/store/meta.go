@@ -64,6 +64,29 @@ type Meta struct {
 	// MaxTokens is the length each text was truncated to before the model ran, special tokens
 	// included; 0: not recorded or not truncated.
 	MaxTokens int `json:"max_tokens,omitempty"`
+	// Decoder describes how a decoder LLM's rows were extracted; nil for encoder stores and imports.
+	Decoder *DecoderMeta `json:"decoder,omitempty"`
+}
+
+// DecoderMeta is what a decoder store's rows are (see docs/decoders.md).
+type DecoderMeta struct {
+	// Family is llama, mistral, qwen2 or qwen3; Architecture the config.json class name.
+	Family       string `json:"family"`
+	Architecture string `json:"architecture"`
+	// Point is "residual" (Hugging Face's hidden_states[layer]) or "attn-input" (RMSNorm(h)·g of
+	// block layer, the rows the q/k/v projections read).
+	Point string `json:"point"`
+	// BOS is "kept", "dropped" or "none" (the tokenizer adds no BOS).
+	BOS string `json:"bos"`
+	// TokenizerHash identifies the tokenizer that made the token ids.
+	TokenizerHash string `json:"tokenizer_hash"`
+	// Dedup is "none" or "exact"; with "exact", DuplicateRows rows bit-identical (as stored) to an
+	// earlier row were dropped, and DroppedTexts texts whose every row was a duplicate.
+	Dedup         string `json:"dedup"`
+	DuplicateRows int64  `json:"duplicate_rows"`
+	DroppedTexts  int64  `json:"dropped_texts"`
+	// Embedding says how each text's candidate embedding was made.
+	Embedding string `json:"embedding"`
 }
 
 // Values of Meta.SpecialTokens.

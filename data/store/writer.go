@@ -174,6 +174,9 @@ func Create(dir string, meta Meta) (*Writer, error) {
 	return w, nil
 }
 
+// SetDecoder records how a decoder store was extracted (written to meta.json at Close).
+func (w *Writer) SetDecoder(d DecoderMeta) { w.meta.Decoder = &d }
+
 // AddText appends one text with rows at positions 0..n-1. rows: (n, D) row-major; tokenIDs: (n);
 // emb: (E). hasText false stores a null text. Input errors (bad shapes, NaN/Inf, values beyond
 // float16, duplicate ids) leave the writer usable; I/O errors do not.

@@ -1,0 +1,203 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/gelo-research/geloattack/data/bpe"
+	"github.com/gelo-research/geloattack/data/extract"
+	"github.com/gelo-research/geloattack/data/store"
+	"github.com/gelo-research/geloattack/models/hf"
+	"github.com/gelo-research/geloattack/models/llama"
+)
+
+// runModel dispatches `geloattack model SUB`.
+func runModel(ctx context.Context, args []string) error {
+	if len(args) == 0 || args[0] != "init" {
+		return errors.New("model: name a subcommand: init (a random-init Hugging Face decoder directory)")
+	}
+	return runModelInit(args[1:])
+}
+
+func runModelInit(args []string) error {
+	fs := newFlagSet("model init", "Write a random-init Hugging Face directory (config.json + model.safetensors) with the public config of\n"+
+		"a Llama-family model, optionally cut in depth, width and vocabulary. Seeded and deterministic.")
+	var (
+		like   = fs.String("like", "", "preset ("+strings.Join(hf.Presets(), ", ")+") or a config.json to imitate (required)")
+		layers = fs.Int("layers", 0, "num_hidden_layers (0: the original)")
+		hidden = fs.Int("hidden", 0, "hidden_size (0: the original); heads follow from head_dim, intermediate_size scales with it")
+		vocab  = fs.Int("vocab", 0, "vocab_size (0: the original); must cover the tokenizer's ids to extract with it")
+		seed   = fs.Uint64("seed", 1, "seed of the weights")
+		dtype  = fs.String("dtype", "bf16", "tensor type in model.safetensors: bf16, f16 or f32")
+		out    = fs.String("out", "", "directory to write (required)")
+		tok    = fs.String("tokenizer", "", "tokenizer.json to copy in (with tokenizer_config.json beside it, when present)")
+	)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if err := noArgs(fs); err != nil {
+		return err
+	}
+	if err := checkFlags(fs, map[string]span{"layers": {0, 1 << 10}, "hidden": {0, 1 << 16}, "vocab": {0, 1 << 22}}); err != nil {
+		return err
+	}
+	if *like == "" || *out == "" {
+		return errors.New("model init: -like and -out are required (see -h)")
+	}
+	dt := map[string]string{"bf16": hf.BF16, "f16": hf.F16, "f32": hf.F32}[*dtype]
+	if dt == "" {
+		return fmt.Errorf("model init: -dtype %q: want bf16, f16 or f32", *dtype)
+	}
+	cfg, err := hf.Init(hf.InitOptions{Like: *like, Layers: *layers, Hidden: *hidden, Vocab: *vocab, Seed: *seed, DType: dt, Out: *out, Tokenizer: *tok})
+	if err != nil {
+		return fmt.Errorf("model init: %w", err)
+	}
+	fmt.Fprintf(os.Stderr, "model init: wrote %s: %s, %d layers, d %d, %d/%d heads of %d, vocab %d, %.3g parameters (%s)\n",
+		*out, cfg.Architecture, cfg.Layers, cfg.Hidden, cfg.Heads, cfg.KVHeads, cfg.HeadDim, cfg.VocabSize, float64(cfg.Params()), dt)
+	return nil
+}
+
+// openDecoderTokenizer opens the tokenizer of a decoder directory.
+//
+// openDecoderTokenizer reads the decoder directory's tokenizer.json (data/bpe).
+func openDecoderTokenizer(dir string) (extract.Tokenizer, error) {
+	path := filepath.Join(dir, "tokenizer.json")
+	if _, err := os.Stat(path); err != nil {
+		return nil, fmt.Errorf("decoder tokenizer: %w (give model init -tokenizer, or copy the model's tokenizer.json in)", err)
+	}
+	return bpe.Load(path)
+}
+
+// decoderExtract is what `store extract` parsed, for a decoder model directory.
+type decoderExtract struct {
+	modelDir, texts, out, dtype, norm, point, dedup, modelName string
+	corpora                                                    []string
+	layer, maxTexts, maxTokens, batch, workers                 int
+	dropSpecial                                                bool
+	progress                                                   io.Writer
+}
+
+// runDecoderExtract is `store extract` on a decoder directory; openTok opens its tokenizer.
+func runDecoderExtract(ctx context.Context, a decoderExtract, openTok func(dir string) (extract.Tokenizer, error)) error {
+	point := map[string]llama.Point{"residual": llama.Residual, "attn-input": llama.AttnInput}
+	p, ok := point[a.point]
+	if !ok {
+		return fmt.Errorf("-point %q: want residual or attn-input", a.point)
+	}
+	if a.dedup != "" && a.dedup != "exact" && a.dedup != "none" {
+		return fmt.Errorf("-dedup %q: want exact or none", a.dedup)
+	}
+	m, err := hf.Load(a.modelDir, nil)
+	if err != nil {
+		return err
+	}
+	top := m.Cfg.Layers
+	if p == llama.AttnInput {
+		top--
+	}
+	if a.layer > top {
+		return fmt.Errorf("-layer %d: %s rows exist for layers 0..%d", a.layer, a.point, top)
+	}
+	tok, err := openTok(a.modelDir)
+	if err != nil {
+		return err
+	}
+	src, err := extract.ReadSource(a.texts, a.corpora)
+	if err != nil {
+		return err
+	}
+	if len(src.Texts) == 0 {
+		return fmt.Errorf("-texts %s: no texts", a.texts)
+	}
+	truncate := a.maxTokens
+	if truncate == 0 {
+		// The full context of a 128k model would size the workspace for 128k-token batches.
+		truncate = min(512, m.Cfg.MaxLen())
+	}
+	name := a.modelName
+	if name == "" {
+		name = decoderModelName(a.modelDir)
+	}
+	special := store.SpecialKept
+	if a.dropSpecial {
+		special = store.SpecialDropped
+	}
+	w, err := store.Create(a.out, store.Meta{
+		Model: name, Layer: a.layer, D: m.Cfg.Hidden, E: m.Cfg.Hidden, DType: a.dtype, Norm: a.norm,
+		Source: src.Desc, LayerMeaning: decoderLayerMeaning(p, a.layer, m.Cfg.Layers), SpecialTokens: special, MaxTokens: truncate,
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "extract: %s (%s), %s layer %d of %d, %d texts, BLAS %s\n",
+		name, m.Cfg.Architecture, a.point, a.layer, m.Cfg.Layers, len(src.Texts), m.Lib().Name())
+	st, err := extract.RunDecoder(ctx, m, tok, src.Texts, extract.DecoderOptions{
+		Layer: a.layer, Point: p, MaxTexts: a.maxTexts, MaxTokens: truncate, BatchTokens: a.batch, Workers: a.workers,
+		DropBOS: a.dropSpecial, Norm: a.norm, Dedup: a.dedup == "exact", Float16: a.dtype == store.Float16, Progress: a.progress,
+	}, w)
+	if err != nil {
+		w.Abort()
+		return err
+	}
+	dedup := "none"
+	if a.dedup == "exact" {
+		dedup = "exact"
+	}
+	w.SetDecoder(store.DecoderMeta{
+		Family: hf.Family(m.Cfg.Architecture), Architecture: m.Cfg.Architecture, Point: a.point, BOS: st.BOS,
+		TokenizerHash: tok.Hash(), Dedup: dedup, DuplicateRows: st.DuplicateRows, DroppedTexts: st.DroppedTexts,
+		Embedding: extract.DecoderEmbedding,
+	})
+	if err := w.Close(); err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "extract: wrote %s: %d texts, %d rows stored (%d tokens through the model, %d texts truncated",
+		a.out, st.Texts-st.DroppedTexts, st.StoredRows, st.Tokens, st.Truncated)
+	if dedup == "exact" {
+		fmt.Fprintf(os.Stderr, "; dedup exact dropped %d duplicate rows of %d (%.1f%%) and %d texts left without rows",
+			st.DuplicateRows, st.Tokens, 100*float64(st.DuplicateRows)/float64(max(st.Tokens, 1)), st.DroppedTexts)
+	}
+	fmt.Fprintf(os.Stderr, ") in %s: %.0f tokens/s\n", st.Elapsed.Round(1e7), st.TokensPerSecond())
+	return nil
+}
+
+// decoderModelName is config.json's _name_or_path, else the directory name.
+func decoderModelName(dir string) string {
+	if raw, err := os.ReadFile(filepath.Join(dir, hf.ConfigFile)); err == nil {
+		var c struct {
+			Name string `json:"_name_or_path"`
+		}
+		if json.Unmarshal(raw, &c) == nil && c.Name != "" {
+			return c.Name
+		}
+	}
+	if abs, err := filepath.Abs(dir); err == nil {
+		return filepath.Base(abs)
+	}
+	return dir
+}
+
+// decoderLayerMeaning says in words what a decoder store's rows are, for meta.json.
+func decoderLayerMeaning(p llama.Point, layer, layers int) string {
+	switch {
+	case p == llama.AttnInput:
+		return fmt.Sprintf("attn-input of block %d of %d: RMSNorm(h)·g of the block's input (input_layernorm output, the rows q/k/v read)", layer, layers)
+	case layer == layers:
+		return fmt.Sprintf("residual %d of %d: the final RMSNorm's output (Hugging Face's hidden_states[%d])", layer, layers, layer)
+	}
+	return fmt.Sprintf("residual %d of %d: input of block %d (Hugging Face's hidden_states[%d]; 0 = token embedding)", layer, layers, layer, layer)
+}
+
+// flagWasSet reports whether name was given on the command line.
+func flagWasSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}

@@ -1,0 +1,319 @@
+package extract
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"math"
+	"runtime"
+	"slices"
+	"time"
+
+	"github.com/gelo-research/geloattack/data/store"
+	"github.com/gelo-research/geloattack/models/llama"
+	"github.com/schollz/progressbar/v3"
+)
+
+// Tokenizer turns text into the token ids of a decoder LLM (data/bpe's tokenizers implement it).
+type Tokenizer interface {
+	// Encode returns the ids of text; addSpecial adds what the tokenizer's post-processor adds
+	// (a BOS for Llama and Mistral, nothing for Qwen).
+	Encode(text string, addSpecial bool) ([]int, error)
+	// VocabSize is the number of ids the tokenizer can produce.
+	VocabSize() int
+	// Hash identifies the tokenizer (recorded in meta.json).
+	Hash() string
+}
+
+// DecoderSink receives extracted texts in input order; a *store.Writer is one. positions are the
+// rows' token positions in the sequence the model ran (strictly increasing; rows dropped as BOS
+// or duplicates leave gaps). The slices are only valid during the call.
+type DecoderSink interface {
+	AddTextAt(textID int64, text string, hasText bool, positions, tokenIDs []int32, rows []float32, emb []float32) error
+}
+
+// DecoderOptions configures RunDecoder.
+type DecoderOptions struct {
+	// Layer and Point choose the stored rows: Residual at 0..Layers (Hugging Face's
+	// hidden_states[Layer]; Layers is the final norm's output) or AttnInput at 0..Layers-1.
+	Layer int
+	Point llama.Point
+	// MaxTexts keeps only the first MaxTexts texts (0: all).
+	MaxTexts int
+	// MaxTokens truncates each text to this many tokens, BOS included (0: the model's MaxLen).
+	MaxTokens int
+	// BatchTokens is the token budget of one forward batch (0: 2048).
+	BatchTokens int
+	// Workers is the number of goroutines (0: GOMAXPROCS).
+	Workers int
+	// DropBOS leaves the rows of the tokenizer's leading special tokens out of the store (they
+	// still take part in the forward pass). They are identical for every text: a causal model's
+	// first row sees only itself.
+	DropBOS bool
+	// Norm is NormRaw (default when empty) or NormRMS, applied before dedup.
+	Norm string
+	// Dedup drops every row whose stored bits (float16 when Float16 is set, else float32) equal
+	// those of a row stored earlier. Rows are compared by a 128-bit FNV-1a hash of those bits.
+	Dedup   bool
+	Float16 bool
+	// Progress, when not nil, receives a progress bar with tokens/s.
+	Progress io.Writer
+}
+
+// DecoderStats summarises a decoder run.
+type DecoderStats struct {
+	Stats
+	// DuplicateRows counts rows dropped by Dedup; DroppedTexts texts left with no row at all
+	// (every row a duplicate or BOS), which are not stored.
+	DuplicateRows, DroppedTexts int64
+	// BOS is store's "kept" or "dropped", or "none" when the tokenizer adds no leading token.
+	BOS string
+}
+
+// DecoderEmbedding describes the candidate embedding RunDecoder gives each text.
+const DecoderEmbedding = "mean of the final-norm rows (hidden_states[num_layers]) over the text's tokens, BOS excluded, L2-normalised"
+
+// RunDecoder tokenizes texts, runs the decoder over them in batches (each text on its own,
+// positions from 0, packed without padding) and hands each text to sink in input order: the rows
+// at opt.Point of opt.Layer and the candidate embedding DecoderEmbedding.
+func RunDecoder(ctx context.Context, m *llama.Model, tok Tokenizer, texts []Text, opt DecoderOptions, sink DecoderSink) (DecoderStats, error) {
+	c := m.Cfg
+	d := c.Hidden
+	var st DecoderStats
+	top := c.Layers
+	if opt.Point == llama.AttnInput {
+		top = c.Layers - 1
+	} else if opt.Point != llama.Residual {
+		return st, fmt.Errorf("extract: point %v: want residual or attn-input", opt.Point)
+	}
+	if opt.Layer < 0 || opt.Layer > top {
+		return st, fmt.Errorf("extract: layer %d: %s rows exist for layers 0..%d", opt.Layer, opt.Point, top)
+	}
+	maxLen := opt.MaxTokens
+	if maxLen == 0 {
+		maxLen = c.MaxLen()
+	}
+	if maxLen < 1 || maxLen > c.MaxLen() {
+		return st, fmt.Errorf("extract: max tokens %d: want 1..%d (the model's max_position_embeddings or sliding window)", maxLen, c.MaxLen())
+	}
+	budget := opt.BatchTokens
+	if budget == 0 {
+		budget = 2048
+	}
+	budget = max(budget, maxLen)
+	norm := opt.Norm
+	if norm == "" {
+		norm = NormRaw
+	}
+	if norm != NormRaw && norm != NormRMS {
+		return st, fmt.Errorf("extract: norm %q: want %q or %q", norm, NormRaw, NormRMS)
+	}
+	if tok.VocabSize() > c.VocabSize {
+		return st, fmt.Errorf("extract: the tokenizer has %d ids but config.json vocab_size is %d", tok.VocabSize(), c.VocabSize)
+	}
+	if opt.MaxTexts < 0 {
+		return st, fmt.Errorf("extract: max texts %d: want >= 0", opt.MaxTexts)
+	}
+	if opt.MaxTexts > 0 && opt.MaxTexts < len(texts) {
+		texts = texts[:opt.MaxTexts]
+	}
+	workers := opt.Workers
+	if workers < 1 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+
+	prefix, err := tok.Encode("", true)
+	if err != nil {
+		return st, fmt.Errorf("extract: tokenizer: %w", err)
+	}
+	st.BOS = store.SpecialKept
+	if len(prefix) == 0 {
+		st.BOS = "none"
+	} else if opt.DropBOS {
+		st.BOS = store.SpecialDropped
+	}
+	ids := make([][]int32, len(texts))
+	bos := make([]int, len(texts)) // leading special tokens of each text
+	errs := make([]error, len(texts))
+	truncated := make([]bool, len(texts))
+	parallel(workers, len(texts), func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			full, err := tok.Encode(texts[i].Text, true)
+			if err != nil {
+				errs[i] = err
+				continue
+			}
+			if len(full) > maxLen {
+				full, truncated[i] = full[:maxLen], true
+			}
+			out := make([]int32, len(full))
+			for j, id := range full {
+				if id < 0 || id >= c.VocabSize {
+					errs[i] = fmt.Errorf("token %d: id %d outside the model's vocabulary (%d)", j, id, c.VocabSize)
+					break
+				}
+				out[j] = int32(id)
+			}
+			ids[i] = out
+			if len(full) >= len(prefix) && slices.Equal(full[:len(prefix)], prefix) {
+				bos[i] = len(prefix)
+			}
+		}
+	})
+	for i, err := range errs {
+		if err != nil {
+			return st, fmt.Errorf("extract: text %d (id %d): %w", i, texts[i].ID, err)
+		}
+		if len(ids[i]) == 0 {
+			return st, fmt.Errorf("extract: text %d (id %d): no tokens", i, texts[i].ID)
+		}
+		st.Tokens += int64(len(ids[i]))
+		if truncated[i] {
+			st.Truncated++
+		}
+	}
+	st.Texts = int64(len(texts))
+
+	var bar *progressbar.ProgressBar
+	if opt.Progress != nil {
+		bar = progressbar.NewOptions64(st.Tokens,
+			progressbar.OptionSetWriter(opt.Progress),
+			progressbar.OptionSetDescription(fmt.Sprintf("extract %s %d", opt.Point, opt.Layer)),
+			progressbar.OptionShowCount(), progressbar.OptionShowIts(), progressbar.OptionSetItsString("tok"),
+			progressbar.OptionThrottle(250*time.Millisecond), progressbar.OptionSetWidth(30),
+			progressbar.OptionOnCompletion(func() { fmt.Fprintln(opt.Progress) }),
+		)
+	}
+	// Each worker makes single-threaded GEMM calls on its own rows (as Run does).
+	lib := m.Lib()
+	prev := lib.Threads()
+	lib.SetThreads(1)
+	defer lib.SetThreads(prev)
+
+	ws, err := m.NewWorkspace(budget, maxLen, workers)
+	if err != nil {
+		return st, err
+	}
+	hidden := make([]float32, budget*d) // (tokens, d): the chosen rows of one batch
+	pooled := make([]float32, budget*d) // (texts, d)
+	var batchBOS []int
+	tap := func(p llama.Point, layer int, x []float32) error {
+		if p == opt.Point && layer == opt.Layer {
+			copy(hidden, x)
+		}
+		if p == llama.Residual && layer == c.Layers {
+			meanRows(ws.Offsets(), batchBOS, x, d, pooled)
+		}
+		return nil
+	}
+	seen := map[[16]byte]struct{}{}
+	h := fnv.New128a()
+	var key [16]byte
+	scratch := make([]byte, 4*d)
+	var pos, keepTok []int32
+	var keepRows []float32
+	start := time.Now()
+	for lo := 0; lo < len(ids); {
+		if err := ctx.Err(); err != nil {
+			return st, err
+		}
+		n, hi := 0, lo
+		for hi < len(ids) && n+len(ids[hi]) <= budget {
+			n += len(ids[hi])
+			hi++
+		}
+		batchBOS = bos[lo:hi]
+		if err := m.Forward(ctx, ws, ids[lo:hi], tap, nil); err != nil {
+			return st, fmt.Errorf("extract: texts %d..%d: %w", lo, hi-1, err)
+		}
+		offs := ws.Offsets()
+		for i := lo; i < hi; i++ {
+			rows := hidden[offs[i-lo]*d : offs[i-lo+1]*d]
+			first := 0
+			if opt.DropBOS {
+				first = bos[i]
+			}
+			pos, keepTok, keepRows = pos[:0], keepTok[:0], keepRows[:0]
+			for r := first; r < len(ids[i]); r++ {
+				row := rows[r*d : (r+1)*d]
+				if norm == NormRMS {
+					rmsNormalize(row, d)
+				}
+				if opt.Dedup {
+					h.Reset()
+					h.Write(rowBits(row, opt.Float16, scratch))
+					h.Sum(key[:0])
+					if _, dup := seen[key]; dup {
+						st.DuplicateRows++
+						continue
+					}
+					seen[key] = struct{}{}
+				}
+				pos = append(pos, int32(r))
+				keepTok = append(keepTok, ids[i][r])
+				keepRows = append(keepRows, row...)
+			}
+			if len(pos) == 0 {
+				st.DroppedTexts++
+				continue
+			}
+			emb := pooled[(i-lo)*d : (i-lo+1)*d]
+			if err := sink.AddTextAt(texts[i].ID, texts[i].Text, true, pos, keepTok, keepRows, emb); err != nil {
+				return st, fmt.Errorf("extract: text %d (id %d): %w", i, texts[i].ID, err)
+			}
+			st.StoredRows += int64(len(pos))
+		}
+		if bar != nil {
+			_ = bar.Add(n)
+		}
+		lo = hi
+	}
+	st.Elapsed = time.Since(start)
+	if bar != nil {
+		_ = bar.Finish()
+	}
+	return st, nil
+}
+
+// meanRows writes each sequence's mean row over its non-BOS rows (all rows when it has no other),
+// L2-normalised, into pooled (nseq, d). x: (n, d); offs: first row of each sequence plus n.
+func meanRows(offs, bos []int, x []float32, d int, pooled []float32) {
+	for s := 0; s+1 < len(offs); s++ {
+		lo, hi := offs[s], offs[s+1]
+		if hi-lo > bos[s] {
+			lo += bos[s]
+		}
+		dst := pooled[s*d : (s+1)*d]
+		clear(dst)
+		for r := lo; r < hi; r++ {
+			for j, v := range x[r*d : (r+1)*d] {
+				dst[j] += v
+			}
+		}
+		var ss float64
+		for j := range dst {
+			dst[j] /= float32(hi - lo)
+			ss += float64(dst[j]) * float64(dst[j])
+		}
+		inv := float32(1 / math.Max(math.Sqrt(ss), 1e-12))
+		for j := range dst {
+			dst[j] *= inv
+		}
+	}
+}
+
+// rowBits is the row as the store holds it: float16 or float32 bits, little-endian, in scratch.
+func rowBits(row []float32, half bool, scratch []byte) []byte {
+	if half {
+		for j, v := range row {
+			binary.LittleEndian.PutUint16(scratch[2*j:], store.ToFloat16(v))
+		}
+		return scratch[:2*len(row)]
+	}
+	for j, v := range row {
+		binary.LittleEndian.PutUint32(scratch[4*j:], math.Float32bits(v))
+	}
+	return scratch[:4*len(row)]
+}

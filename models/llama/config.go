@@ -1,0 +1,176 @@
+// Package llama is a Llama-family decoder (Llama 2/3, Mistral, Qwen2, Qwen3) in float32 on the
+// host: token embedding, pre-norm blocks of RMSNorm, rotary grouped-query attention with causal
+// masking and a SwiGLU MLP, a final RMSNorm and a tied or untied output embedding. It is the one
+// definition of the forward pass that extraction uses and that training on the engine tape is to
+// be cross-checked against. Matrix products go through engine/blas; weights keep the PyTorch
+// nn.Linear layout (out, in). Loading from a Hugging Face directory lives in models/hf.
+package llama
+
+import (
+	"fmt"
+	"math"
+)
+
+// Config is the architecture of a decoder, in the terms of a Hugging Face config.json.
+type Config struct {
+	// Architecture is the Hugging Face class name, e.g. "LlamaForCausalLM" (informational).
+	Architecture string
+	VocabSize    int
+	Hidden       int // d: width of the residual stream
+	Intermediate int // f: width of the SwiGLU MLP
+	Layers       int
+	Heads        int // query heads
+	KVHeads      int // key/value heads (grouped-query attention when < Heads)
+	HeadDim      int // width of one head; Heads*HeadDim need not equal Hidden (Qwen3-0.6B)
+	RMSEps       float64
+	RopeTheta    float64
+	// Rope is the rotary frequency scaling; the zero value is none.
+	Rope RopeScaling
+	// MaxPositions is max_position_embeddings: the longest sequence the model was trained on.
+	MaxPositions int
+	// SlidingWindow > 0 limits attention to the last SlidingWindow keys (Mistral v0.1). It is not
+	// implemented; sequences are limited to SlidingWindow tokens, where the window changes nothing.
+	SlidingWindow int
+	// QKVBias adds biases to the q, k and v projections (Qwen2).
+	QKVBias bool
+	// QKNorm applies an RMSNorm over head_dim to every query and key head before rotation (Qwen3).
+	QKNorm bool
+	// TiedEmbeddings reuses the token embedding as the output projection.
+	TiedEmbeddings bool
+}
+
+// Rope scaling kinds.
+const (
+	RopeDefault = ""       // no scaling
+	RopeLinear  = "linear" // every frequency divided by Factor
+	RopeLlama3  = "llama3" // Llama 3.1's band-wise scaling
+)
+
+// RopeScaling is a Hugging Face rope_scaling entry of a kind this package implements.
+type RopeScaling struct {
+	Kind           string
+	Factor         float64
+	LowFreqFactor  float64 // llama3
+	HighFreqFactor float64 // llama3
+	// OriginalMaxPositions is original_max_position_embeddings (llama3).
+	OriginalMaxPositions int
+}
+
+// MaxLen is the longest sequence Forward accepts: max_position_embeddings, or the sliding window
+// when that is shorter (within it the window masks nothing).
+func (c Config) MaxLen() int {
+	if c.SlidingWindow > 0 && c.SlidingWindow < c.MaxPositions {
+		return c.SlidingWindow
+	}
+	return c.MaxPositions
+}
+
+// QDim is the width of all query heads together (Heads*HeadDim); KVDim that of the key heads.
+func (c Config) QDim() int { return c.Heads * c.HeadDim }
+
+// KVDim is the width of all key (or value) heads together (KVHeads*HeadDim).
+func (c Config) KVDim() int { return c.KVHeads * c.HeadDim }
+
+// Validate checks that the sizes are positive, consistent and small enough for int arithmetic.
+// Errors name the config.json key.
+func (c Config) Validate() error {
+	const maxDim = 1 << 20
+	for _, f := range []struct {
+		key string
+		v   int
+	}{
+		{"vocab_size", c.VocabSize}, {"hidden_size", c.Hidden}, {"intermediate_size", c.Intermediate},
+		{"num_hidden_layers", c.Layers}, {"num_attention_heads", c.Heads},
+		{"num_key_value_heads", c.KVHeads}, {"head_dim", c.HeadDim},
+		{"max_position_embeddings", c.MaxPositions},
+	} {
+		if f.v <= 0 || f.v > maxDim {
+			return fmt.Errorf("%s = %d: want 1..%d", f.key, f.v, maxDim)
+		}
+	}
+	if c.Heads%c.KVHeads != 0 {
+		return fmt.Errorf("num_attention_heads %d is not a multiple of num_key_value_heads %d", c.Heads, c.KVHeads)
+	}
+	if c.HeadDim%2 != 0 {
+		return fmt.Errorf("head_dim = %d: rotary embeddings need an even head width", c.HeadDim)
+	}
+	if !(c.RMSEps > 0 && c.RMSEps < 1) {
+		return fmt.Errorf("rms_norm_eps = %g: want a small positive number", c.RMSEps)
+	}
+	if !(c.RopeTheta > 1) || math.IsInf(c.RopeTheta, 0) {
+		return fmt.Errorf("rope_theta = %g: want a finite number > 1", c.RopeTheta)
+	}
+	if c.SlidingWindow < 0 {
+		return fmt.Errorf("sliding_window = %d: want positive or absent", c.SlidingWindow)
+	}
+	r := c.Rope
+	switch r.Kind {
+	case RopeDefault:
+	case RopeLinear, RopeLlama3:
+		if !(r.Factor >= 1) || math.IsInf(r.Factor, 0) {
+			return fmt.Errorf("rope_scaling.factor = %g: want a finite number >= 1", r.Factor)
+		}
+		if r.Kind == RopeLlama3 {
+			if !(r.LowFreqFactor > 0) || !(r.HighFreqFactor > r.LowFreqFactor) || math.IsInf(r.HighFreqFactor, 0) {
+				return fmt.Errorf("rope_scaling: low_freq_factor %g, high_freq_factor %g: want 0 < low < high", r.LowFreqFactor, r.HighFreqFactor)
+			}
+			if r.OriginalMaxPositions <= 0 || r.OriginalMaxPositions > maxDim {
+				return fmt.Errorf("rope_scaling.original_max_position_embeddings = %d: want 1..%d", r.OriginalMaxPositions, maxDim)
+			}
+		}
+	default:
+		return fmt.Errorf("rope_scaling.rope_type %q: not implemented (want none, %q or %q)", r.Kind, RopeLinear, RopeLlama3)
+	}
+	return nil
+}
+
+// Params counts the weights of the model.
+func (c Config) Params() int64 {
+	d, f := int64(c.Hidden), int64(c.Intermediate)
+	q, kv := int64(c.QDim()), int64(c.KVDim())
+	block := 2*d + d*q + 2*d*kv + q*d + 3*d*f
+	if c.QKVBias {
+		block += q + 2*kv
+	}
+	if c.QKNorm {
+		block += 2 * int64(c.HeadDim)
+	}
+	p := int64(c.VocabSize)*d + int64(c.Layers)*block + d
+	if !c.TiedEmbeddings {
+		p += int64(c.VocabSize) * d
+	}
+	return p
+}
+
+// invFreq returns the rotary frequencies theta^(-2i/hd), i < hd/2, after rope scaling, in float64.
+func (c Config) invFreq() []float64 {
+	half := c.HeadDim / 2
+	out := make([]float64, half)
+	for i := range out {
+		out[i] = math.Pow(c.RopeTheta, -float64(2*i)/float64(c.HeadDim))
+	}
+	r := c.Rope
+	switch r.Kind {
+	case RopeLinear:
+		for i := range out {
+			out[i] /= r.Factor
+		}
+	case RopeLlama3:
+		// Wavelengths shorter than old/high keep their frequency, longer than old/low are divided
+		// by the factor, and those in between interpolate smoothly (Llama 3.1's published rule).
+		old := float64(r.OriginalMaxPositions)
+		lowWave, highWave := old/r.LowFreqFactor, old/r.HighFreqFactor
+		for i, f := range out {
+			wave := 2 * math.Pi / f
+			switch {
+			case wave < highWave:
+			case wave > lowWave:
+				out[i] = f / r.Factor
+			default:
+				s := (old/wave - r.LowFreqFactor) / (r.HighFreqFactor - r.LowFreqFactor)
+				out[i] = (1-s)*f/r.Factor + s*f
+			}
+		}
+	}
+	return out
+}

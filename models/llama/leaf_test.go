@@ -1,0 +1,35 @@
+package llama
+
+import (
+	"go/parser"
+	"go/token"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// data/extract imports this package on the rule that data imports only leaves
+// (docs/ARCHITECTURE.md): within the module, the package may import engine/blas and nothing else.
+func TestPackageIsALeaf(t *testing.T) {
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const module = "github.com/gelo-research/geloattack/"
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		ast, err := parser.ParseFile(token.NewFileSet(), f, nil, parser.ImportsOnly)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, imp := range ast.Imports {
+			path, _ := strconv.Unquote(imp.Path.Value)
+			if strings.HasPrefix(path, module) && path != module+"engine/blas" {
+				t.Errorf("%s imports %s: models/llama must stay a leaf over engine/blas", f, path)
+			}
+		}
+	}
+}
