@@ -16,7 +16,8 @@
 # REPORT_DIR (default: $OUT when set, else ./gpu-report) receives report.md, one Markdown report with
 # every figure, pass/fail/skip per check and the exact commands, and logs.tar.gz, the raw logs. The
 # report is rewritten after every check, so a run killed from outside still leaves one. Exit status
-# 0 when no check failed (checks that need a GPU are skipped, not failed, on a machine without one).
+# 0 when every check ran and none failed (checks that need a GPU are skipped, not failed, on a
+# machine without one).
 # GELOATTACK_BUNDLE_FORCE_GPU=1 runs the GPU parts even where no GPU opens (they then fail at once):
 # a check of this script's GPU path on a machine without one. GELOATTACK_BUNDLE_BUDGET: the whole
 # run's seconds (default 575). PYTHON: the interpreter with PyTorch (default python3).
@@ -105,6 +106,7 @@ run_check() {
 	budget=$(budget_for "$ceiling")
 	cmd=$(cmdline "$@")
 	if [ "$budget" -lt 5 ]; then
+		echo "not run: the run's ${TOTAL_BUDGET} s are spent" >"$LOGS/$log"
 		record "$part" "$name" "not run" 0 "$cmd" "" "the run's ${TOTAL_BUDGET} s are spent"
 		write_report
 		return 125
@@ -342,7 +344,7 @@ if [ $GPU = 0 ]; then
 		IFS=: read -r tag run metric <<<"$r"
 		v=$(val_figures "$tag-cpu.log" | awk -F'\t' -v m="$metric" '$1 == m { print $2 }')
 		section "| $run | $metric | ${v:-missing} | $(cpu_figure "$run" "$metric") |"
-		if [ -z "$v" ]; then
+		if [ -z "$v" ] && ! grep -q '^not run' "$LOGS/$tag-cpu.log"; then
 			record 2 "$run: final val $metric in the log" fail 0 "" "$tag-cpu.log" "no final table"
 		fi
 	done
@@ -407,8 +409,10 @@ if [ $GPU = 1 ]; then
 		[ $left -lt 10 ] && left=10
 		log="gpu-${PKG_BIN[$i]}.log"
 		# GELOATTACK_GPU_TIMING: models/settransformer's paper-step timing in fp32, tf32 and bf16.
+		MUST_RUN=1
 		run_check 1 "${PKGS[$i]}: GPU tests (-test.run '${PKG_FILTER[$i]}')" "$left" "$BUNDLE/src/${PKGS[$i]}" "$log" \
 			env GELOATTACK_GPU_TIMING=1 "$BIN/${PKG_BIN[$i]}" -test.run "${PKG_FILTER[$i]}" -test.skip "$PART45" -test.v -test.timeout=$((left - 2))s
+		MUST_RUN=0
 		if grep -q '^testing: warning: no tests to run' "$LOGS/$log"; then
 			C_RESULT[${#C_RESULT[@]} - 1]=skip
 			C_NOTE[${#C_NOTE[@]} - 1]="no GPU tests in this package yet (none matches '${PKG_FILTER[$i]}' outside parts 4 and 5)"
@@ -505,9 +509,10 @@ if [ $GPU = 1 ]; then
 fi
 
 # Failed checks: the end of their logs.
-failed=0
+failed=0 notrun=0
 for i in "${!C_RESULT[@]}"; do
 	case ${C_RESULT[$i]} in
+	"not run") notrun=$((notrun + 1)) ;;
 	fail | timeout)
 		failed=$((failed + 1))
 		if [ -n "${C_LOG[$i]}" ] && [ -f "$LOGS/${C_LOG[$i]}" ]; then
@@ -517,5 +522,5 @@ for i in "${!C_RESULT[@]}"; do
 	esac
 done
 write_report
-echo "run.sh: $([ $GPU = 1 ] && echo GPU || echo CPU-only) run done in $(($(date +%s) - START)) s, $failed failed; report $REPORT"
-[ $failed -eq 0 ]
+echo "run.sh: $([ $GPU = 1 ] && echo GPU || echo CPU-only) run done in $(($(date +%s) - START)) s, $failed failed, $notrun not run (out of time); report $REPORT"
+[ $failed -eq 0 ] && [ $notrun -eq 0 ]
