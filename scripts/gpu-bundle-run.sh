@@ -376,7 +376,7 @@ if [ $GPU = 0 ]; then
 	section "## Part 6: protocol bench on the CPU" ""
 	run_check 6 "protocol bench, cpu, n 64,128, d 256" 60 "$WORK" protocol-cpu.log \
 		"$GA" protocol bench -device cpu -n 64,128 -d 256 -repeats 1
-	section "$(sed -n '/^## Parts at every n/,$p' "$LOGS/protocol-cpu.log")" ""
+	section "$(sed -n '/^## Parts at every n/,$p' "$LOGS/protocol-cpu.log" | sed 's/^#/##/')" ""
 	skip_check 6 "protocol bench -device cuda" "$NEEDS_GPU" "\$BIN/geloattack protocol bench -device cuda"
 	write_report
 fi
@@ -502,7 +502,7 @@ if [ $GPU = 1 ]; then
 	run_check 6 "protocol bench -device cuda" 35 "$WORK" protocol-cuda.log \
 		"$GA" protocol bench -device cuda -n 64,256,1024,4096 -repeats 3 -max-time-per-n 3s -out "$WORK/protocol"
 	if [ -f "$WORK/protocol/protocol-bench.md" ]; then
-		section "$(cat "$WORK/protocol/protocol-bench.md")" ""
+		section "$(sed 's/^#/##/' "$WORK/protocol/protocol-bench.md")" ""
 	else
 		section "$(code "$(tail -40 "$LOGS/protocol-cuda.log" | cut -c1-300)")" ""
 	fi
