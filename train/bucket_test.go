@@ -7,9 +7,10 @@ import (
 
 	"github.com/gelo-research/geloattack/data"
 	"github.com/gelo-research/geloattack/data/gelo"
+	"github.com/gelo-research/geloattack/engine"
+	"github.com/gelo-research/geloattack/engine/cpu"
 	"github.com/gelo-research/geloattack/models/settransformer"
 	"github.com/gelo-research/geloattack/tasks"
-	"github.com/gelo-research/geloattack/tasks/taskstest"
 )
 
 // TestMemoryStopsGrowingOnceEveryBucketIsSeen trains 320 steps of a ranged config (1-8 positives
@@ -17,6 +18,18 @@ import (
 // pipeline with the default bucket of 32. Once each bucket has appeared, neither the activation
 // arena nor the gradient pool may grow by a byte.
 func TestMemoryStopsGrowingOnceEveryBucketIsSeen(t *testing.T) {
+	be, err := cpu.New(cpu.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer be.Close()
+	checkMemoryStopsGrowing(t, be, nil)
+}
+
+// checkMemoryStopsGrowing is the test above on backend be; deviceBytes, when not nil, is the
+// device memory the backend holds, which must stop growing too.
+func checkMemoryStopsGrowing(t *testing.T, be engine.Backend, deviceBytes func() int64) {
+	t.Helper()
 	const d, e, steps = 16, 8, 320
 	rng := rand.New(rand.NewPCG(11, 12))
 	c := data.NewMemCorpus(d, e)
@@ -45,7 +58,7 @@ func TestMemoryStopsGrowingOnceEveryBucketIsSeen(t *testing.T) {
 	if bucket != 32 {
 		t.Fatalf("default bucket of a ranged config: %d, want 32", bucket)
 	}
-	m, err := settransformer.New(taskstest.CPU(t), settransformer.Config{InputDim: d, CandidateDim: e, Hidden: 64, Layers: 1,
+	m, err := settransformer.New(be, settransformer.Config{InputDim: d, CandidateDim: e, Hidden: 64, Layers: 1,
 		Heads: 4, MLPHidden: 256, Eps: settransformer.DefaultEps, Task: settransformer.TaskRetrieval,
 		Temperature: settransformer.DefaultTemperature}, 1)
 	if err != nil {
@@ -60,6 +73,7 @@ func TestMemoryStopsGrowingOnceEveryBucketIsSeen(t *testing.T) {
 	var lastNew int        // the step at which a bucket was first seen last
 	held := make([]int64, steps)
 	pool := make([]int64, steps)
+	dev := make([]int64, steps)
 	for step := 0; step < steps; step++ {
 		b, err := pipe.Next()
 		if err != nil {
@@ -86,9 +100,12 @@ func TestMemoryStopsGrowingOnceEveryBucketIsSeen(t *testing.T) {
 		m.Params().ZeroGrad()
 		held[step], _ = m.Tape().ArenaBytes()
 		pool[step] = m.Tape().GradPoolBytes()
+		if deviceBytes != nil {
+			dev[step] = deviceBytes()
+		}
 	}
-	t.Logf("%d distinct set sizes in %d buckets %v; last new bucket at step %d; arena %d bytes, pool %d bytes",
-		len(raw), len(padded), padded, lastNew, held[steps-1], pool[steps-1])
+	t.Logf("%d distinct set sizes in %d buckets %v; last new bucket at step %d; arena %d bytes, pool %d bytes, device %d bytes",
+		len(raw), len(padded), padded, lastNew, held[steps-1], pool[steps-1], dev[steps-1])
 	t.Logf("the set size changed from the step before in %d of %d steps", changed, steps)
 	if changed < steps*9/10 || len(raw) < 40 || len(padded) < 2 {
 		t.Fatalf("the config drew %d distinct set sizes in %d buckets, changing in %d of %d steps: too few to test anything",
@@ -101,6 +118,10 @@ func TestMemoryStopsGrowingOnceEveryBucketIsSeen(t *testing.T) {
 		if held[step] != held[lastNew] || pool[step] != pool[lastNew] {
 			t.Fatalf("step %d: arena %d -> %d bytes, gradient pool %d -> %d bytes after every bucket was seen at step %d",
 				step, held[lastNew], held[step], pool[lastNew], pool[step], lastNew)
+		}
+		if dev[step] != dev[lastNew] {
+			t.Fatalf("step %d: device memory %d -> %d bytes after every bucket was seen at step %d",
+				step, dev[lastNew], dev[step], lastNew)
 		}
 	}
 }
