@@ -62,7 +62,7 @@ func (c *Candidates) Measure(ms *membership.Space) (*MeasureScores, error) {
 			rows += hi - lo
 			last++
 		}
-		sc, err := ms.Score(block.Slice(0, rows, 0, d).(*mat.Dense))
+		sc, err := ms.ScoreSpectral(block.Slice(0, rows, 0, d).(*mat.Dense))
 		if err != nil {
 			return nil, fmt.Errorf("content: candidates %d..%d: %w", first, last-1, err)
 		}

@@ -263,7 +263,14 @@ type Scores struct {
 }
 
 // Score measures rows (t, d).
-func (s *Space) Score(rows *mat.Dense) (*Scores, error) {
+func (s *Space) Score(rows *mat.Dense) (*Scores, error) { return s.score(rows, true) }
+
+// ScoreSpectral is Score without the residual (Residual is nil), for callers that have it already
+// (content scores the residual of every row with its own aggregates): the residual's float64
+// refinement of nearly contained rows is the costly part below full rank.
+func (s *Space) ScoreSpectral(rows *mat.Dense) (*Scores, error) { return s.score(rows, false) }
+
+func (s *Space) score(rows *mat.Dense, residual bool) (*Scores, error) {
 	t, d := rows.Dims()
 	if d != s.d {
 		return nil, fmt.Errorf("membership: rows of width %d against U of width %d", d, s.d)
@@ -272,13 +279,14 @@ func (s *Space) Score(rows *mat.Dense) (*Scores, error) {
 		return nil, err
 	}
 	var frac, energy []float64
-	if s.rs != nil {
+	if s.rs != nil && residual {
 		var err error
 		if frac, energy, err = s.rs.Residuals(rows); err != nil {
 			return nil, fmt.Errorf("membership: %w", err)
 		}
 	} else {
-		// Full rank: every row is contained; its residual is the round-off of the projection.
+		// Full rank (every row contained: its residual is the projection's round-off), or no
+		// residual asked for.
 		frac, energy = make([]float64, t), make([]float64, t)
 		for i := range energy {
 			for _, x := range rows.RawRowView(i) {
@@ -309,6 +317,9 @@ func (s *Space) Score(rows *mat.Dense) (*Scores, error) {
 		if s.rs == nil {
 			frac[i] = outside(in, energy[i])
 		}
+	}
+	if !residual {
+		out.Residual = nil
 	}
 	return out, nil
 }
