@@ -188,6 +188,20 @@ func (c *Cache) Len() int { return c.n }
 // Reset empties the cache, keeping its memory.
 func (c *Cache) Reset() { c.n = 0 }
 
+// Clone is an independent copy of the cache (same capacity), for branching a prefix while the
+// original goes on: only the rows it holds are copied.
+func (c *Cache) Clone() *Cache {
+	o := &Cache{owner: c.owner, k: make([][]float32, len(c.k)), v: make([][]float32, len(c.v)), n: c.n}
+	kv := c.owner.Cfg.KVDim()
+	for l := range c.k {
+		o.k[l] = make([]float32, len(c.k[l]))
+		o.v[l] = make([]float32, len(c.v[l]))
+		copy(o.k[l], c.k[l][:c.n*kv])
+		copy(o.v[l], c.v[l][:c.n*kv])
+	}
+	return o
+}
+
 // Truncate keeps the first n tokens (n <= Len), e.g. to branch from a shared prefix.
 func (c *Cache) Truncate(n int) error {
 	if n < 0 || n > c.n {

@@ -1,0 +1,162 @@
+package decode
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/gelo-research/geloattack/models/llama"
+)
+
+// Llama is a Model over the host decoder of models/llama: the attacker's copy of the open weights.
+type Llama struct {
+	m      *llama.Model
+	ws     *llama.Workspace // single-token steps (Extend, Append)
+	maxLen int
+}
+
+// NewLlama wraps m for texts of at most maxLen tokens.
+func NewLlama(m *llama.Model, maxLen int) (*Llama, error) {
+	ws, err := m.NewWorkspace(maxLen, maxLen, 0)
+	if err != nil {
+		return nil, fmt.Errorf("decode: %w", err)
+	}
+	return &Llama{m: m, ws: ws, maxLen: maxLen}, nil
+}
+
+// D is the hidden width.
+func (l *Llama) D() int { return l.m.Cfg.Hidden }
+
+// Blocks is the number of decoder layers.
+func (l *Llama) Blocks() int { return l.m.Cfg.Layers }
+
+// Vocab is the embedding table's row count.
+func (l *Llama) Vocab() int { return l.m.Cfg.VocabSize }
+
+// errEnough stops a forward pass once the attacked blocks' rows are taken.
+var errEnough = errors.New("decode: rows taken")
+
+// Rows is the forward pass of one text, blocks' attention-input rows for l < upto.
+func (l *Llama) Rows(tokens []int, upto int) ([][]float32, error) {
+	if len(tokens) > l.maxLen {
+		return nil, fmt.Errorf("text of %d tokens, more than %d", len(tokens), l.maxLen)
+	}
+	d := l.D()
+	ids := make([]int32, len(tokens))
+	for i, t := range tokens {
+		ids[i] = int32(t)
+	}
+	out := make([][]float32, upto)
+	err := l.m.Forward(context.Background(), l.ws, [][]int32{ids}, func(p llama.Point, layer int, x []float32) error {
+		if p != llama.AttnInput {
+			return nil
+		}
+		out[layer] = append([]float32(nil), x[:len(tokens)*d]...)
+		if layer == upto-1 {
+			return errEnough
+		}
+		return nil
+	}, nil)
+	if err != nil && !errors.Is(err, errEnough) {
+		return nil, err
+	}
+	return out, nil
+}
+
+// Block0 is RMSNorm(E[v])·g_0 for v in [lo, hi): block 0's attention input, position-free.
+func (l *Llama) Block0(lo, hi int, dst []float32) error {
+	if lo < 0 || hi > l.Vocab() || lo > hi {
+		return fmt.Errorf("tokens [%d, %d) of a vocabulary of %d", lo, hi, l.Vocab())
+	}
+	d := l.D()
+	g := l.m.Blocks[0].AttnNorm
+	eps := l.m.Cfg.RMSEps
+	for v := lo; v < hi; v++ {
+		e := l.m.Embed[v*d : (v+1)*d]
+		ss := 0.0
+		for _, x := range e {
+			ss += float64(x) * float64(x)
+		}
+		r := 1 / math.Sqrt(ss/float64(d)+eps)
+		row := dst[(v-lo)*d : (v-lo+1)*d]
+		for i, x := range e {
+			row[i] = float32(float64(x)*r) * g[i]
+		}
+	}
+	return nil
+}
+
+// NewPrefix is the empty prefix.
+func (l *Llama) NewPrefix() Prefix { return &llamaPrefix{l: l} }
+
+// llamaPrefix keeps a KV cache of the prefix (nil while empty).
+type llamaPrefix struct {
+	l     *Llama
+	cache *llama.Cache
+}
+
+func (p *llamaPrefix) Len() int {
+	if p.cache == nil {
+		return 0
+	}
+	return p.cache.Len()
+}
+
+func (p *llamaPrefix) ensure() error {
+	if p.cache != nil {
+		return nil
+	}
+	c, err := p.l.m.NewCache(p.l.maxLen)
+	if err != nil {
+		return err
+	}
+	p.cache = c
+	return nil
+}
+
+// Extend runs each candidate as the next token against the prefix's cache, stopping after block
+// upto-1's attention input; the cache keeps its length (a stopped pass does not commit its row).
+func (p *llamaPrefix) Extend(cands []int, upto int, dst []float32) error {
+	if err := p.ensure(); err != nil {
+		return err
+	}
+	if p.cache.Len() >= p.l.maxLen {
+		return fmt.Errorf("prefix of %d tokens is at the length limit", p.cache.Len())
+	}
+	d := p.l.D()
+	for c, tok := range cands {
+		n := p.cache.Len()
+		err := p.l.m.ForwardNext(context.Background(), p.l.ws, p.cache, []int32{int32(tok)}, func(pt llama.Point, layer int, x []float32) error {
+			if pt != llama.AttnInput || layer == 0 {
+				return nil
+			}
+			copy(dst[(c*(upto-1)+layer-1)*d:(c*(upto-1)+layer)*d], x[:d])
+			if layer == upto-1 {
+				return errEnough
+			}
+			return nil
+		}, nil)
+		if err != nil && !errors.Is(err, errEnough) {
+			return err
+		}
+		if err == nil { // upto reached the last block: the pass committed the row
+			if err := p.cache.Truncate(n); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// Append is the prefix with tok run through every block into a copy of the cache.
+func (p *llamaPrefix) Append(tok int) (Prefix, error) {
+	if err := p.ensure(); err != nil {
+		return nil, err
+	}
+	c := p.cache.Clone()
+	if err := p.l.m.ForwardNext(context.Background(), p.l.ws, c, []int32{int32(tok)}, nil, nil); err != nil {
+		return nil, err
+	}
+	return &llamaPrefix{l: p.l, cache: c}, nil
+}
