@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
@@ -18,6 +17,7 @@ import (
 	"github.com/goccy/go-yaml"
 	"github.com/goccy/go-yaml/parser"
 
+	"github.com/gelo-research/geloattack/config/field"
 	"github.com/gelo-research/geloattack/data/gelo"
 	"github.com/gelo-research/geloattack/data/synth"
 	"github.com/gelo-research/geloattack/engine/device/devspec"
@@ -328,59 +328,40 @@ func atoi(s string) int {
 // validName keeps run names usable as directory names everywhere.
 var validName = regexp.MustCompile(`^[A-Za-z0-9_+=,][A-Za-z0-9._+=,-]*$`)
 
-// sectionError is a validation error of one section, before it is located in the file.
-type sectionError struct {
-	section string
-	typ     reflect.Type
-	err     error
-}
-
-func (e *sectionError) Error() string { return e.section + ": " + e.err.Error() }
-
-// Validate checks every section. Errors carry the section so Parse can find the key's line.
+// Validate checks every section. Errors are *field.Error values carrying the key's dotted path,
+// which Parse uses to find the key's line.
 func (r Run) Validate() error {
 	if !validName.MatchString(r.Name) || r.Name == "." || r.Name == ".." {
-		return &sectionError{"", reflect.TypeOf(r), fmt.Errorf("name: %q, want letters, digits and . _ - + = , not starting with . or - (it names the run directory)", r.Name)}
+		return field.Errorf("name", "%q, want letters, digits and . _ - + = , not starting with . or - (it names the run directory)", r.Name)
 	}
 	if _, err := devspec.ParseSpec(r.Device); err != nil {
-		return &sectionError{"", reflect.TypeOf(r), fmt.Errorf("device: %q, want %s", r.Device, devspec.SpecHelp)}
+		return field.Errorf("device", "%q, want %s", r.Device, devspec.SpecHelp)
 	}
 	if r.Precision == "" || devspec.ValidPrecision(r.Precision) != nil {
-		return &sectionError{"", reflect.TypeOf(r), fmt.Errorf("precision: %q, want %s", r.Precision, devspec.PrecisionHelp)}
-	}
-	if err := r.checkLimits(); err != nil {
-		return err
+		return field.Errorf("precision", "%q, want %s", r.Precision, devspec.PrecisionHelp)
 	}
 	if r.Store.Path == "" {
+		// The file's own values first: a 0 it sets must not pass as the default it would become.
+		if err := synth.Rules.Check(r.Store.Synth); err != nil {
+			return field.In("store.synth", err)
+		}
 		if err := r.Store.Synth.Validate(); err != nil {
-			return &sectionError{"store.synth", reflect.TypeOf(r.Store.Synth), err}
+			return field.In("store.synth", err)
 		}
 	}
 	if err := r.Sampler.Validate(); err != nil {
-		return &sectionError{"sampler", reflect.TypeOf(r.Sampler), err}
+		return field.In("sampler", err)
 	}
 	if err := r.validateModel(); err != nil {
-		return &sectionError{"model", reflect.TypeOf(r.Model), err}
+		return field.In("model", err)
 	}
 	if err := r.Train.Validate(); err != nil {
-		return &sectionError{"train", reflect.TypeOf(r.Train), err}
+		return field.In("train", err)
 	}
-	if r.Loss.ExtraNegatives < 0 {
-		return &sectionError{"loss", reflect.TypeOf(r.Loss), fmt.Errorf("extra_negatives: %d, want >= 0", r.Loss.ExtraNegatives)}
+	if err := runRules.Check(r); err != nil {
+		return err
 	}
-	if err := r.Loss.Unmix.Validate(); err != nil {
-		return &sectionError{"loss.unmix", reflect.TypeOf(r.Loss.Unmix), err}
-	}
-	if r.Eval.Batches < 1 {
-		return &sectionError{"eval", reflect.TypeOf(r.Eval), fmt.Errorf("batches: %d, want >= 1", r.Eval.Batches)}
-	}
-	if r.Eval.PoolK < 2 {
-		return &sectionError{"eval", reflect.TypeOf(r.Eval), fmt.Errorf("pool_k: %d, want >= 2", r.Eval.PoolK)}
-	}
-	if !(r.Eval.Tau > 0) {
-		return &sectionError{"eval", reflect.TypeOf(r.Eval), fmt.Errorf("tau: %g, want > 0", r.Eval.Tau)}
-	}
-	return nil
+	return field.In("loss.unmix", r.Loss.Unmix.Validate())
 }
 
 // validateModel checks the model section with the store's widths filled in where the file left
@@ -396,69 +377,24 @@ func (r Run) validateModel() error {
 	return m.Validate()
 }
 
-// locate turns a section's validation error into an Error with the line of the offending key:
-// the key is the first of the section's YAML field names that the message mentions.
+// locate turns a validation error into an Error at the line of its key, or of the nearest
+// enclosing section the file sets when the key is not in the file (its default, or a derived
+// value, is what is wrong).
 func locate(name string, src []byte, err error) error {
-	var le *limitError
-	if errors.As(err, &le) {
-		e := &Error{File: name, Key: le.path, Msg: le.msg}
-		e.Line, e.Col = position(src, "$."+le.path)
-		return e
-	}
-	var se *sectionError
-	if !errors.As(err, &se) {
+	var fe *field.Error
+	if !errors.As(err, &fe) {
 		return &Error{File: name, Msg: err.Error()}
 	}
-	msg := se.err.Error()
-	key := firstKey(se.typ, msg)
-	path := key
-	if se.section != "" && key != "" {
-		path = se.section + "." + key
-	} else if key == "" {
-		path = se.section
-	}
-	e := &Error{File: name, Key: path, Msg: stripKey(msg, key)}
-	if path != "" {
-		e.Line, e.Col = position(src, "$."+path)
-	}
-	if e.Line == 0 && se.section != "" {
-		// The key is not in the file: the default (or a derived value) is what is wrong; point at
-		// the section if it is there.
-		e.Line, e.Col = position(src, "$."+se.section)
+	e := &Error{File: name, Key: fe.Path, Msg: fe.Msg}
+	for p := fe.Path; p != "" && e.Line == 0; {
+		e.Line, e.Col = position(src, "$."+p)
+		i := strings.LastIndexByte(p, '.')
+		if i < 0 {
+			break
+		}
+		p = p[:i]
 	}
 	return e
-}
-
-// firstKey finds the YAML key of typ mentioned earliest in msg, as a whole word.
-func firstKey(typ reflect.Type, msg string) string {
-	best, bestAt := "", len(msg)+1
-	for i := 0; i < typ.NumField(); i++ {
-		tag := strings.Split(typ.Field(i).Tag.Get("yaml"), ",")[0]
-		if tag == "" || tag == "-" {
-			continue
-		}
-		re := regexp.MustCompile(`(^|[^A-Za-z0-9_])` + regexp.QuoteMeta(tag) + `($|[^A-Za-z0-9_])`)
-		if loc := re.FindStringIndex(msg); loc != nil && loc[0] < bestAt {
-			best, bestAt = tag, loc[0]
-		}
-	}
-	return best
-}
-
-// stripKey drops package prefixes such as "gelo config: " so the message starts at the key; a
-// leading "key: " is dropped too since the error prints the key's full path before the message.
-func stripKey(msg, key string) string {
-	if key == "" {
-		return msg
-	}
-	i := strings.Index(msg, key)
-	if i < 0 {
-		return msg
-	}
-	if rest, ok := strings.CutPrefix(msg[i+len(key):], ":"); ok {
-		return strings.TrimSpace(rest)
-	}
-	return msg[i:]
 }
 
 // position is the line and column of the node at a YAML path, or 0, 0.

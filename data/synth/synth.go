@@ -30,6 +30,7 @@ import (
 	"runtime"
 	"sync"
 
+	"github.com/gelo-research/geloattack/config/field"
 	"github.com/gelo-research/geloattack/data"
 	"github.com/gelo-research/geloattack/data/store"
 )
@@ -124,36 +125,25 @@ func (c Config) WithDefaults() Config {
 // Validate reports the first field out of range, after defaults.
 func (c Config) Validate() error {
 	c = c.WithDefaults()
+	if err := Rules.Check(c); err != nil {
+		return fmt.Errorf("synth: %w", err)
+	}
 	w := c.Weights
+	var err error
 	switch {
-	case c.Texts < 1:
-		return fmt.Errorf("synth: texts = %d: want at least 1", c.Texts)
-	case c.MinTokens < 1 || c.MaxTokens < c.MinTokens:
-		return fmt.Errorf("synth: tokens per text %d..%d: want 1 <= min <= max", c.MinTokens, c.MaxTokens)
-	case c.MaxTokens > math.MaxInt32:
-		return fmt.Errorf("synth: max tokens %d: too many", c.MaxTokens)
-	case c.D < 2 || c.D > 1<<16:
-		return fmt.Errorf("synth: d = %d: want 2..65536", c.D)
-	case c.E < 1 || c.E > 1<<16:
-		return fmt.Errorf("synth: e = %d: want 1..65536", c.E)
+	case c.MaxTokens < c.MinTokens:
+		err = field.Errorf("max_tokens", "%d, want at least min_tokens = %d", c.MaxTokens, c.MinTokens)
 	case c.DType != store.Float16 && c.DType != store.Float32:
-		return fmt.Errorf("synth: dtype %q: want %q or %q", c.DType, store.Float16, store.Float32)
-	case !(c.NormMean > 0) || c.NormMean > 1000:
-		return fmt.Errorf("synth: norm mean %v: want (0, 1000]", c.NormMean)
-	case !(c.NormCV >= 0) || c.NormCV > 0.3:
-		return fmt.Errorf("synth: norm cv %v: want [0, 0.3]", c.NormCV)
-	case !(c.PR >= 1) || c.PR > float64(c.D):
-		return fmt.Errorf("synth: participation ratio %v: want [1, d=%d]", c.PR, c.D)
-	case c.Outliers < 0 || c.Outliers > c.D:
-		return fmt.Errorf("synth: outliers %d: want [0, d=%d]", c.Outliers, c.D)
-	case c.Vocab < 1 || c.Vocab > 1<<24:
-		return fmt.Errorf("synth: vocab %d: want 1..%d", c.Vocab, 1<<24)
-	case !(c.ZipfS > 1) || !(c.ZipfV >= 1):
-		return fmt.Errorf("synth: zipf s = %v, v = %v: want s > 1, v >= 1", c.ZipfS, c.ZipfV)
-	case !(c.FrozenMass >= 0) || c.FrozenMass >= 1:
-		return fmt.Errorf("synth: frozen mass %v: want [0, 1)", c.FrozenMass)
-	case w.Mean < 0 || w.Outlier < 0 || w.Text < 0 || w.Token < 0 || w.Noise < 0 || !(w.Text+w.Token+w.Noise > 0):
-		return fmt.Errorf("synth: weights %+v: want non-negative, with text+token+noise > 0", w)
+		err = field.Errorf("dtype", "%q, want %q or %q", c.DType, store.Float16, store.Float32)
+	case c.PR > float64(c.D):
+		err = field.Errorf("pr", "participation ratio %v, want at most d = %d", c.PR, c.D)
+	case c.Outliers > c.D:
+		err = field.Errorf("outliers", "%d, want at most d = %d", c.Outliers, c.D)
+	case !(w.Text+w.Token+w.Noise > 0):
+		err = field.Errorf("weights", "%+v, want text+token+noise > 0", w)
+	}
+	if err != nil {
+		return fmt.Errorf("synth: %w", err)
 	}
 	return nil
 }
