@@ -11,63 +11,32 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
-	"sort"
+	"strings"
 	"syscall"
 
 	"github.com/gelo-research/geloattack/train"
 )
 
-// command is one subcommand: its one-line summary and the function that parses its own flags.
-type command struct {
-	summary string
-	run     func(ctx context.Context, args []string) error
+// root is the command tree: geloattack and every command below it.
+var root = &Command{
+	Name: "geloattack",
+	Long: "Measures how much privacy GELO obfuscation gives: generates obfuscated batches from a store of hidden\n" +
+		"states, trains learned attacks, runs training-free baselines and reports how far each gets above chance.\n" +
+		"Start with 'geloattack train': it trains the text-presence attack on the embedded synthetic store in\n" +
+		"about a minute and prints its metrics.",
 }
 
-func commands() map[string]command {
-	return map[string]command{
-		"train":    {"train a learned attack (default: configs/quickstart.yaml on the embedded synthetic store)", runTrain},
-		"eval":     {"evaluate a run directory or checkpoint: metrics with chance levels", runEval},
-		"store":    {"stores of hidden states: synth | import | info | validate | extract", runStore},
-		"baseline": {"training-free attacks: rowspace | fastica | jade | fobi | jd | anchor | content", runBaseline},
-		"recover":  {"sensitive-content recovery: rank candidate secrets of a templated victim text by row-space containment", runRecover},
-		"bench":    {"throughput benchmarks: data generation and training steps", runBench},
-		"sweep":    {"run a grid of training runs over shield settings", runSweep},
-		"report":   {"merge a sweep's cells into tables and plots", runReport},
-		"protocol": {"the GELO protocol itself: overhead benchmark (bench) and functional equality (equality)", runProtocol},
-	}
-}
-
-func usage() {
-	fmt.Fprintf(os.Stderr, "usage: geloattack <command> [flags]\n\ncommands:\n")
-	cmds := commands()
-	names := make([]string, 0, len(cmds))
-	for n := range cmds {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		fmt.Fprintf(os.Stderr, "  %-9s %s\n", n, cmds[n].summary)
-	}
-	fmt.Fprintf(os.Stderr, "\nRun 'geloattack <command> -h' for the flags of a command. Start with 'geloattack train': it trains\n"+
-		"the text-presence attack on the embedded synthetic store in about a minute and prints its metrics.\n")
+func init() {
+	// Set here rather than in root's literal: the commands refer to root (for their help) through
+	// their own variables.
+	root.Commands = []*Command{cmdTrain, cmdEval, cmdStore, cmdBaseline, cmdRecover, cmdBench, cmdSweep, cmdReport, cmdProtocol}
 }
 
 func main() {
 	if len(os.Args) < 2 {
 		// People type the bare name to see what it does: show the commands rather than start a
 		// training run (the main job on the embedded default is `geloattack train`).
-		usage()
-		os.Exit(2)
-	}
-	name := os.Args[1]
-	if name == "-h" || name == "--help" || name == "help" {
-		usage()
-		return
-	}
-	cmd, ok := commands()[name]
-	if !ok {
-		fmt.Fprintf(os.Stderr, "geloattack: unknown command %q\n\n", name)
-		usage()
+		root.usage(os.Stderr, root.Name, nil)
 		os.Exit(2)
 	}
 	setGCPercent()
@@ -78,19 +47,24 @@ func main() {
 		<-ctx.Done()
 		stop()
 	}()
-	if err := cmd.run(ctx, os.Args[2:]); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return
-		}
-		if errors.Is(err, train.ErrInterrupted) {
-			// Distinct from failure (1) and success (0): schedulers requeue the job and the run
-			// resumes from the checkpoint just written. 130 is the shell's code for SIGINT.
-			fmt.Fprintf(os.Stderr, "geloattack %s: %v\n", name, err)
-			os.Exit(130)
-		}
-		fmt.Fprintf(os.Stderr, "geloattack %s: %v\n", name, err)
-		os.Exit(1)
+	err := root.run(ctx, root.Name, os.Args[1:], os.Stderr)
+	if err == nil || errors.Is(err, flag.ErrHelp) {
+		return
 	}
+	name := root.Name
+	if !strings.HasPrefix(os.Args[1], "-") {
+		name += " " + os.Args[1]
+	}
+	fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
+	switch {
+	case errors.Is(err, train.ErrInterrupted):
+		// Distinct from failure (1) and success (0): schedulers requeue the job and the run
+		// resumes from the checkpoint just written. 130 is the shell's code for SIGINT.
+		os.Exit(130)
+	case errors.As(err, new(*usageError)):
+		os.Exit(2)
+	}
+	os.Exit(1)
 }
 
 // defaultGCPercent is the garbage collector's target when GOGC is not set. A training process's

@@ -341,12 +341,12 @@ func TestBareCommandAndBadFlagValues(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"train", "-config", cfg, "-steps", "-3"}, "flag -steps -3"},
-		{[]string{"train", "-config", cfg, "-workers", "0"}, "flag -workers 0"},
-		{[]string{"eval", "-batches", "-1", dir}, "flag -batches -1"},
-		{[]string{"store", "synth", "-texts", "0", "-out", filepath.Join(dir, "s")}, "flag -texts 0"},
-		{[]string{"store", "synth", "-d", "0", "-out", filepath.Join(dir, "s")}, "flag -d 0"},
-		{[]string{"sweep", "-config", cfg, "-shards", "0"}, "flag -shards 0"},
+		{[]string{"train", "-config", cfg, "-steps", "-3"}, `"-3" for flag -steps`},
+		{[]string{"train", "-config", cfg, "-workers", "0"}, `"0" for flag -workers`},
+		{[]string{"eval", "-batches", "-1", dir}, `"-1" for flag -batches`},
+		{[]string{"store", "synth", "-texts", "0", "-out", filepath.Join(dir, "s")}, `"0" for flag -texts`},
+		{[]string{"store", "synth", "-d", "0", "-out", filepath.Join(dir, "s")}, `"0" for flag -d`},
+		{[]string{"sweep", "-config", cfg, "-shards", "0"}, `"0" for flag -shards`},
 		{[]string{"train", "-config", cfg, "extra"}, `unexpected argument "extra": this command takes only flags`},
 	} {
 		out, err := cli(t, c.args...).CombinedOutput()
@@ -391,10 +391,10 @@ func TestProtocolBenchCommand(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"protocol", "bench", "-repeats", "0"}, "flag -repeats 0"},
+		{[]string{"protocol", "bench", "-repeats", "0"}, `"0" for flag -repeats`},
 		{[]string{"protocol", "bench", "-n", "1"}, "Ns"},
 		{[]string{"protocol", "bench", "-n", "x"}, `-n: "x" is not an integer`},
-		{[]string{"protocol", "equality", "-count", "1"}, "flag -count 1"},
+		{[]string{"protocol", "equality", "-count", "1"}, `"1" for flag -count`},
 		{[]string{"protocol", "equality", "-kappas", "0.5"}, "Kappas"},
 		{[]string{"protocol", "nope"}, `unknown subcommand`},
 	} {
