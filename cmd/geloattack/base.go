@@ -36,6 +36,32 @@ type Command struct {
 	Delegate func(args []string) (*Command, []string, bool)
 	// Commands are a group's subcommands, in the order the help lists them.
 	Commands []*Command
+	// SavesOnInterrupt says the command saves its work when its context is cancelled (a
+	// checkpoint) and says how to continue: it is given the time it needs after the first signal.
+	// Any other command is ended shortly after it.
+	SavesOnInterrupt bool
+}
+
+// lookup finds the command that args select below c (c itself when they select none).
+func (c *Command) lookup(args []string) *Command {
+	for len(args) > 0 && c.Commands != nil {
+		next := (*Command)(nil)
+		for _, s := range c.Commands {
+			if s.Name == args[0] {
+				next = s
+			}
+		}
+		if next == nil {
+			break
+		}
+		c, args = next, args[1:]
+	}
+	if c.Delegate != nil {
+		if to, _, ok := c.Delegate(args); ok {
+			return to
+		}
+	}
+	return c
 }
 
 // usageError is a command line that names no command (or an unknown one): main exits 2.

@@ -13,6 +13,7 @@ import (
 	"runtime/debug"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/gelo-research/geloattack/train"
 )
@@ -40,20 +41,44 @@ func main() {
 		os.Exit(2)
 	}
 	setGCPercent()
-	// The first SIGINT/SIGTERM cancels the context so long work can checkpoint and exit cleanly;
-	// a second one kills the process the usual way.
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	go func() {
-		<-ctx.Done()
-		stop()
-	}()
-	err := root.run(ctx, root.Name, os.Args[1:], os.Stderr)
-	if err == nil || errors.Is(err, flag.ErrHelp) {
-		return
-	}
 	name := root.Name
 	if !strings.HasPrefix(os.Args[1], "-") {
 		name += " " + os.Args[1]
+	}
+	leaf := root.lookup(os.Args[1:])
+	// One signal context for every command: the first SIGINT/SIGTERM cancels it. A command that
+	// saves its work on cancellation (train's checkpoint, sweep's running cell) is given the time it
+	// needs; any other command is given interruptGrace to return (removing what it was writing)
+	// and is then ended, so that no command ignores the first signal. A second signal kills the
+	// process the usual way.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() {
+		select {
+		case <-done:
+			return
+		case <-ctx.Done():
+		}
+		stop()
+		if leaf.SavesOnInterrupt {
+			return
+		}
+		select {
+		case <-done:
+		case <-time.After(interruptGrace):
+			fmt.Fprintf(os.Stderr, "%s: interrupted\n", name)
+			os.Exit(130)
+		}
+	}()
+	err := root.run(ctx, root.Name, os.Args[1:], os.Stderr)
+	close(done)
+	if err == nil || errors.Is(err, flag.ErrHelp) {
+		return
+	}
+	if ctx.Err() != nil && !leaf.SavesOnInterrupt {
+		// The command stopped because of the signal: say so rather than "context canceled".
+		fmt.Fprintf(os.Stderr, "%s: interrupted\n", name)
+		os.Exit(130)
 	}
 	fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
 	switch {
@@ -66,6 +91,10 @@ func main() {
 	}
 	os.Exit(1)
 }
+
+// interruptGrace is how long a command that saves nothing on interruption has, after the first
+// signal, to return by itself (an extraction removes its partial store) before it is ended.
+const interruptGrace = 3 * time.Second
 
 // defaultGCPercent is the garbage collector's target when GOGC is not set. A training process's
 // heap is mostly long-lived and pointer-free (parameters, AdamW moments, the activation arena, the

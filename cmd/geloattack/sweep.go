@@ -26,7 +26,8 @@ var cmdSweep = &Command{
 		"geloattack report DIR. -device and -precision apply to every cell; a cell's device may change\n" +
 		"between runs of the sweep, its precision may not (cells of another precision are other runs).\n" +
 		"See docs/sweeps.md.",
-	Flags: sweepFlags,
+	Flags:            sweepFlags,
+	SavesOnInterrupt: true,
 }
 
 // sweepFlags defines the flags of `geloattack sweep` and returns what runs it.

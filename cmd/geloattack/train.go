@@ -22,7 +22,8 @@ var cmdTrain = &Command{
 		"with chance levels, and writes config.yaml, metrics.jsonl, checkpoints and report.{json,md}\n" +
 		"to the run directory. SIGINT/SIGTERM writes a checkpoint and exits; -resume continues (on any\n" +
 		"device, and with another -precision if asked). The run header names the device.",
-	Flags: trainFlags,
+	Flags:            trainFlags,
+	SavesOnInterrupt: true,
 }
 
 // trainFlags defines the flags of `geloattack train` and returns what runs it.
