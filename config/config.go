@@ -10,7 +10,6 @@ import (
 	"io"
 	"os"
 	"regexp"
-	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -21,6 +20,7 @@ import (
 	"github.com/gelo-research/geloattack/data/gelo"
 	"github.com/gelo-research/geloattack/data/synth"
 	"github.com/gelo-research/geloattack/engine/device/devspec"
+	"github.com/gelo-research/geloattack/internal/termtext"
 	"github.com/gelo-research/geloattack/losses/ot/otcfg"
 	"github.com/gelo-research/geloattack/models/settransformer/modelcfg"
 	"github.com/gelo-research/geloattack/train/trainopts"
@@ -119,10 +119,10 @@ type Error struct {
 	Msg string
 }
 
-// Error renders "kind file:line:col: key: message", with control bytes and invalid UTF-8 of the
-// file (which the YAML parser quotes in its messages) escaped so a binary file cannot write to the
-// terminal.
-func (e *Error) Error() string { return printable(e.render()) }
+// Error renders "kind file:line:col: key: message", with control bytes, invisible bidi and format
+// characters and invalid UTF-8 of the file (which the YAML parser quotes in its messages) escaped
+// so a file cannot write to the terminal.
+func (e *Error) Error() string { return termtext.Escape(e.render()) }
 
 func (e *Error) render() string {
 	kind := e.Kind
@@ -175,11 +175,16 @@ func ReadFile(kind, path string) ([]byte, error) {
 	if len(src) > MaxFileBytes {
 		return nil, &Error{Kind: kind, File: path, Msg: fmt.Sprintf("larger than %d MiB: not a %s file", MaxFileBytes>>20, kind)}
 	}
+	src = bytes.TrimPrefix(src, utf8BOM)
 	if err := CheckText(kind, path, src); err != nil {
 		return nil, err
 	}
 	return src, nil
 }
+
+// utf8BOM is the byte-order mark some editors write at the start of a UTF-8 file; it is not part
+// of the document.
+var utf8BOM = []byte("\ufeff")
 
 // CheckNotEmpty refuses a config file that sets no key (empty, blank or comments only).
 func CheckNotEmpty(name string, src []byte) error {
@@ -193,6 +198,7 @@ func CheckNotEmpty(name string, src []byte) error {
 // sampler's seed defaults to the run's seed when the file does not set it. Binary input (a NUL
 // byte, other control bytes, invalid UTF-8) is refused before it reaches the YAML parser.
 func Parse(name string, src []byte) (Run, error) {
+	src = bytes.TrimPrefix(src, utf8BOM)
 	if err := CheckText("config", name, src); err != nil {
 		return Run{}, err
 	}
@@ -244,36 +250,6 @@ func CheckText(kind, name string, src []byte) error {
 		i += size
 	}
 	return nil
-}
-
-// printable escapes control characters and invalid UTF-8 in s (Go's %q escapes), keeping newlines
-// and tabs.
-func printable(s string) string {
-	clean := true
-	for _, r := range s {
-		if r == utf8.RuneError || (r < 0x20 && r != '\n' && r != '\t') || r == 0x7f || (r >= 0x80 && r < 0xa0) {
-			clean = false
-			break
-		}
-	}
-	if clean {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); {
-		r, size := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && size <= 1:
-			fmt.Fprintf(&b, "\\x%02x", s[i])
-		case (r < 0x20 && r != '\n' && r != '\t') || r == 0x7f || (r >= 0x80 && r < 0xa0):
-			q := strconv.QuoteRune(r)
-			b.WriteString(q[1 : len(q)-1])
-		default:
-			b.WriteRune(r)
-		}
-		i += size
-	}
-	return b.String()
 }
 
 // emptyDocument reports whether src holds no YAML value (nothing, or comments only): all defaults.

@@ -271,3 +271,26 @@ func TestDiffDeviceAndPrecision(t *testing.T) {
 		t.Errorf("precision change: Diff = %q", d)
 	}
 }
+
+// A UTF-8 byte-order mark (some editors write one) is not part of the document, and a range bound
+// reads the YAML float forms a float field reads: 1e1 like lr's 1e-3 (issue 24 class 8).
+func TestBOMAndExponentForms(t *testing.T) {
+	r, err := Parse("bom.yaml", []byte("\ufeffname: x\nsampler:\n  shield_scale: 1e1\n  shield_frac: [5e-2, 1e-1]\ntrain:\n  lr: 1e-3\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Name != "x" || r.Sampler.ShieldScale.Max != 10 || r.Sampler.ShieldFrac.Min != 0.05 || r.Train.LR != 1e-3 {
+		t.Fatalf("parsed name %q shield_scale %v shield_frac %v lr %v", r.Name, r.Sampler.ShieldScale, r.Sampler.ShieldFrac, r.Train.LR)
+	}
+}
+
+// YAML anchors and aliases are refused at their line, naming the key (they were read as the text
+// "*a" in a typed field).
+func TestAnchorsRefused(t *testing.T) {
+	for _, src := range []string{"train:\n  steps: &s 10\n", "x: &a 3\ntrain:\n  steps: *a\n"} {
+		_, err := Parse("a.yaml", []byte(src))
+		if err == nil || !strings.Contains(err.Error(), "anchors and aliases") || !strings.Contains(err.Error(), "a.yaml:") {
+			t.Errorf("%q: %v, want a refusal of the anchor with its line", src, err)
+		}
+	}
+}

@@ -41,7 +41,7 @@ func benchFlags(flags *flag.FlagSet) runFunc {
 	what := flags.String("what", "gen,step", "comma-separated benchmarks: gen (example generation), step (retrieval training step), unmix (unmix training step), train (the training loop end to end at paper size, generation included)")
 	presets := flags.String("presets", "tiny,small,paper", "model presets for -what step and unmix: tiny (h128 L2, n64 B4), small (h256 L4, n128 B8), paper (h384 L24, n256 B16); d = e = 4096")
 	steps := intFlag(flags, "steps", 3, field.Bounds{Int: true, Min: 1, Max: 1 << 30}, "timed training steps per preset (after one warm-up step)")
-	sizes := flags.String("n", "64,256,1024", "set sizes n (rows of X) for -what gen")
+	sizes := flags.String("n", "64,256,1024", "set sizes n (rows of X) for -what gen, each "+genSizes.Want())
 	workers := flags.String("workers", "1,2", "generator goroutines for -what gen")
 	examples := intFlag(flags, "examples", 64, field.Bounds{Int: true, Min: 1, Max: 1 << 30}, "examples generated per gen measurement")
 	d := intFlag(flags, "d", 4096, field.Bounds{Int: true, Min: 2, Max: 1 << 16}, "row width for -what gen")
@@ -74,11 +74,11 @@ func benchFlags(flags *flag.FlagSet) runFunc {
 		for _, w := range strings.Split(*what, ",") {
 			switch strings.TrimSpace(w) {
 			case "gen":
-				ns, err := parseInts(*sizes)
+				ns, err := parseInts(*sizes, genSizes)
 				if err != nil {
 					return fmt.Errorf("-n: %w", err)
 				}
-				ws, err := parseInts(*workers)
+				ws, err := parseInts(*workers, field.Bounds{Int: true, Min: 1, Max: 1 << 10})
 				if err != nil {
 					return fmt.Errorf("-workers: %w", err)
 				}
@@ -125,23 +125,33 @@ func benchFlags(flags *flag.FlagSet) runFunc {
 	}
 }
 
-// parseInts parses a non-empty comma-separated list of positive integers (intList, then the
-// positivity bench needs).
-func parseInts(s string) ([]int, error) {
+// parseInts parses a non-empty comma-separated list of integers, each within b (intList, then
+// the range bench needs).
+func parseInts(s string, b field.Bounds) ([]int, error) {
 	vs, err := intList(s)
 	if err != nil {
 		return nil, err
 	}
 	if len(vs) == 0 {
-		return nil, fmt.Errorf("%q: want at least one positive integer", s)
+		return nil, fmt.Errorf("%q: want at least one integer", s)
 	}
 	for _, v := range vs {
-		if v < 1 {
-			return nil, fmt.Errorf("%d is not a positive integer", v)
+		if err := b.Check("", float64(v)); err != nil {
+			return nil, err
 		}
 	}
 	return vs, nil
 }
+
+// genTexts is the number of texts of bench -what gen's corpus, and maxGenBytes bounds its size.
+const (
+	genTexts    = 64
+	maxGenBytes = 4 << 30
+)
+
+// genSizes bounds bench -what gen's set sizes: an example of n rows of d = 65536 floats is 16 GiB
+// at the largest, so that a mistyped -n is refused before any corpus is allocated.
+var genSizes = field.Bounds{Int: true, Min: 1, Max: 1 << 16}
 
 // benchGen times the sampler on a corpus of Gaussian rows: for each n, 4 positives of t rows
 // with ceil(0.1 * 4t) shields, so that 4t + k ≈ n.
@@ -149,7 +159,11 @@ func benchGen(ctx context.Context, ns, workers []int, examples, d int) error {
 	fmt.Printf("| n | d | workers | examples/s | rows/s |\n|---|---|---|---|---|\n")
 	for _, n := range ns {
 		t := max(1, int(float64(n)/1.1/4))
-		corpus, err := gaussianCorpus(64, t, d)
+		if bytes := int64(genTexts) * int64(t) * int64(d) * 4; bytes > maxGenBytes {
+			return fmt.Errorf("-n %d with -d %d: the corpus would take %.1f GiB (%d texts of %d rows of %d floats), over the %d GiB bench allows; lower -n or -d",
+				n, d, float64(bytes)/(1<<30), genTexts, t, d, maxGenBytes>>30)
+		}
+		corpus, err := gaussianCorpus(genTexts, t, d)
 		if err != nil {
 			return err
 		}

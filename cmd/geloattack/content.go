@@ -22,6 +22,7 @@ import (
 	"github.com/gelo-research/geloattack/data/store"
 	"github.com/gelo-research/geloattack/data/wordpiece"
 	"github.com/gelo-research/geloattack/engine/blas"
+	"github.com/gelo-research/geloattack/internal/termtext"
 	"github.com/gelo-research/geloattack/runner"
 )
 
@@ -187,7 +188,7 @@ func recoverFlags(fs *flag.FlagSet) runFunc {
 			return fmt.Errorf("recover: store %s against model %s: %w", st.Dir(), *modelDir, err)
 		}
 		logf(progress, "recover: store %s (%s, layer %d, d %d, special tokens %s); model %s reproduces %d stored texts to %.2g relative (%.1f s)\n",
-			st.Dir(), meta.Model, meta.Layer, meta.D, meta.SpecialTokens, *modelDir, *verifyN, worst, time.Since(t0).Seconds())
+			st.Dir(), termtext.Escape(meta.Model), meta.Layer, meta.D, meta.SpecialTokens, *modelDir, *verifyN, worst, time.Since(t0).Seconds())
 
 		// Candidate sets, embedded once each (the grid reuses them).
 		cache := map[string]*content.Candidates{}
@@ -382,7 +383,7 @@ func openEmbedder(modelDir string, meta store.Meta) (*content.Embedder, error) {
 	name := defaultModelName(modelDir, m.Cfg)
 	if meta.Model != name && !strings.Contains(meta.Model, strings.TrimPrefix(name, "npm:")) {
 		return nil, fmt.Errorf("recover: store meta.json model %q does not name the model in %s (%q): extract candidates with the store's own model",
-			meta.Model, modelDir, name)
+			termtext.Escape(meta.Model), modelDir, termtext.Escape(name))
 	}
 	tok, err := wordpiece.Load(filepath.Join(modelDir, "tokenizer.json"))
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/gelo-research/geloattack/checkpoints"
 	"github.com/gelo-research/geloattack/eval"
+	"github.com/gelo-research/geloattack/internal/termtext"
 	"github.com/gelo-research/geloattack/runner"
 	"github.com/gelo-research/geloattack/tasks"
 )
@@ -58,7 +59,7 @@ func evalFlags(flags *flag.FlagSet) runFunc {
 			return err
 		}
 		for _, n := range ck.Notes {
-			fmt.Fprintln(os.Stderr, "note:", n)
+			fmt.Fprintln(os.Stderr, "note:", termtext.Escape(n))
 		}
 		cfg, err := runner.ConfigOf(ck)
 		if err != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/gelo-research/geloattack/data/store"
 	"github.com/gelo-research/geloattack/data/wordpiece"
 	"github.com/gelo-research/geloattack/engine/blas"
+	"github.com/gelo-research/geloattack/internal/termtext"
 )
 
 var cmdStoreExtract = &Command{
@@ -118,7 +119,7 @@ func storeExtractFlags(fs *flag.FlagSet) runFunc {
 			n = min(n, *maxTexts)
 		}
 		fmt.Fprintf(os.Stderr, "extract: %s, layer %d of %d, %d texts (%d duplicates skipped), BLAS %s\n",
-			name, *layer, m.NumLayers(), n, src.Duplicates, lib.Name())
+			termtext.Escape(name), *layer, m.NumLayers(), n, src.Duplicates, lib.Name())
 		st, err := extract.Run(ctx, m, tok, src.Texts, extract.Options{
 			Layer: *layer, MaxTexts: *maxTexts, MaxTokens: *maxTokens, BatchTokens: *batch,
 			Workers: *workers, DropSpecial: *dropSpecial, Norm: *norm, Progress: progress,

@@ -394,7 +394,7 @@ func TestProtocolBenchCommand(t *testing.T) {
 		{[]string{"protocol", "bench", "-repeats", "0"}, `"0" for flag -repeats`},
 		{[]string{"protocol", "bench", "-n", "1"}, "Ns"},
 		{[]string{"protocol", "bench", "-n", "x"}, `-n: "x" is not an integer`},
-		{[]string{"protocol", "equality", "-count", "1"}, `"1" for flag -count`},
+		{[]string{"protocol", "equality", "-count", "2"}, `"2" for flag -count`},
 		{[]string{"protocol", "equality", "-kappas", "0.5"}, "Kappas"},
 		{[]string{"protocol", "nope"}, `unknown subcommand`},
 	} {

@@ -150,7 +150,8 @@ func protocolEqualityFlags(fs *flag.FlagSet) runFunc {
 	fs.StringVar(&cfg.ModelDir, "model", def.ModelDir, "BERT model directory (config.json, tokenizer.json, *.safetensors); fetch with scripts/fetch-data.sh")
 	fs.StringVar(&cfg.TextsSource, "texts", def.TextsSource, "SOURCE of the texts, as for store extract: a fetch-data.sh corpus directory, a .jsonl file or one text per line")
 	corpora := fs.String("corpora", "", "comma-separated corpora of a corpus directory (fortunes, wordnet, sotu); empty: all present")
-	intVar(fs, &cfg.Texts, "count", def.Texts, field.Bounds{Int: true, Min: 2, Max: 1 << 20}, "number of texts evaluated (the first of SOURCE in its order)")
+	intVar(fs, &cfg.Texts, "count", def.Texts, field.Bounds{Int: true, Min: 3, Max: 1 << 20},
+		"number of texts evaluated (the first of SOURCE in its order); with 2 each text's nearest neighbour is the other one, so their equality would be 1 whatever GELO did")
 	intVar(fs, &cfg.MaxTokens, "max-tokens", def.MaxTokens, field.Bounds{Int: true, Min: 2, Max: 1 << 16}, "truncate each text to this many tokens, [CLS] and [SEP] included")
 	layers := fs.String("layers", "", "comma-separated blocks (1..num_hidden_layers) whose Q, K, V and O go through GELO; empty: all")
 	precisions := fs.String("precisions", strings.Join(def.Precisions, ","), "comma-separated storage precisions of U and Y on the accelerator: fp32, bf16, fp16")

@@ -14,6 +14,7 @@ import (
 	"github.com/gelo-research/geloattack/data"
 	"github.com/gelo-research/geloattack/data/store"
 	"github.com/gelo-research/geloattack/data/synth"
+	"github.com/gelo-research/geloattack/internal/termtext"
 )
 
 var cmdStore = &Command{
@@ -145,7 +146,7 @@ func storeInfoFlags(fs *flag.FlagSet) runFunc {
 			}
 			defer s.Close()
 			for _, n := range s.Notes() {
-				fmt.Fprintln(os.Stderr, "note:", n)
+				fmt.Fprintln(os.Stderr, "note:", termtext.Escape(n))
 			}
 			c = s
 		}
@@ -161,9 +162,9 @@ func storeInfoFlags(fs *flag.FlagSet) runFunc {
 			if *useSynth {
 				fmt.Printf("%-22s %s\n", "source", cfg.String())
 			}
-			fmt.Print(info.String())
+			fmt.Print(termtext.Escape(info.String()))
 		case "markdown":
-			fmt.Print(info.Markdown())
+			fmt.Print(termtext.Escape(info.Markdown()))
 		case "json":
 			enc := json.NewEncoder(os.Stdout)
 			enc.SetIndent("", "  ")
@@ -205,7 +206,7 @@ func storeValidateFlags(fs *flag.FlagSet) runFunc {
 		}
 		fmt.Printf("store %s: valid (%s)\n", *dir, size)
 		for _, n := range notes {
-			fmt.Println("note:", n)
+			fmt.Println("note:", termtext.Escape(n))
 		}
 		return nil
 	}
@@ -261,5 +262,5 @@ func storeSize(dir string) (string, error) {
 	}
 	defer s.Close()
 	m := s.Meta()
-	return fmt.Sprintf("%d texts, %d tokens, d=%d e=%d %s (%s)", m.NumTexts, m.NumTokens, m.D, m.E, m.DType, m.Norm), nil
+	return termtext.Escape(fmt.Sprintf("%d texts, %d tokens, d=%d e=%d %s (%s)", m.NumTexts, m.NumTokens, m.D, m.E, m.DType, m.Norm)), nil
 }

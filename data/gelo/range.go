@@ -138,6 +138,12 @@ func (r *Range) fromAny(v any) error {
 			return float64(x), nil
 		case json.Number:
 			return x.Float64()
+		case string:
+			// The YAML parser reads an exponent without a decimal point (1e1) as a string, which a
+			// float field such as train.lr accepts: a range bound must read the same way.
+			if f, err := strconv.ParseFloat(x, 64); err == nil {
+				return f, nil
+			}
 		}
 		return 0, fmt.Errorf("range bound %v (%T) is not a number", x, x)
 	}
