@@ -98,6 +98,7 @@ func baselineFlags(flags *flag.FlagSet) runFunc {
 			fmt.Printf("row-space containment on %s, obs_rows %g, observe_dtype %s, %.1f candidates per set:\n"+
 				"  mass   %v\n  top1   %v\n  recall %v\n  median source residual %.3g\n",
 				row.Split, row.ObsRows, row.ObserveDtype, row.Candidates, row.Mass, row.Top1, row.Recall, row.SourceResidual)
+			fmt.Print(rowspaceMassNote)
 			result = row
 		case "fastica", "jade", "fobi", "jd":
 			method := bssMethod(*attack, cfg.Seed)
@@ -135,6 +136,14 @@ func baselineFlags(flags *flag.FlagSet) runFunc {
 		return nil
 	}
 }
+
+// rowspaceMassNote explains why the row-space mass sits far below its top-1: the scores are
+// log-odds of containment at no learned scale, and a candidate is scored on all its rows while an
+// example holds only tokens_per_text of them, so the positives lead without dominating the softmax.
+const rowspaceMassNote = "  (mass is the softmax, at temperature 1, of each candidate's containment log-odds over all its rows,\n" +
+	"  of which an example holds only tokens_per_text: the positives can rank first (top1, recall 1) and\n" +
+	"  still hold little of the softmax. Compare mass between row-space runs; top1 and recall with the\n" +
+	"  learned attacks.)\n"
 
 // bssMethod names a separation method for BSSEval.
 func bssMethod(name string, seed uint64) baselines.BSSMethod {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gelo-research/geloattack/checkpoints"
+	"github.com/gelo-research/geloattack/data/extract"
 )
 
 // TestMain lets the tests run the real CLI in a child process (the test binary re-executed with
@@ -407,8 +408,20 @@ func TestProtocolBenchCommand(t *testing.T) {
 
 // protocol equality on real text: fp32 GELO leaves every nearest neighbour unchanged.
 func TestProtocolEqualityCommand(t *testing.T) {
-	if os.Getenv("GELOATTACK_SMALL_STORE") == "" && os.Getenv("GELOATTACK_REQUIRE_REAL_STORE") == "" {
-		t.Skip("needs the cached MiniLM model (scripts/build-small-store.sh; CI sets GELOATTACK_SMALL_STORE)")
+	// The command reads the pinned model and the text corpora from the cache: name whichever is
+	// missing (it needs no store).
+	model, _ := extract.DefaultModelDir()
+	corpus, _ := extract.DefaultCorpusDir()
+	for _, need := range []struct{ what, path, fetch string }{
+		{"the MiniLM model", filepath.Join(model, "config.json"), "scripts/fetch-data.sh model"},
+		{"the text corpora", corpus, "scripts/fetch-data.sh corpus"},
+	} {
+		if _, err := os.Stat(need.path); err != nil {
+			if os.Getenv("GELOATTACK_REQUIRE_REAL_STORE") != "" {
+				t.Fatalf("GELOATTACK_REQUIRE_REAL_STORE is set but %s is missing: %v (%s)", need.what, err, need.fetch)
+			}
+			t.Skipf("needs %s at %s (%s)", need.what, need.path, need.fetch)
+		}
 	}
 	out, err := cli(t, "protocol", "equality", "-count", "6", "-precisions", "fp32", "-kappas", "100", "-layers", "1,2").CombinedOutput()
 	if err != nil {
