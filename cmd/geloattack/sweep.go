@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/gelo-research/geloattack/config/field"
+	"github.com/gelo-research/geloattack/internal/termtext"
 	"github.com/gelo-research/geloattack/sweep"
 	"github.com/gelo-research/geloattack/sweep/report"
 )
@@ -106,7 +107,7 @@ func listCells(sw *sweep.Sweep, dir string, shard sweep.Shard) error {
 				name += fmt.Sprintf(" (paper train %.4f, val %.4f)", c.Paper.Train, c.Paper.Val)
 			}
 		}
-		fmt.Printf("%s %3d  shard %d  %-60s %s\n", mark, i+1, i%shard.Count, name, st.Describe())
+		fmt.Printf("%s %3d  shard %d  %-60s %s\n", mark, i+1, i%shard.Count, termtext.Escape(name), termtext.Escape(st.Describe()))
 	}
 	return nil
 }
@@ -139,7 +140,8 @@ func reportFlags(flags *flag.FlagSet) runFunc {
 			for _, t := range r.Tasks() {
 				plots[t] = report.PlotFile(t)
 			}
-			os.Stdout.Write(r.Markdown(plots))
+			// Cell names and labels come from the sweep file.
+			fmt.Print(termtext.Escape(string(r.Markdown(plots))))
 		}
 		for _, f := range files {
 			fmt.Fprintf(os.Stderr, "wrote %s\n", f)
