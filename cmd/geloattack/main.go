@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
-	"strings"
 	"syscall"
 	"time"
 
@@ -41,9 +40,10 @@ func main() {
 		os.Exit(2)
 	}
 	setGCPercent()
+	// Errors are prefixed with the command named, as "geloattack store: ...".
 	name := root.Name
-	if !strings.HasPrefix(os.Args[1], "-") {
-		name += " " + os.Args[1]
+	if cmd := root.lookup(os.Args[1:2]); cmd != root {
+		name += " " + cmd.Name
 	}
 	leaf := root.lookup(os.Args[1:])
 	// One signal context for every command: the first SIGINT/SIGTERM cancels it. A command that

@@ -96,7 +96,7 @@ func (t Table[T]) Check(x T) error {
 		if r.Lo != nil {
 			lo, hi := r.Lo(x), r.Get(x)
 			if lo != hi && (!r.Allows(lo) || !r.Allows(hi)) {
-				return &Error{Path: r.Key, Msg: fmt.Sprintf("[%s, %s], want every value %s", Num(lo), Num(hi), r.Want())}
+				return &Error{Path: r.Key, Msg: fmt.Sprintf("[%s, %s], want %s for both bounds", Num(lo), Num(hi), r.Want())}
 			}
 		}
 		if err := r.Check(r.Key, r.Get(x)); err != nil {
@@ -176,7 +176,7 @@ func In(section string, err error) error {
 
 // Num writes a number as a config would: integral values without an exponent, others in %g.
 func Num(x float64) string {
-	if x == math.Trunc(x) && math.Abs(x) < 1e18 {
+	if x == math.Trunc(x) && math.Abs(x) < 1<<63 {
 		return strconv.FormatInt(int64(x), 10)
 	}
 	return strconv.FormatFloat(x, 'g', -1, 64)
