@@ -266,39 +266,27 @@ func emptyDocument(src []byte) bool {
 	return true
 }
 
-var decodePos = regexp.MustCompile(`^\[(\d+):(\d+)\] (.*)$`)
-
-// decodeError turns go-yaml's "[line:col] message" into an Error that also names the key on that
-// line, since type errors name Go types rather than YAML keys.
+// decodeError turns a go-yaml error into an Error at its line and column (from the error's token,
+// not its text). The key is the path of the deepest key on that line of the document, since type
+// errors name Go types rather than YAML keys.
 func decodeError(name string, src []byte, err error) error {
-	msg := strings.TrimSpace(yaml.FormatError(err, false, false))
-	if i := strings.IndexByte(msg, '\n'); i >= 0 {
-		msg = msg[:i]
-	}
-	m := decodePos.FindStringSubmatch(msg)
-	if m == nil {
+	var ye yaml.Error
+	if !errors.As(err, &ye) || ye.GetToken() == nil {
+		msg, _, _ := strings.Cut(strings.TrimSpace(err.Error()), "\n")
 		return &Error{File: name, Msg: msg}
 	}
-	line, col := atoi(m[1]), atoi(m[2])
-	e := &Error{File: name, Line: line, Col: col, Msg: m[3]}
-	lines := strings.Split(string(src), "\n")
-	if line >= 1 && line <= len(lines) {
-		if k, _, ok := strings.Cut(strings.TrimSpace(lines[line-1]), ":"); ok && !strings.Contains(e.Msg, `"`+k+`"`) {
-			e.Key = strings.TrimPrefix(k, "- ")
-			if p := pathAtLine(src, line); p != "" {
-				e.Key = p
+	pos := ye.GetToken().Position
+	e := &Error{File: name, Line: pos.Line, Col: pos.Column, Msg: ye.GetMessage()}
+	if e.Key = pathAtLine(src, pos.Line); e.Key == "" {
+		// The document does not parse (a syntax error): the key written on the line, if any.
+		lines := strings.Split(string(src), "\n")
+		if pos.Line >= 1 && pos.Line <= len(lines) {
+			if k, _, ok := strings.Cut(strings.TrimSpace(lines[pos.Line-1]), ":"); ok {
+				e.Key = strings.TrimPrefix(k, "- ")
 			}
 		}
 	}
 	return e
-}
-
-func atoi(s string) int {
-	n := 0
-	for _, c := range s {
-		n = n*10 + int(c-'0')
-	}
-	return n
 }
 
 // validName keeps run names usable as directory names everywhere.
