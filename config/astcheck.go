@@ -60,7 +60,44 @@ func CheckKeys(kind, name string, src []byte) error {
 	if bad != nil {
 		return bad
 	}
+	return checkNoAliases(kind, name, src, f)
+}
+
+// checkNoAliases refuses YAML anchors and aliases (&a, *a): a run config or sweep file is short
+// enough to write out, an alias in a typed field would otherwise be read as the text "*a", and a
+// nest of aliases expands exponentially.
+func checkNoAliases(kind, name string, src []byte, f *ast.File) error {
+	var bad *Error
+	for _, d := range f.Docs {
+		ast.Walk(nodeVisitor(func(n ast.Node) bool {
+			if bad != nil {
+				return false
+			}
+			switch n.(type) {
+			case *ast.AnchorNode, *ast.AliasNode:
+				pos := n.GetToken().Position
+				bad = &Error{Kind: kind, File: name, Line: pos.Line, Col: pos.Column, Key: pathAtLine(src, pos.Line),
+					Msg: "YAML anchors and aliases (&name, *name) are not supported; write the value out"}
+				return false
+			}
+			return true
+		}), d)
+	}
+	if bad != nil {
+		return bad
+	}
 	return nil
+}
+
+// nodeVisitor calls its function on every node of a document; false skips the node's children.
+type nodeVisitor func(ast.Node) bool
+
+// Visit implements ast.Visitor.
+func (v nodeVisitor) Visit(n ast.Node) ast.Visitor {
+	if !v(n) {
+		return nil
+	}
+	return v
 }
 
 // keyVisitor calls its function on every key/value pair of a document.

@@ -9,19 +9,19 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"reflect"
 	"regexp"
-	"strconv"
 	"strings"
 	"unicode/utf8"
 
 	"github.com/goccy/go-yaml"
 	"github.com/goccy/go-yaml/parser"
 
+	"github.com/gelo-research/geloattack/config/field"
 	"github.com/gelo-research/geloattack/data/gelo"
 	"github.com/gelo-research/geloattack/data/synth"
 	"github.com/gelo-research/geloattack/engine/device/devspec"
 	"github.com/gelo-research/geloattack/internal/safefile"
+	"github.com/gelo-research/geloattack/internal/termtext"
 	"github.com/gelo-research/geloattack/losses/ot/otcfg"
 	"github.com/gelo-research/geloattack/models/settransformer/modelcfg"
 	"github.com/gelo-research/geloattack/train/trainopts"
@@ -120,10 +120,10 @@ type Error struct {
 	Msg string
 }
 
-// Error renders "kind file:line:col: key: message", with control bytes and invalid UTF-8 of the
-// file (which the YAML parser quotes in its messages) escaped so a binary file cannot write to the
-// terminal.
-func (e *Error) Error() string { return printable(e.render()) }
+// Error renders "kind file:line:col: key: message", with control bytes, invisible bidi and format
+// characters and invalid UTF-8 of the file (which the YAML parser quotes in its messages) escaped
+// so a file cannot write to the terminal.
+func (e *Error) Error() string { return termtext.Escape(e.render()) }
 
 func (e *Error) render() string {
 	kind := e.Kind
@@ -176,11 +176,16 @@ func ReadFile(kind, path string) ([]byte, error) {
 	if len(src) > MaxFileBytes {
 		return nil, &Error{Kind: kind, File: path, Msg: fmt.Sprintf("larger than %d MiB: not a %s file", MaxFileBytes>>20, kind)}
 	}
+	src = bytes.TrimPrefix(src, utf8BOM)
 	if err := CheckText(kind, path, src); err != nil {
 		return nil, err
 	}
 	return src, nil
 }
+
+// utf8BOM is the byte-order mark some editors write at the start of a UTF-8 file; it is not part
+// of the document.
+var utf8BOM = []byte("\ufeff")
 
 // CheckNotEmpty refuses a config file that sets no key (empty, blank or comments only).
 func CheckNotEmpty(name string, src []byte) error {
@@ -194,6 +199,7 @@ func CheckNotEmpty(name string, src []byte) error {
 // sampler's seed defaults to the run's seed when the file does not set it. Binary input (a NUL
 // byte, other control bytes, invalid UTF-8) is refused before it reaches the YAML parser.
 func Parse(name string, src []byte) (Run, error) {
+	src = bytes.TrimPrefix(src, utf8BOM)
 	if err := CheckText("config", name, src); err != nil {
 		return Run{}, err
 	}
@@ -247,36 +253,6 @@ func CheckText(kind, name string, src []byte) error {
 	return nil
 }
 
-// printable escapes control characters and invalid UTF-8 in s (Go's %q escapes), keeping newlines
-// and tabs.
-func printable(s string) string {
-	clean := true
-	for _, r := range s {
-		if r == utf8.RuneError || (r < 0x20 && r != '\n' && r != '\t') || r == 0x7f || (r >= 0x80 && r < 0xa0) {
-			clean = false
-			break
-		}
-	}
-	if clean {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); {
-		r, size := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && size <= 1:
-			fmt.Fprintf(&b, "\\x%02x", s[i])
-		case (r < 0x20 && r != '\n' && r != '\t') || r == 0x7f || (r >= 0x80 && r < 0xa0):
-			q := strconv.QuoteRune(r)
-			b.WriteString(q[1 : len(q)-1])
-		default:
-			b.WriteRune(r)
-		}
-		i += size
-	}
-	return b.String()
-}
-
 // emptyDocument reports whether src holds no YAML value (nothing, or comments only): all defaults.
 func emptyDocument(src []byte) bool {
 	f, err := parser.ParseBytes(src, 0)
@@ -291,97 +267,66 @@ func emptyDocument(src []byte) bool {
 	return true
 }
 
-var decodePos = regexp.MustCompile(`^\[(\d+):(\d+)\] (.*)$`)
-
-// decodeError turns go-yaml's "[line:col] message" into an Error that also names the key on that
-// line, since type errors name Go types rather than YAML keys.
+// decodeError turns a go-yaml error into an Error at its line and column (from the error's token,
+// not its text). The key is the path of the deepest key on that line of the document, since type
+// errors name Go types rather than YAML keys.
 func decodeError(name string, src []byte, err error) error {
-	msg := strings.TrimSpace(yaml.FormatError(err, false, false))
-	if i := strings.IndexByte(msg, '\n'); i >= 0 {
-		msg = msg[:i]
-	}
-	m := decodePos.FindStringSubmatch(msg)
-	if m == nil {
+	var ye yaml.Error
+	if !errors.As(err, &ye) || ye.GetToken() == nil {
+		msg, _, _ := strings.Cut(strings.TrimSpace(err.Error()), "\n")
 		return &Error{File: name, Msg: msg}
 	}
-	line, col := atoi(m[1]), atoi(m[2])
-	e := &Error{File: name, Line: line, Col: col, Msg: m[3]}
-	lines := strings.Split(string(src), "\n")
-	if line >= 1 && line <= len(lines) {
-		if k, _, ok := strings.Cut(strings.TrimSpace(lines[line-1]), ":"); ok && !strings.Contains(e.Msg, `"`+k+`"`) {
-			e.Key = strings.TrimPrefix(k, "- ")
-			if p := pathAtLine(src, line); p != "" {
-				e.Key = p
+	pos := ye.GetToken().Position
+	e := &Error{File: name, Line: pos.Line, Col: pos.Column, Msg: ye.GetMessage()}
+	if e.Key = pathAtLine(src, pos.Line); e.Key == "" {
+		// The document does not parse (a syntax error): the key written on the line, if any.
+		lines := strings.Split(string(src), "\n")
+		if pos.Line >= 1 && pos.Line <= len(lines) {
+			if k, _, ok := strings.Cut(strings.TrimSpace(lines[pos.Line-1]), ":"); ok {
+				e.Key = strings.TrimPrefix(k, "- ")
 			}
 		}
 	}
 	return e
 }
 
-func atoi(s string) int {
-	n := 0
-	for _, c := range s {
-		n = n*10 + int(c-'0')
-	}
-	return n
-}
-
 // validName keeps run names usable as directory names everywhere.
 var validName = regexp.MustCompile(`^[A-Za-z0-9_+=,][A-Za-z0-9._+=,-]*$`)
 
-// sectionError is a validation error of one section, before it is located in the file.
-type sectionError struct {
-	section string
-	typ     reflect.Type
-	err     error
-}
-
-func (e *sectionError) Error() string { return e.section + ": " + e.err.Error() }
-
-// Validate checks every section. Errors carry the section so Parse can find the key's line.
+// Validate checks every section. Errors are *field.Error values carrying the key's dotted path,
+// which Parse uses to find the key's line.
 func (r Run) Validate() error {
 	if !validName.MatchString(r.Name) || r.Name == "." || r.Name == ".." {
-		return &sectionError{"", reflect.TypeOf(r), fmt.Errorf("name: %q, want letters, digits and . _ - + = , not starting with . or - (it names the run directory)", r.Name)}
+		return field.Errorf("name", "%q, want letters, digits and . _ - + = , not starting with . or - (it names the run directory)", r.Name)
 	}
 	if _, err := devspec.ParseSpec(r.Device); err != nil {
-		return &sectionError{"", reflect.TypeOf(r), fmt.Errorf("device: %q, want %s", r.Device, devspec.SpecHelp)}
+		return field.Errorf("device", "%q, want %s", r.Device, devspec.SpecHelp)
 	}
 	if r.Precision == "" || devspec.ValidPrecision(r.Precision) != nil {
-		return &sectionError{"", reflect.TypeOf(r), fmt.Errorf("precision: %q, want %s", r.Precision, devspec.PrecisionHelp)}
-	}
-	if err := r.checkLimits(); err != nil {
-		return err
+		return field.Errorf("precision", "%q, want %s", r.Precision, devspec.PrecisionHelp)
 	}
 	if r.Store.Path == "" {
+		// The file's own values first: a 0 it sets must not pass as the default it would become.
+		if err := synth.Rules.Check(r.Store.Synth); err != nil {
+			return field.In("store.synth", err)
+		}
 		if err := r.Store.Synth.Validate(); err != nil {
-			return &sectionError{"store.synth", reflect.TypeOf(r.Store.Synth), err}
+			return field.In("store.synth", err)
 		}
 	}
 	if err := r.Sampler.Validate(); err != nil {
-		return &sectionError{"sampler", reflect.TypeOf(r.Sampler), err}
+		return field.In("sampler", err)
 	}
 	if err := r.validateModel(); err != nil {
-		return &sectionError{"model", reflect.TypeOf(r.Model), err}
+		return field.In("model", err)
 	}
 	if err := r.Train.Validate(); err != nil {
-		return &sectionError{"train", reflect.TypeOf(r.Train), err}
+		return field.In("train", err)
 	}
-	if r.Loss.ExtraNegatives < 0 {
-		return &sectionError{"loss", reflect.TypeOf(r.Loss), fmt.Errorf("extra_negatives: %d, want >= 0", r.Loss.ExtraNegatives)}
+	if err := runRules.Check(r); err != nil {
+		return err
 	}
-	if err := r.Loss.Unmix.Validate(); err != nil {
-		return &sectionError{"loss.unmix", reflect.TypeOf(r.Loss.Unmix), err}
-	}
-	if r.Eval.Batches < 1 {
-		return &sectionError{"eval", reflect.TypeOf(r.Eval), fmt.Errorf("batches: %d, want >= 1", r.Eval.Batches)}
-	}
-	if r.Eval.PoolK < 2 {
-		return &sectionError{"eval", reflect.TypeOf(r.Eval), fmt.Errorf("pool_k: %d, want >= 2", r.Eval.PoolK)}
-	}
-	if !(r.Eval.Tau > 0) {
-		return &sectionError{"eval", reflect.TypeOf(r.Eval), fmt.Errorf("tau: %g, want > 0", r.Eval.Tau)}
-	}
-	return nil
+	return field.In("loss.unmix", r.Loss.Unmix.Validate())
 }
 
 // validateModel checks the model section with the store's widths filled in where the file left
@@ -397,69 +342,24 @@ func (r Run) validateModel() error {
 	return m.Validate()
 }
 
-// locate turns a section's validation error into an Error with the line of the offending key:
-// the key is the first of the section's YAML field names that the message mentions.
+// locate turns a validation error into an Error at the line of its key, or of the nearest
+// enclosing section the file sets when the key is not in the file (its default, or a derived
+// value, is what is wrong).
 func locate(name string, src []byte, err error) error {
-	var le *limitError
-	if errors.As(err, &le) {
-		e := &Error{File: name, Key: le.path, Msg: le.msg}
-		e.Line, e.Col = position(src, "$."+le.path)
-		return e
-	}
-	var se *sectionError
-	if !errors.As(err, &se) {
+	var fe *field.Error
+	if !errors.As(err, &fe) {
 		return &Error{File: name, Msg: err.Error()}
 	}
-	msg := se.err.Error()
-	key := firstKey(se.typ, msg)
-	path := key
-	if se.section != "" && key != "" {
-		path = se.section + "." + key
-	} else if key == "" {
-		path = se.section
-	}
-	e := &Error{File: name, Key: path, Msg: stripKey(msg, key)}
-	if path != "" {
-		e.Line, e.Col = position(src, "$."+path)
-	}
-	if e.Line == 0 && se.section != "" {
-		// The key is not in the file: the default (or a derived value) is what is wrong; point at
-		// the section if it is there.
-		e.Line, e.Col = position(src, "$."+se.section)
+	e := &Error{File: name, Key: fe.Path, Msg: fe.Msg}
+	for p := fe.Path; p != "" && e.Line == 0; {
+		e.Line, e.Col = position(src, "$."+p)
+		i := strings.LastIndexByte(p, '.')
+		if i < 0 {
+			break
+		}
+		p = p[:i]
 	}
 	return e
-}
-
-// firstKey finds the YAML key of typ mentioned earliest in msg, as a whole word.
-func firstKey(typ reflect.Type, msg string) string {
-	best, bestAt := "", len(msg)+1
-	for i := 0; i < typ.NumField(); i++ {
-		tag := strings.Split(typ.Field(i).Tag.Get("yaml"), ",")[0]
-		if tag == "" || tag == "-" {
-			continue
-		}
-		re := regexp.MustCompile(`(^|[^A-Za-z0-9_])` + regexp.QuoteMeta(tag) + `($|[^A-Za-z0-9_])`)
-		if loc := re.FindStringIndex(msg); loc != nil && loc[0] < bestAt {
-			best, bestAt = tag, loc[0]
-		}
-	}
-	return best
-}
-
-// stripKey drops package prefixes such as "gelo config: " so the message starts at the key; a
-// leading "key: " is dropped too since the error prints the key's full path before the message.
-func stripKey(msg, key string) string {
-	if key == "" {
-		return msg
-	}
-	i := strings.Index(msg, key)
-	if i < 0 {
-		return msg
-	}
-	if rest, ok := strings.CutPrefix(msg[i+len(key):], ":"); ok {
-		return strings.TrimSpace(rest)
-	}
-	return msg[i:]
 }
 
 // position is the line and column of the node at a YAML path, or 0, 0.

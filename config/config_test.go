@@ -1,10 +1,12 @@
 package config
 
 import (
+	"strconv"
+
 	"errors"
+	"github.com/gelo-research/geloattack/config/field"
 	"os"
 	"path/filepath"
-	"reflect"
 	"strings"
 	"testing"
 
@@ -60,23 +62,35 @@ func TestLoadRefusesAnEmptyFile(t *testing.T) {
 	}
 }
 
-// Every size limit names a real numeric field, and the defaults are within every limit.
-func TestSizeLimitsNameRealFields(t *testing.T) {
-	v := reflect.ValueOf(Default())
-	for _, l := range sizeLimits {
-		f, ok := fieldAt(v, l.path)
+// Every numeric field of a run config (seeds aside) has exactly one rule, every rule names a real
+// field, and the defaults are within every rule.
+func TestEveryNumericFieldHasOneRule(t *testing.T) {
+	rules := map[string]field.Bounds{}
+	for _, r := range Rules() {
+		if _, dup := rules[r.Path]; dup {
+			t.Errorf("two rules for %s", r.Path)
+		}
+		rules[r.Path] = r.Bounds
+	}
+	def := Default()
+	def.Model.InputDim, def.Model.CandidateDim = 1, 1
+	for _, f := range Fields(def) {
+		v, err := strconv.ParseFloat(strings.Trim(f.Value, "[]"), 64)
+		if strings.HasSuffix(f.Path, "seed") || err != nil && !strings.HasPrefix(f.Value, "[") {
+			continue // a seed, a string or a boolean
+		}
+		b, ok := rules[f.Path]
 		if !ok {
-			t.Errorf("limit on unknown field %s", l.path)
+			t.Errorf("numeric field %s (default %s) has no rule", f.Path, f.Value)
 			continue
 		}
-		if x := numeric(f); x > l.max {
-			t.Errorf("default %s = %v is over its limit %v", l.path, x, l.max)
+		delete(rules, f.Path)
+		if err == nil && !b.Allows(v) {
+			t.Errorf("default %s = %s is outside its rule (%s)", f.Path, f.Value, b.Want())
 		}
 	}
-	for _, p := range explicitZero {
-		if f, ok := fieldAt(v, p); !ok || numeric(f) == 0 {
-			t.Errorf("explicit-zero field %s: unknown or its default is 0", p)
-		}
+	for p := range rules {
+		t.Errorf("rule for %s names no numeric field", p)
 	}
 }
 
@@ -113,11 +127,11 @@ func TestBadConfigsNameKeyLineAndRange(t *testing.T) {
 	}{
 		{"unknown key", "name: x\nsampler:\n  shield_fraction: 0.5\n", "bad.yaml:3:3:", []string{`unknown field "shield_fraction"`}},
 		{"wrong type", "train:\n  steps: many\n", "bad.yaml:2:10:", []string{"train.steps", "many", "want an integer"}},
-		{"fraction above 1", "sampler:\n  shield_frac: 0.2\n  obs_rows: 1.5\n", "bad.yaml:3:", []string{"sampler.obs_rows", "1.5", "(0, 1]"}},
+		{"fraction above 1", "sampler:\n  shield_frac: 0.2\n  obs_rows: 1.5\n", "bad.yaml:3:", []string{"sampler.obs_rows", "1.5", "[1e-06, 1]"}},
 		{"kappa below 1", "sampler:\n  mix: non_orthogonal\n  mix_cond: 0.5\n", "bad.yaml:3:", []string{"sampler.mix_cond", "0.5"}},
 		{"min above max", "sampler:\n  shield_scale: [2.0, 1.0]\n", "bad.yaml:2:", []string{"sampler.shield_scale", "2"}},
 		{"heads do not divide", "model:\n  hidden: 100\n  heads: 3\n", "bad.yaml:3:", []string{"model.heads", "3", "100"}},
-		{"negative lr", "train:\n  lr: -0.1\n", "bad.yaml:2:", []string{"train.lr", "-0.1", "(0, 1]"}},
+		{"negative lr", "train:\n  lr: -0.1\n", "bad.yaml:2:", []string{"train.lr", "-0.1", "[1e-12, 1]"}},
 		{"fractional integer", "train:\n  workers: 2.9\n", "bad.yaml:2:12:", []string{"train.workers", "2.9", "want an integer"}},
 		{"quoted integer", "train:\n  steps: '10'\n", "bad.yaml:2:10:", []string{"train.steps", "want an integer"}},
 		{"null value", "sampler:\n  seed:\n", "bad.yaml:", []string{"sampler.seed", "no value"}},
@@ -127,12 +141,12 @@ func TestBadConfigsNameKeyLineAndRange(t *testing.T) {
 		{"bad device", "device: tpu\n", "bad.yaml:1:", []string{"device", "tpu", "auto, cpu, cuda or cuda:N"}},
 		{"bad cuda ordinal", "name: x\ndevice: cuda:x\n", "bad.yaml:2:", []string{"device", "cuda:x", "auto, cpu, cuda or cuda:N"}},
 		{"empty device", "device: ''\n", "bad.yaml:1:", []string{"device", `""`, "cuda:N"}},
-		{"hidden far too large", "model:\n  hidden: 10000000\n  heads: 2\n", "bad.yaml:2:", []string{"model.hidden", "10000000", "over the limit 32768"}},
-		{"batch far too large", "train:\n  batch_size: 1000000000\n", "bad.yaml:2:", []string{"train.batch_size", "1000000000", "limit 65536"}},
-		{"synthetic texts far too many", "store:\n  synth:\n    texts: 1000000000\n", "bad.yaml:3:", []string{"store.synth.texts", "1000000000", "limit"}},
-		{"positives range too large", "sampler:\n  positives: [2, 100000]\n", "bad.yaml:2:", []string{"sampler.positives", "100000", "limit 65536"}},
-		{"zero synthetic texts", "store:\n  synth:\n    texts: 0\n", "bad.yaml:3:", []string{"store.synth.texts", "0 is not allowed", "default 2000"}},
-		{"zero synthetic d", "store:\n  synth: {d: 0}\n", "bad.yaml:2:", []string{"store.synth.d", "0 is not allowed", "default 256"}},
+		{"hidden far too large", "model:\n  hidden: 10000000\n  heads: 2\n", "bad.yaml:2:", []string{"model.hidden", "10000000", "[1, 32768]"}},
+		{"batch far too large", "train:\n  batch_size: 1000000000\n", "bad.yaml:2:", []string{"train.batch_size", "1000000000", "[1, 65536]"}},
+		{"synthetic texts far too many", "store:\n  synth:\n    texts: 1000000000\n", "bad.yaml:3:", []string{"store.synth.texts", "1000000000", "[1, 4194304]"}},
+		{"positives range too large", "sampler:\n  positives: [2, 100000]\n", "bad.yaml:2:", []string{"sampler.positives", "[2, 100000]", "[1, 65536]"}},
+		{"zero synthetic texts", "store:\n  synth:\n    texts: 0\n", "bad.yaml:3:", []string{"store.synth.texts", ": 0, want an integer in [1, 4194304]"}},
+		{"zero synthetic d", "store:\n  synth: {d: 0}\n", "bad.yaml:2:", []string{"store.synth.d", ": 0, want an integer in [2, 65536]"}},
 		{"control byte", "name: x\n\x1b[2Jtrain: {}\n", "bad.yaml:2:", []string{"control byte 0x1b", "offset 8"}},
 		{"invalid utf-8", "name: \xff\xfe\n", "bad.yaml:1:", []string{"invalid UTF-8 byte 0xff"}},
 		{"bad precision", "name: x\nprecision: fp16\n", "bad.yaml:2:12:", []string{"precision", "fp16", "fp32, tf32 or bf16"}},
@@ -140,6 +154,12 @@ func TestBadConfigsNameKeyLineAndRange(t *testing.T) {
 		{"null precision", "precision:\n", "bad.yaml:1:", []string{"precision", "no value"}},
 		{"bad sinkhorn eps", "loss:\n  unmix:\n    eps: 0\n", "bad.yaml:3:", []string{"loss.unmix.eps", "0"}},
 		{"bad synth", "store:\n  synth:\n    d: -4\n", "bad.yaml:3:", []string{"store.synth.d", "-4"}},
+		// The key named is the one at fault, though the message mentions another (issue 24).
+		{"pr above d", "store:\n  synth: {d: 32, pr: 100}\n", "bad.yaml:2:", []string{"store.synth.pr: participation ratio 100, want at most d = 32"}},
+		{"tiny temperature", "model:\n  temperature: 1.0e-300\n", "bad.yaml:2:", []string{"model.temperature", "1e-300", "[0.0001, 10000]"}},
+		{"tiny norm_mean", "store:\n  synth:\n    norm_mean: 1.0e-300\n", "bad.yaml:3:", []string{"store.synth.norm_mean", "1e-300"}},
+		{"infinite zipf", "store:\n  synth:\n    zipf_s: .inf\n", "bad.yaml:3:", []string{"store.synth.zipf_s", "(1, 100]"}},
+		{"eval tau NaN", "eval:\n  tau: .nan\n", "bad.yaml:2:", []string{"eval.tau", "NaN"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -249,5 +269,28 @@ func TestDiffDeviceAndPrecision(t *testing.T) {
 	b.Precision = "bf16"
 	if d := Diff(a, b); d != "precision: fp32 -> bf16" {
 		t.Errorf("precision change: Diff = %q", d)
+	}
+}
+
+// A UTF-8 byte-order mark (some editors write one) is not part of the document, and a range bound
+// reads the YAML float forms a float field reads: 1e1 like lr's 1e-3 (issue 24 class 8).
+func TestBOMAndExponentForms(t *testing.T) {
+	r, err := Parse("bom.yaml", []byte("\ufeffname: x\nsampler:\n  shield_scale: 1e1\n  shield_frac: [5e-2, 1e-1]\ntrain:\n  lr: 1e-3\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Name != "x" || r.Sampler.ShieldScale.Max != 10 || r.Sampler.ShieldFrac.Min != 0.05 || r.Train.LR != 1e-3 {
+		t.Fatalf("parsed name %q shield_scale %v shield_frac %v lr %v", r.Name, r.Sampler.ShieldScale, r.Sampler.ShieldFrac, r.Train.LR)
+	}
+}
+
+// YAML anchors and aliases are refused at their line, naming the key (they were read as the text
+// "*a" in a typed field).
+func TestAnchorsRefused(t *testing.T) {
+	for _, src := range []string{"train:\n  steps: &s 10\n", "x: &a 3\ntrain:\n  steps: *a\n"} {
+		_, err := Parse("a.yaml", []byte(src))
+		if err == nil || !strings.Contains(err.Error(), "anchors and aliases") || !strings.Contains(err.Error(), "a.yaml:") {
+			t.Errorf("%q: %v, want a refusal of the anchor with its line", src, err)
+		}
 	}
 }

@@ -7,7 +7,7 @@ import (
 	"github.com/gelo-research/geloattack/data/gelo"
 )
 
-// The paper's tables, as ../shared/PAPER.md gives them; ranges as [min, max, rand].
+// The paper's tables, as docs/paper.md gives them; ranges as [min, max, rand].
 type paperRange struct {
 	min, max float64
 	rand     gelo.Randomization

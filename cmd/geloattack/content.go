@@ -15,21 +15,23 @@ import (
 
 	"github.com/gelo-research/geloattack/baselines/content"
 	"github.com/gelo-research/geloattack/checkpoints"
+	"github.com/gelo-research/geloattack/config/field"
 	"github.com/gelo-research/geloattack/data"
 	"github.com/gelo-research/geloattack/data/extract"
 	"github.com/gelo-research/geloattack/data/gelo"
 	"github.com/gelo-research/geloattack/data/store"
 	"github.com/gelo-research/geloattack/data/wordpiece"
 	"github.com/gelo-research/geloattack/engine/blas"
+	"github.com/gelo-research/geloattack/internal/termtext"
 	"github.com/gelo-research/geloattack/runner"
 )
 
-// recoverUsage is the first part of `geloattack recover -h`.
-const recoverUsage = `usage: geloattack recover -store STORE [-template pin|name|birth|PATTERN] [-set ...] [flags]
-       geloattack baseline -attack content [the same flags]
-
-Sensitive-content recovery (issue 19; docs/content-recovery.md). A victim text made from a template
-with a secret slot ("my PIN is {x}") is placed in an ordinary GELO example beside other texts of the
+var cmdRecover = &Command{
+	Name:      "recover",
+	UsageLine: "-store STORE [-template pin|name|birth|PATTERN] [-set ...] [flags]\n       geloattack baseline -attack content [the same flags]",
+	Short:     "sensitive-content recovery: rank candidate secrets of a templated victim text by row-space containment",
+	Long: `Sensitive-content recovery (docs/content-recovery.md). A victim text made from a template with a
+secret slot ("my PIN is {x}") is placed in an ordinary GELO example beside other texts of the
 store (the config's sampler: positives, tokens per text, shields, mixing, kappa, obs_rows,
 observe_dtype). The attacker fills the template with every candidate, computes each candidate's
 hidden states with the store's own model, layer, truncation and special-token handling (from the
@@ -43,14 +45,13 @@ claims only what it can prove: below full rank the best candidate must be contai
 precision's bound and lead the next by -claim-gap decades; at full rank with every row observed
 its leverage must be within the bound (<= 1) and every other candidate's beyond twice it; with no
 candidate within the bound it answers "not among the candidates".
--grid runs the one-axis-at-a-time grid of the issue around the base cell (the flags' settings).
+-grid runs a one-axis-at-a-time grid around the base cell (the flags' settings).`,
+	Flags: recoverFlags,
+}
 
-flags:
-`
-
-// runRecover is `geloattack recover` (and `geloattack baseline -attack content`).
-func runRecover(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("recover", flag.ContinueOnError)
+// recoverFlags defines the flags of `geloattack recover` (and `geloattack baseline -attack content`)
+// and returns what runs it.
+func recoverFlags(fs *flag.FlagSet) runFunc {
 	defModel, _ := extract.DefaultModelDir()
 	defCorpus, _ := extract.DefaultCorpusDir()
 	var (
@@ -61,18 +62,18 @@ func runRecover(ctx context.Context, args []string) error {
 		tmpl      = fs.String("template", "pin", "victim template: pin (\"my PIN is {x}\"), name (\"my name is {x}\"), birth (\"I was born on {x}\"), or any text holding {x} once")
 		set       = fs.String("set", "", "candidate set: pin (0000-9999), date (every day of -years, \"March 5, 1987\"), name (WordNet person names, 3,886), or file:PATH (one candidate per line, # comments);\nempty: the template's own set (pin, name, birth -> date; a custom template needs -set)")
 		years     = fs.String("years", "1925:2024", "date set: FIRST:LAST years, inclusive")
-		nCand     = fs.Int("candidates", 0, "keep this many candidates of the set, a seeded uniform subset (0: all); the secret is drawn among those kept")
-		victims   = fs.Int("victims", 100, "victim examples (each its own example and secret)")
+		nCand     = intFlag(fs, "candidates", 0, field.Bounds{Int: true, Min: 1, Max: 1 << 24, Zero: "all"}, "keep this many candidates of the set, a seeded uniform subset; the secret is drawn among those kept")
+		victims   = intFlag(fs, "victims", 100, field.Bounds{Int: true, Min: 1, Max: 1 << 20}, "victim examples (each its own example and secret)")
 		splitName = fs.String("split", "val", "split the examples' other texts come from: train or val")
-		first     = fs.Int64("first-example", 0, "example index of the first victim in the split's stream")
-		seed      = fs.Int64("seed", -1, "seed of the secrets and of the candidate subset (-1: the config's seed)")
+		first     = int64Flag(fs, "first-example", 0, field.Bounds{Int: true, Min: 0, Max: 1 << 40}, "example index of the first victim in the split's stream")
+		seed      = int64Flag(fs, "seed", -1, field.Bounds{Int: true, Min: -1, Max: 1 << 62}, "seed of the secrets and of the candidate subset (-1: the config's seed)")
 		scoreName = fs.String("score", "slot_worst", "ranking score: slot_worst (worst residual over the secret's own rows), slot_energy, worst, energy (all rows), best_row (fooled by [CLS])")
 		compare   = fs.String("compare", "", "comma-separated further scores reported beside -score (all: every score; scores over all rows cost a pass over every row)")
 		claimGap  = fs.Float64("claim-gap", 1, "decades by which the best candidate must lead the second for a residual claim (below full rank; the best must also be contained within (10 u)^2)")
 		absent    = fs.Bool("absent", false, "remove each victim's secret from the candidates it is scored against: an honest attack answers \"not among the candidates\" or makes no claim")
 		grid      = fs.Bool("grid", false, "run the one-axis-at-a-time grid (candidates, shield, dtype, obs_rows, mix, rows, defence) around the flags' base cell")
 		axes      = fs.String("axes", "", "with -grid: comma-separated axes to run (empty: all): "+strings.Join(content.GridAxes, ","))
-		verifyN   = fs.Int("verify", 4, "store texts re-computed and compared with the stored rows before attacking (refuses on a mismatch)")
+		verifyN   = intFlag(fs, "verify", 4, field.Bounds{Int: true, Min: 1, Max: 1000}, "store texts re-computed and compared with the stored rows before attacking (refuses on a mismatch)")
 		out       = fs.String("out", "", "write the result (or every grid cell) as JSON to this file")
 		table     = fs.String("table", "", "with -grid: also write the Markdown grid table to this file")
 		quiet     = fs.Bool("quiet", false, "no progress output")
@@ -82,246 +83,230 @@ func runRecover(ctx context.Context, args []string) error {
 		shieldKind  = fs.String("shield-kind", "", "override sampler.shield_kind: gaussian | manifold | student_t")
 		shieldScale = fs.Float64("shield-scale", -1, "override sampler.shield_scale (> 0; -1 keep). Scale 0 is -shield-frac 0")
 		shieldFrac  = fs.Float64("shield-frac", -1, "override sampler.shield_frac in [0, 1] (-1 keep)")
-		shieldRows  = fs.Int("shield-rows", -1, "override sampler.shield_rows, a fixed shield count (0 = use shield_frac; -1 keep)")
+		shieldRows  = overrideInt(fs, "shield-rows", "sampler.shield_rows", "a fixed shield count")
 		obsRows     = fs.Float64("obs-rows", 0, "override sampler.obs_rows in (0, 1] (0 keep)")
 		dtype       = fs.String("observe-dtype", "", "override sampler.observe_dtype: none | bf16 | fp16")
 		kappa       = fs.Float64("kappa", 0, "non-orthogonal mixing with cond(A) = kappa (>= 1; 0 keep the config's mix)")
-		positives   = fs.Int("positives", 0, "override sampler.positives: texts per example, the victim included (0 keep)")
-		tokens      = fs.Int("tokens-per-text", 0, "override sampler.tokens_per_text (0 keep)")
+		positives   = overrideInt(fs, "positives", "sampler.positives", "texts per example, the victim included")
+		tokens      = overrideInt(fs, "tokens-per-text", "sampler.tokens_per_text", "")
 	)
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), recoverUsage)
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if err := noArgs(fs); err != nil {
-		return err
-	}
-	if err := checkFlags(fs, map[string]span{
-		"candidates": {0, 1 << 24}, "victims": {1, 1 << 20}, "first-example": {0, 1 << 40}, "verify": {1, 1000},
-		"shield-rows": {0, 1 << 16}, "positives": {1, 1 << 16}, "tokens-per-text": {1, 1 << 16}, "seed": {-1, 1 << 62},
-	}); err != nil {
-		return err
-	}
-	split, err := data.ParseSplit(*splitName)
-	if err != nil {
-		return fmt.Errorf("-split: %w", err)
-	}
-	cfg, err := loadConfig(*cfgPath)
-	if err != nil {
-		return err
-	}
-	if *storeDir != "" {
-		cfg.Store.Path = *storeDir
-	}
-	if cfg.Store.Path == "" {
-		return errors.New("recover: no store: give -store STORE or a -config whose store.path names one (the attack needs a store extracted from real text)")
-	}
-	sc := cfg.Sampler
-	if *shieldKind != "" {
-		sc.ShieldKind = gelo.ShieldKind(*shieldKind)
-	}
-	if *shieldScale != -1 {
-		sc.ShieldScale = gelo.Fixed(*shieldScale)
-	}
-	if *shieldFrac != -1 {
-		sc.ShieldFrac = gelo.Fixed(*shieldFrac)
-	}
-	if *shieldRows != -1 {
-		sc.ShieldRows = *shieldRows
-	}
-	if *obsRows != 0 {
-		sc.ObsRows = *obsRows
-	}
-	if *dtype != "" {
-		sc.ObserveDtype = gelo.ObserveDtype(*dtype)
-	}
-	if *kappa != 0 {
-		sc.Mix, sc.MixCond = gelo.MixNonOrthogonal, gelo.Fixed(*kappa)
-	}
-	if *positives != 0 {
-		sc.Positives = gelo.Fixed(float64(*positives))
-	}
-	if *tokens != 0 {
-		sc.TokensPerText = gelo.Fixed(float64(*tokens))
-	}
-	if err := sc.Validate(); err != nil {
-		return fmt.Errorf("recover: sampler settings (config plus flags): %w", err)
-	}
-	score, err := content.ParseScore(*scoreName)
-	if err != nil {
-		return fmt.Errorf("-score: %w", err)
-	}
-	var cmp []content.Score
-	if *compare == "all" {
-		for _, k := range content.Scores {
-			if k != score {
+	return func(ctx context.Context, args []string) error {
+		split, err := data.ParseSplit(*splitName)
+		if err != nil {
+			return fmt.Errorf("-split: %w", err)
+		}
+		cfg, err := loadConfig(*cfgPath)
+		if err != nil {
+			return err
+		}
+		if *storeDir != "" {
+			cfg.Store.Path = *storeDir
+		}
+		if cfg.Store.Path == "" {
+			return errors.New("recover: no store: give -store STORE or a -config whose store.path names one (the attack needs a store extracted from real text)")
+		}
+		sc := cfg.Sampler
+		if *shieldKind != "" {
+			sc.ShieldKind = gelo.ShieldKind(*shieldKind)
+		}
+		if *shieldScale != -1 {
+			sc.ShieldScale = gelo.Fixed(*shieldScale)
+		}
+		if *shieldFrac != -1 {
+			sc.ShieldFrac = gelo.Fixed(*shieldFrac)
+		}
+		shieldRows.apply(&sc.ShieldRows)
+		if *obsRows != 0 {
+			sc.ObsRows = *obsRows
+		}
+		if *dtype != "" {
+			sc.ObserveDtype = gelo.ObserveDtype(*dtype)
+		}
+		if *kappa != 0 {
+			sc.Mix, sc.MixCond = gelo.MixNonOrthogonal, gelo.Fixed(*kappa)
+		}
+		if positives.set {
+			sc.Positives = gelo.Fixed(float64(positives.v))
+		}
+		if tokens.set {
+			sc.TokensPerText = gelo.Fixed(float64(tokens.v))
+		}
+		if err := sc.Validate(); err != nil {
+			return fmt.Errorf("recover: sampler settings (config plus flags): %w", err)
+		}
+		score, err := content.ParseScore(*scoreName)
+		if err != nil {
+			return fmt.Errorf("-score: %w", err)
+		}
+		var cmp []content.Score
+		if *compare == "all" {
+			for _, k := range content.Scores {
+				if k != score {
+					cmp = append(cmp, k)
+				}
+			}
+		} else if *compare != "" {
+			for _, name := range strings.Split(*compare, ",") {
+				k, err := content.ParseScore(strings.TrimSpace(name))
+				if err != nil {
+					return fmt.Errorf("-compare: %w", err)
+				}
 				cmp = append(cmp, k)
 			}
 		}
-	} else if *compare != "" {
-		for _, name := range strings.Split(*compare, ",") {
-			k, err := content.ParseScore(strings.TrimSpace(name))
-			if err != nil {
-				return fmt.Errorf("-compare: %w", err)
+		if !(*claimGap > 0) {
+			return fmt.Errorf("-claim-gap %v: want a positive number of decades", *claimGap)
+		}
+		t, defSet, err := parseTemplate(*tmpl)
+		if err != nil {
+			return err
+		}
+		if *set == "" {
+			if defSet == "" {
+				return fmt.Errorf("-template %q is custom: give -set pin|date|name|file:PATH", *tmpl)
 			}
-			cmp = append(cmp, k)
+			*set = defSet
 		}
-	}
-	if !(*claimGap > 0) {
-		return fmt.Errorf("-claim-gap %v: want a positive number of decades", *claimGap)
-	}
-	t, defSet, err := parseTemplate(*tmpl)
-	if err != nil {
-		return err
-	}
-	if *set == "" {
-		if defSet == "" {
-			return fmt.Errorf("-template %q is custom: give -set pin|date|name|file:PATH", *tmpl)
+		secretSeed := cfg.Seed
+		if *seed >= 0 {
+			secretSeed = uint64(*seed)
 		}
-		*set = defSet
-	}
-	secretSeed := cfg.Seed
-	if *seed >= 0 {
-		secretSeed = uint64(*seed)
-	}
-	var progress io.Writer = os.Stderr
-	if *quiet {
-		progress = nil
-	}
+		var progress io.Writer = os.Stderr
+		if *quiet {
+			progress = nil
+		}
 
-	// The store, the model, and the check that the model reproduces the store.
-	st, err := store.Open(runner.ExpandPath(cfg.Store.Path))
-	if err != nil {
-		return err
-	}
-	defer st.Close()
-	meta := st.Meta()
-	emb, err := openEmbedder(*modelDir, meta)
-	if err != nil {
-		return err
-	}
-	t0 := time.Now()
-	worst, err := emb.Verify(ctx, st, *verifyN)
-	if err != nil {
-		return fmt.Errorf("recover: store %s against model %s: %w", st.Dir(), *modelDir, err)
-	}
-	logf(progress, "recover: store %s (%s, layer %d, d %d, special tokens %s); model %s reproduces %d stored texts to %.2g relative (%.1f s)\n",
-		st.Dir(), meta.Model, meta.Layer, meta.D, meta.SpecialTokens, *modelDir, *verifyN, worst, time.Since(t0).Seconds())
-
-	// Candidate sets, embedded once each (the grid reuses them).
-	cache := map[string]*content.Candidates{}
-	getSet := func(name string, size int, tp content.Template) (*content.Candidates, error) {
-		key := fmt.Sprintf("%s|%s|%d", tp.Pattern, name, size)
-		if c, ok := cache[key]; ok {
-			return c, nil
+		// The store, the model, and the check that the model reproduces the store.
+		st, err := store.Open(runner.ExpandPath(cfg.Store.Path))
+		if err != nil {
+			return err
 		}
-		full := fmt.Sprintf("%s|%s|0", tp.Pattern, name)
-		all, ok := cache[full]
-		if !ok {
-			vals, err := candidateValues(name, *years, *corpusDir)
+		defer st.Close()
+		meta := st.Meta()
+		emb, err := openEmbedder(*modelDir, meta)
+		if err != nil {
+			return err
+		}
+		t0 := time.Now()
+		worst, err := emb.Verify(ctx, st, *verifyN)
+		if err != nil {
+			return fmt.Errorf("recover: store %s against model %s: %w", st.Dir(), *modelDir, err)
+		}
+		logf(progress, "recover: store %s (%s, layer %d, d %d, special tokens %s); model %s reproduces %d stored texts to %.2g relative (%.1f s)\n",
+			st.Dir(), termtext.Escape(meta.Model), meta.Layer, meta.D, meta.SpecialTokens, *modelDir, *verifyN, worst, time.Since(t0).Seconds())
+
+		// Candidate sets, embedded once each (the grid reuses them).
+		cache := map[string]*content.Candidates{}
+		getSet := func(name string, size int, tp content.Template) (*content.Candidates, error) {
+			key := fmt.Sprintf("%s|%s|%d", tp.Pattern, name, size)
+			if c, ok := cache[key]; ok {
+				return c, nil
+			}
+			full := fmt.Sprintf("%s|%s|0", tp.Pattern, name)
+			all, ok := cache[full]
+			if !ok {
+				vals, err := candidateValues(name, *years, *corpusDir)
+				if err != nil {
+					return nil, err
+				}
+				if size > 0 && size < len(vals) && !*grid {
+					// Only the subset is needed: embed just it (the grid embeds the whole set once).
+					vals = content.Subset(vals, size, secretSeed)
+					full = key
+				}
+				t1 := time.Now()
+				logf(progress, "recover: embedding %d candidates of %q (%s)\n", len(vals), tp.Pattern, name)
+				all, err = content.Embed(ctx, emb, tp, vals, progress)
+				if err != nil {
+					return nil, err
+				}
+				logf(progress, "recover: %d candidates, %d tokens in %.1f s: %.0f tokens/s (wall %.1f s)\n",
+					all.Len(), all.Rows.Tokens, all.Rows.Seconds, float64(all.Rows.Tokens)/all.Rows.Seconds, time.Since(t1).Seconds())
+				cache[full] = all
+			}
+			if size == 0 || size >= all.Len() {
+				return all, nil
+			}
+			sub := subsetCandidates(all, size, secretSeed)
+			cache[key] = sub
+			return sub, nil
+		}
+		runCell := func(scfg gelo.Config, tp content.Template, c *content.Candidates) (*content.Result, error) {
+			s, err := gelo.NewSampler(st, scfg)
 			if err != nil {
 				return nil, err
 			}
-			if size > 0 && size < len(vals) && !*grid {
-				// Only the subset is needed: embed just it (the grid embeds the whole set once).
-				vals = content.Subset(vals, size, secretSeed)
-				full = key
-			}
-			t1 := time.Now()
-			logf(progress, "recover: embedding %d candidates of %q (%s)\n", len(vals), tp.Pattern, name)
-			all, err = content.Embed(ctx, emb, tp, vals, progress)
+			return content.Run(ctx, s, emb, content.Options{
+				Template: tp, Candidates: c, Victims: *victims, Split: split, FirstExample: *first,
+				Seed: secretSeed, Score: score, Compare: cmp, ClaimGap: *claimGap, Absent: *absent, Progress: progress,
+			})
+		}
+
+		if !*grid {
+			c, err := getSet(*set, *nCand, t)
 			if err != nil {
-				return nil, err
+				return err
 			}
-			logf(progress, "recover: %d candidates, %d tokens in %.1f s: %.0f tokens/s (wall %.1f s)\n",
-				all.Len(), all.Rows.Tokens, all.Rows.Seconds, float64(all.Rows.Tokens)/all.Rows.Seconds, time.Since(t1).Seconds())
-			cache[full] = all
+			res, err := runCell(sc, t, c)
+			if err != nil {
+				return err
+			}
+			fmt.Print(res.Table())
+			return writeJSON(*out, res)
 		}
-		if size == 0 || size >= all.Len() {
-			return all, nil
-		}
-		sub := subsetCandidates(all, size, secretSeed)
-		cache[key] = sub
-		return sub, nil
-	}
-	runCell := func(scfg gelo.Config, tp content.Template, c *content.Candidates) (*content.Result, error) {
-		s, err := gelo.NewSampler(st, scfg)
-		if err != nil {
-			return nil, err
-		}
-		return content.Run(ctx, s, emb, content.Options{
-			Template: tp, Candidates: c, Victims: *victims, Split: split, FirstExample: *first,
-			Seed: secretSeed, Score: score, Compare: cmp, ClaimGap: *claimGap, Absent: *absent, Progress: progress,
-		})
-	}
 
-	if !*grid {
-		c, err := getSet(*set, *nCand, t)
-		if err != nil {
-			return err
+		var axisList []string
+		if *axes != "" {
+			axisList = strings.Split(*axes, ",")
 		}
-		res, err := runCell(sc, t, c)
+		cells, err := content.Grid(axisList, meta.D)
 		if err != nil {
-			return err
+			return fmt.Errorf("-axes: %w", err)
 		}
-		fmt.Print(res.Table())
-		return writeJSON(*out, res)
-	}
-
-	var axisList []string
-	if *axes != "" {
-		axisList = strings.Split(*axes, ",")
-	}
-	cells, err := content.Grid(axisList, meta.D)
-	if err != nil {
-		return fmt.Errorf("-axes: %w", err)
-	}
-	type cellOut struct {
-		Axis, Value string
-		Result      *content.Result
-	}
-	var outs []cellOut
-	var tbl strings.Builder
-	tbl.WriteString(content.GridHeader)
-	fmt.Print(content.GridHeader)
-	for i, cell := range cells {
-		tp, setName, size := t, *set, *nCand
-		if cell.Set != content.BaseSet {
-			setName, size = cell.Set.Name, cell.Set.Size
-			if setName == "date" {
-				tp = content.TemplateBirth
+		type cellOut struct {
+			Axis, Value string
+			Result      *content.Result
+		}
+		var outs []cellOut
+		var tbl strings.Builder
+		tbl.WriteString(content.GridHeader)
+		fmt.Print(content.GridHeader)
+		for i, cell := range cells {
+			tp, setName, size := t, *set, *nCand
+			if cell.Set != content.BaseSet {
+				setName, size = cell.Set.Name, cell.Set.Size
+				if setName == "date" {
+					tp = content.TemplateBirth
+				}
+			}
+			c, err := getSet(setName, size, tp)
+			if err != nil {
+				return fmt.Errorf("grid cell %s=%s: %w", cell.Axis, cell.Value, err)
+			}
+			scfg := sc
+			if cell.Apply != nil {
+				cell.Apply(&scfg)
+			}
+			if err := scfg.Validate(); err != nil {
+				return fmt.Errorf("grid cell %s=%s: %w", cell.Axis, cell.Value, err)
+			}
+			logf(progress, "recover: grid cell %d/%d: %s = %s\n", i+1, len(cells), cell.Axis, cell.Value)
+			res, err := runCell(scfg, tp, c)
+			if err != nil {
+				return fmt.Errorf("grid cell %s=%s: %w", cell.Axis, cell.Value, err)
+			}
+			row := content.GridRow(cell, res)
+			fmt.Print(row)
+			tbl.WriteString(row)
+			outs = append(outs, cellOut{cell.Axis, cell.Value, res})
+		}
+		if *table != "" {
+			if err := checkpoints.WriteFileAtomic(*table, []byte(tbl.String())); err != nil {
+				return err
 			}
 		}
-		c, err := getSet(setName, size, tp)
-		if err != nil {
-			return fmt.Errorf("grid cell %s=%s: %w", cell.Axis, cell.Value, err)
-		}
-		scfg := sc
-		if cell.Apply != nil {
-			cell.Apply(&scfg)
-		}
-		if err := scfg.Validate(); err != nil {
-			return fmt.Errorf("grid cell %s=%s: %w", cell.Axis, cell.Value, err)
-		}
-		logf(progress, "recover: grid cell %d/%d: %s = %s\n", i+1, len(cells), cell.Axis, cell.Value)
-		res, err := runCell(scfg, tp, c)
-		if err != nil {
-			return fmt.Errorf("grid cell %s=%s: %w", cell.Axis, cell.Value, err)
-		}
-		row := content.GridRow(cell, res)
-		fmt.Print(row)
-		tbl.WriteString(row)
-		outs = append(outs, cellOut{cell.Axis, cell.Value, res})
+		return writeJSON(*out, outs)
 	}
-	if *table != "" {
-		if err := checkpoints.WriteFileAtomic(*table, []byte(tbl.String())); err != nil {
-			return err
-		}
-	}
-	return writeJSON(*out, outs)
 }
 
 // parseTemplate maps a -template value to a template and its default candidate set.
@@ -403,7 +388,7 @@ func openEmbedder(modelDir string, meta store.Meta) (*content.Embedder, error) {
 	name := defaultModelName(modelDir, m.Cfg)
 	if meta.Model != name && !strings.Contains(meta.Model, strings.TrimPrefix(name, "npm:")) {
 		return nil, fmt.Errorf("recover: store meta.json model %q does not name the model in %s (%q): extract candidates with the store's own model",
-			meta.Model, modelDir, name)
+			termtext.Escape(meta.Model), modelDir, termtext.Escape(name))
 	}
 	tok, err := wordpiece.Load(filepath.Join(modelDir, "tokenizer.json"))
 	if err != nil {

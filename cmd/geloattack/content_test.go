@@ -141,7 +141,7 @@ func TestContentBaselineAttackSelectsRecover(t *testing.T) {
 		{"baseline", "-attack=content", "-victims", "0"},
 	} {
 		out, err := cli(t, args...).CombinedOutput()
-		if err == nil || !strings.Contains(string(out), "-victims 0") {
+		if err == nil || !strings.Contains(string(out), `"0" for flag -victims`) {
 			t.Fatalf("%v: %v\n%s", args, err, out)
 		}
 	}

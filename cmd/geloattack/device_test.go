@@ -68,7 +68,7 @@ func TestBadDeviceFlags(t *testing.T) {
 		{[]string{"train", "-config", cfg, "-out", filepath.Join(dir, "b"), "-precision", "fp16"}, `-precision: precision "fp16": want fp32, tf32 or bf16`},
 		{[]string{"bench", "-what", "step", "-device", "cuda:x"}, `-device: device "cuda:x"`},
 		{[]string{"bench", "-what", "step", "-precision", "int8"}, `-precision: precision "int8"`},
-		{[]string{"bench", "-what", "step", "-steps", "0"}, "flag -steps 0: want an integer in [1,"},
+		{[]string{"bench", "-what", "step", "-steps", "0"}, `"0" for flag -steps: want an integer in [1,`},
 		{[]string{"sweep", "-config", "../../configs/sweeps/cpu-retrieval.yaml", "-list", "-device", "tpu"}, `-device: device "tpu"`},
 	}
 	for _, c := range cases {

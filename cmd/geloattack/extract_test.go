@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -18,7 +19,7 @@ import (
 
 func TestStoreExtractFlags(t *testing.T) {
 	ctx := context.Background()
-	if err := runStoreExtract(ctx, []string{"-h"}); !errors.Is(err, flag.ErrHelp) {
+	if err := cmdStoreExtract.run(ctx, "geloattack store extract", []string{"-h"}, io.Discard); !errors.Is(err, flag.ErrHelp) {
 		t.Errorf("-h: got %v, want flag.ErrHelp", err)
 	}
 	for name, args := range map[string][]string{
@@ -28,7 +29,7 @@ func TestStoreExtractFlags(t *testing.T) {
 		"no model":    {"-out", t.TempDir(), "-model", t.TempDir()},
 		"unknown flg": {"-out", t.TempDir(), "-nope"},
 	} {
-		if err := runStoreExtract(ctx, args); err == nil {
+		if err := cmdStoreExtract.run(ctx, "geloattack store extract", args, io.Discard); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
 	}
@@ -52,7 +53,7 @@ func TestStoreExtractEndToEnd(t *testing.T) {
 	}
 	out := filepath.Join(dir, "store")
 	args := []string{"-model", modelDir, "-texts", texts, "-out", out, "-layer", "2", "-dtype", "float32", "-quiet", "-batch", "512"}
-	if err := runStoreExtract(context.Background(), args); err != nil {
+	if err := cmdStoreExtract.run(context.Background(), "geloattack store extract", args, io.Discard); err != nil {
 		t.Fatal(err)
 	}
 	s, err := store.Open(out)

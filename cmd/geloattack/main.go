@@ -11,88 +11,90 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
-	"sort"
 	"syscall"
+	"time"
 
 	"github.com/gelo-research/geloattack/train"
 )
 
-// command is one subcommand: its one-line summary and the function that parses its own flags.
-type command struct {
-	summary string
-	run     func(ctx context.Context, args []string) error
+// root is the command tree: geloattack and every command below it.
+var root = &Command{
+	Name: "geloattack",
+	Long: "Measures how much privacy GELO obfuscation gives: generates obfuscated batches from a store of hidden\n" +
+		"states, trains learned attacks, runs training-free baselines and reports how far each gets above chance.\n" +
+		"Start with 'geloattack train': it trains the text-presence attack on the embedded synthetic store in\n" +
+		"about a minute and prints its metrics.",
 }
 
-func commands() map[string]command {
-	return map[string]command{
-		"train":    {"train a learned attack (default: configs/quickstart.yaml on the embedded synthetic store)", runTrain},
-		"eval":     {"evaluate a run directory or checkpoint: metrics with chance levels", runEval},
-		"store":    {"stores of hidden states: synth | import | info | validate | extract", runStore},
-		"baseline": {"training-free attacks: rowspace | fastica | jade | fobi | jd | anchor | content", runBaseline},
-		"recover":  {"sensitive-content recovery: rank candidate secrets of a templated victim text by row-space containment", runRecover},
-		"bench":    {"throughput benchmarks: data generation and training steps", runBench},
-		"sweep":    {"run a grid of training runs over shield settings", runSweep},
-		"report":   {"merge a sweep's cells into tables and plots", runReport},
-		"model":    {"decoder models: init (a random-init Hugging Face directory like llama2-7b, llama3-8b, qwen3-8b, ...)", runModel},
-		"protocol": {"the GELO protocol itself: overhead benchmark (bench) and functional equality (equality)", runProtocol},
-	}
-}
-
-func usage() {
-	fmt.Fprintf(os.Stderr, "usage: geloattack <command> [flags]\n\ncommands:\n")
-	cmds := commands()
-	names := make([]string, 0, len(cmds))
-	for n := range cmds {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		fmt.Fprintf(os.Stderr, "  %-9s %s\n", n, cmds[n].summary)
-	}
-	fmt.Fprintf(os.Stderr, "\nRun 'geloattack <command> -h' for the flags of a command. Start with 'geloattack train': it trains\n"+
-		"the text-presence attack on the embedded synthetic store in about a minute and prints its metrics.\n")
+func init() {
+	// Set here rather than in root's literal: the commands refer to root (for their help) through
+	// their own variables.
+	root.Commands = []*Command{cmdTrain, cmdEval, cmdStore, cmdBaseline, cmdRecover, cmdBench, cmdSweep, cmdReport, cmdModel, cmdProtocol}
 }
 
 func main() {
 	if len(os.Args) < 2 {
 		// People type the bare name to see what it does: show the commands rather than start a
 		// training run (the main job on the embedded default is `geloattack train`).
-		usage()
-		os.Exit(2)
-	}
-	name := os.Args[1]
-	if name == "-h" || name == "--help" || name == "help" {
-		usage()
-		return
-	}
-	cmd, ok := commands()[name]
-	if !ok {
-		fmt.Fprintf(os.Stderr, "geloattack: unknown command %q\n\n", name)
-		usage()
+		root.usage(os.Stderr, root.Name, nil)
 		os.Exit(2)
 	}
 	setGCPercent()
-	// The first SIGINT/SIGTERM cancels the context so long work can checkpoint and exit cleanly;
-	// a second one kills the process the usual way.
+	// Errors are prefixed with the command named, as "geloattack store: ...".
+	name := root.Name
+	if cmd := root.lookup(os.Args[1:2]); cmd != root {
+		name += " " + cmd.Name
+	}
+	leaf := root.lookup(os.Args[1:])
+	// One signal context for every command: the first SIGINT/SIGTERM cancels it. A command that
+	// saves its work on cancellation (train's checkpoint, sweep's running cell) is given the time it
+	// needs; any other command is given interruptGrace to return (removing what it was writing)
+	// and is then ended, so that no command ignores the first signal. A second signal kills the
+	// process the usual way.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	done := make(chan struct{})
 	go func() {
-		<-ctx.Done()
+		select {
+		case <-done:
+			return
+		case <-ctx.Done():
+		}
 		stop()
-	}()
-	if err := cmd.run(ctx, os.Args[2:]); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
+		if leaf.SavesOnInterrupt {
 			return
 		}
-		if errors.Is(err, train.ErrInterrupted) {
-			// Distinct from failure (1) and success (0): schedulers requeue the job and the run
-			// resumes from the checkpoint just written. 130 is the shell's code for SIGINT.
-			fmt.Fprintf(os.Stderr, "geloattack %s: %v\n", name, err)
+		select {
+		case <-done:
+		case <-time.After(interruptGrace):
+			fmt.Fprintf(os.Stderr, "%s: interrupted\n", name)
 			os.Exit(130)
 		}
-		fmt.Fprintf(os.Stderr, "geloattack %s: %v\n", name, err)
-		os.Exit(1)
+	}()
+	err := root.run(ctx, root.Name, os.Args[1:], os.Stderr)
+	close(done)
+	if err == nil || errors.Is(err, flag.ErrHelp) {
+		return
 	}
+	if ctx.Err() != nil && !leaf.SavesOnInterrupt {
+		// The command stopped because of the signal: say so rather than "context canceled".
+		fmt.Fprintf(os.Stderr, "%s: interrupted\n", name)
+		os.Exit(130)
+	}
+	fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
+	switch {
+	case errors.Is(err, train.ErrInterrupted):
+		// Distinct from failure (1) and success (0): schedulers requeue the job and the run
+		// resumes from the checkpoint just written. 130 is the shell's code for SIGINT.
+		os.Exit(130)
+	case errors.As(err, new(*usageError)):
+		os.Exit(2)
+	}
+	os.Exit(1)
 }
+
+// interruptGrace is how long a command that saves nothing on interruption has, after the first
+// signal, to return by itself (an extraction removes its partial store) before it is ended.
+const interruptGrace = 3 * time.Second
 
 // defaultGCPercent is the garbage collector's target when GOGC is not set. A training process's
 // heap is mostly long-lived and pointer-free (parameters, AdamW moments, the activation arena, the

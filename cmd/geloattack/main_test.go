@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gelo-research/geloattack/checkpoints"
+	"github.com/gelo-research/geloattack/data/extract"
 )
 
 // TestMain lets the tests run the real CLI in a child process (the test binary re-executed with
@@ -341,12 +342,12 @@ func TestBareCommandAndBadFlagValues(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"train", "-config", cfg, "-steps", "-3"}, "flag -steps -3"},
-		{[]string{"train", "-config", cfg, "-workers", "0"}, "flag -workers 0"},
-		{[]string{"eval", "-batches", "-1", dir}, "flag -batches -1"},
-		{[]string{"store", "synth", "-texts", "0", "-out", filepath.Join(dir, "s")}, "flag -texts 0"},
-		{[]string{"store", "synth", "-d", "0", "-out", filepath.Join(dir, "s")}, "flag -d 0"},
-		{[]string{"sweep", "-config", cfg, "-shards", "0"}, "flag -shards 0"},
+		{[]string{"train", "-config", cfg, "-steps", "-3"}, `"-3" for flag -steps`},
+		{[]string{"train", "-config", cfg, "-workers", "0"}, `"0" for flag -workers`},
+		{[]string{"eval", "-batches", "-1", dir}, `"-1" for flag -batches`},
+		{[]string{"store", "synth", "-texts", "0", "-out", filepath.Join(dir, "s")}, `"0" for flag -texts`},
+		{[]string{"store", "synth", "-d", "0", "-out", filepath.Join(dir, "s")}, `"0" for flag -d`},
+		{[]string{"sweep", "-config", cfg, "-shards", "0"}, `"0" for flag -shards`},
 		{[]string{"train", "-config", cfg, "extra"}, `unexpected argument "extra": this command takes only flags`},
 	} {
 		out, err := cli(t, c.args...).CombinedOutput()
@@ -391,10 +392,10 @@ func TestProtocolBenchCommand(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"protocol", "bench", "-repeats", "0"}, "flag -repeats 0"},
+		{[]string{"protocol", "bench", "-repeats", "0"}, `"0" for flag -repeats`},
 		{[]string{"protocol", "bench", "-n", "1"}, "Ns"},
 		{[]string{"protocol", "bench", "-n", "x"}, `-n: "x" is not an integer`},
-		{[]string{"protocol", "equality", "-count", "1"}, "flag -count 1"},
+		{[]string{"protocol", "equality", "-count", "2"}, `"2" for flag -count`},
 		{[]string{"protocol", "equality", "-kappas", "0.5"}, "Kappas"},
 		{[]string{"protocol", "nope"}, `unknown subcommand`},
 	} {
@@ -407,8 +408,20 @@ func TestProtocolBenchCommand(t *testing.T) {
 
 // protocol equality on real text: fp32 GELO leaves every nearest neighbour unchanged.
 func TestProtocolEqualityCommand(t *testing.T) {
-	if os.Getenv("GELOATTACK_SMALL_STORE") == "" && os.Getenv("GELOATTACK_REQUIRE_REAL_STORE") == "" {
-		t.Skip("needs the cached MiniLM model (scripts/build-small-store.sh; CI sets GELOATTACK_SMALL_STORE)")
+	// The command reads the pinned model and the text corpora from the cache: name whichever is
+	// missing (it needs no store).
+	model, _ := extract.DefaultModelDir()
+	corpus, _ := extract.DefaultCorpusDir()
+	for _, need := range []struct{ what, path, fetch string }{
+		{"the MiniLM model", filepath.Join(model, "config.json"), "scripts/fetch-data.sh model"},
+		{"the text corpora", corpus, "scripts/fetch-data.sh corpus"},
+	} {
+		if _, err := os.Stat(need.path); err != nil {
+			if os.Getenv("GELOATTACK_REQUIRE_REAL_STORE") != "" {
+				t.Fatalf("GELOATTACK_REQUIRE_REAL_STORE is set but %s is missing: %v (%s)", need.what, err, need.fetch)
+			}
+			t.Skipf("needs %s at %s (%s)", need.what, need.path, need.fetch)
+		}
 	}
 	out, err := cli(t, "protocol", "equality", "-count", "6", "-precisions", "fp32", "-kappas", "100", "-layers", "1,2").CombinedOutput()
 	if err != nil {

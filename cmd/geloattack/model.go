@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/gelo-research/geloattack/config/field"
 	"github.com/gelo-research/geloattack/data/bpe"
 	"github.com/gelo-research/geloattack/data/extract"
 	"github.com/gelo-research/geloattack/data/store"
@@ -18,50 +19,50 @@ import (
 	"github.com/gelo-research/geloattack/models/llama"
 )
 
-// runModel dispatches `geloattack model SUB`.
-func runModel(ctx context.Context, args []string) error {
-	if len(args) == 0 || args[0] != "init" {
-		return errors.New("model: name a subcommand: init (a random-init Hugging Face decoder directory)")
-	}
-	return runModelInit(args[1:])
+var cmdModel = &Command{
+	Name:     "model",
+	Short:    "decoder models: init (a random-init Hugging Face directory like llama2-7b, llama3-8b, qwen3-8b, ...)",
+	Long:     "Decoder models in Hugging Face's directory layout (docs/decoders.md): what tests, benchmarks and attacks\nuse until a user brings real weights.",
+	Commands: []*Command{cmdModelInit},
 }
 
-func runModelInit(args []string) error {
-	fs := newFlagSet("model init", "Write a random-init Hugging Face directory (config.json + model.safetensors) with the public config of\n"+
-		"a Llama-family model, optionally cut in depth, width and vocabulary. Seeded and deterministic.")
+var cmdModelInit = &Command{
+	Name:      "init",
+	UsageLine: "-like PRESET|CONFIG -out DIR [-layers N] [-hidden H] [-vocab V] [-seed S] [-dtype bf16|f16|f32] [-tokenizer FILE]",
+	Short:     "write a random-init Hugging Face decoder directory with a real architecture's config",
+	Long: "Writes a random-init Hugging Face directory (config.json + model.safetensors) with the public config of\n" +
+		"a Llama-family model, optionally cut in depth, width and vocabulary. Seeded and deterministic.",
+	Flags: modelInitFlags,
+}
+
+// modelInitFlags defines the flags of `geloattack model init` and returns what runs it.
+func modelInitFlags(fs *flag.FlagSet) runFunc {
 	var (
 		like   = fs.String("like", "", "preset ("+strings.Join(hf.Presets(), ", ")+") or a config.json to imitate (required)")
-		layers = fs.Int("layers", 0, "num_hidden_layers (0: the original)")
-		hidden = fs.Int("hidden", 0, "hidden_size (0: the original); heads follow from head_dim, intermediate_size scales with it")
-		vocab  = fs.Int("vocab", 0, "vocab_size (0: the original); must cover the tokenizer's ids to extract with it")
+		layers = intFlag(fs, "layers", 0, field.Bounds{Int: true, Min: 1, Max: 1 << 10, Zero: "the original"}, "num_hidden_layers")
+		hidden = intFlag(fs, "hidden", 0, field.Bounds{Int: true, Min: 1, Max: 1 << 16, Zero: "the original"}, "hidden_size; heads follow from head_dim, intermediate_size scales with it")
+		vocab  = intFlag(fs, "vocab", 0, field.Bounds{Int: true, Min: 1, Max: 1 << 22, Zero: "the original"}, "vocab_size; must cover the tokenizer's ids to extract with it")
 		seed   = fs.Uint64("seed", 1, "seed of the weights")
 		dtype  = fs.String("dtype", "bf16", "tensor type in model.safetensors: bf16, f16 or f32")
 		out    = fs.String("out", "", "directory to write (required)")
 		tok    = fs.String("tokenizer", "", "tokenizer.json to copy in (with tokenizer_config.json beside it, when present)")
 	)
-	if err := fs.Parse(args); err != nil {
-		return err
+	return func(ctx context.Context, _ []string) error {
+		if *like == "" || *out == "" {
+			return errors.New("model init: -like and -out are required (see -h)")
+		}
+		dt := map[string]string{"bf16": hf.BF16, "f16": hf.F16, "f32": hf.F32}[*dtype]
+		if dt == "" {
+			return fmt.Errorf("model init: -dtype %q: want bf16, f16 or f32", *dtype)
+		}
+		cfg, err := hf.Init(hf.InitOptions{Like: *like, Layers: *layers, Hidden: *hidden, Vocab: *vocab, Seed: *seed, DType: dt, Out: *out, Tokenizer: *tok})
+		if err != nil {
+			return fmt.Errorf("model init: %w", err)
+		}
+		fmt.Fprintf(os.Stderr, "model init: wrote %s: %s, %d layers, d %d, %d/%d heads of %d, vocab %d, %.3g parameters (%s)\n",
+			*out, cfg.Architecture, cfg.Layers, cfg.Hidden, cfg.Heads, cfg.KVHeads, cfg.HeadDim, cfg.VocabSize, float64(cfg.Params()), dt)
+		return nil
 	}
-	if err := noArgs(fs); err != nil {
-		return err
-	}
-	if err := checkFlags(fs, map[string]span{"layers": {0, 1 << 10}, "hidden": {0, 1 << 16}, "vocab": {0, 1 << 22}}); err != nil {
-		return err
-	}
-	if *like == "" || *out == "" {
-		return errors.New("model init: -like and -out are required (see -h)")
-	}
-	dt := map[string]string{"bf16": hf.BF16, "f16": hf.F16, "f32": hf.F32}[*dtype]
-	if dt == "" {
-		return fmt.Errorf("model init: -dtype %q: want bf16, f16 or f32", *dtype)
-	}
-	cfg, err := hf.Init(hf.InitOptions{Like: *like, Layers: *layers, Hidden: *hidden, Vocab: *vocab, Seed: *seed, DType: dt, Out: *out, Tokenizer: *tok})
-	if err != nil {
-		return fmt.Errorf("model init: %w", err)
-	}
-	fmt.Fprintf(os.Stderr, "model init: wrote %s: %s, %d layers, d %d, %d/%d heads of %d, vocab %d, %.3g parameters (%s)\n",
-		*out, cfg.Architecture, cfg.Layers, cfg.Hidden, cfg.Heads, cfg.KVHeads, cfg.HeadDim, cfg.VocabSize, float64(cfg.Params()), dt)
-	return nil
 }
 
 // openDecoderTokenizer opens the tokenizer of a decoder directory.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -35,7 +36,7 @@ func TestModelInitAndDecoderExtract(t *testing.T) {
 	tmp := t.TempDir()
 	for _, like := range hf.Presets() {
 		dir := filepath.Join(tmp, like)
-		if err := runModel(ctx, []string{"init", "-like", like, "-layers", "2", "-hidden", "64", "-vocab", "300", "-seed", "3", "-out", dir}); err != nil {
+		if err := cmdModelInit.run(ctx, "geloattack model init", []string{"-like", like, "-layers", "2", "-hidden", "64", "-vocab", "300", "-seed", "3", "-out", dir}, io.Discard); err != nil {
 			t.Fatalf("%s: %v", like, err)
 		}
 		m, err := hf.Load(dir, nil)
@@ -49,7 +50,7 @@ func TestModelInitAndDecoderExtract(t *testing.T) {
 	texts := filepath.Join(tmp, "texts.txt")
 	os.WriteFile(texts, []byte("the cat\nthe cat sat\nthe dog\n"), 0o644)
 	// Without a tokenizer the decoder path is refused, naming tokenizer.json.
-	err := runStoreExtract(ctx, []string{"-model", filepath.Join(tmp, "qwen3-8b"), "-texts", texts, "-out", filepath.Join(tmp, "s0"), "-quiet", "-layer", "1"})
+	err := cmdStoreExtract.run(ctx, "geloattack store extract", []string{"-model", filepath.Join(tmp, "qwen3-8b"), "-texts", texts, "-out", filepath.Join(tmp, "s0"), "-quiet", "-layer", "1"}, io.Discard)
 	if err == nil || !strings.Contains(err.Error(), "tokenizer.json") {
 		t.Fatalf("no tokenizer: %v", err)
 	}
@@ -87,9 +88,9 @@ func TestModelInitAndDecoderExtract(t *testing.T) {
 	} {
 		var err error
 		if name == "point on BERT" {
-			err = runStoreExtract(ctx, args)
+			err = cmdStoreExtract.run(ctx, "geloattack store extract", args, io.Discard)
 		} else {
-			err = runModel(ctx, args)
+			err = cmdModel.run(ctx, "geloattack model", args, io.Discard)
 		}
 		if err == nil {
 			t.Errorf("%s: accepted", name)

@@ -10,247 +10,206 @@ import (
 	"os"
 	"time"
 
+	"github.com/gelo-research/geloattack/config/field"
 	"github.com/gelo-research/geloattack/data"
 	"github.com/gelo-research/geloattack/data/store"
 	"github.com/gelo-research/geloattack/data/synth"
+	"github.com/gelo-research/geloattack/internal/termtext"
 )
 
-// runStore dispatches the store subcommands.
-func runStore(ctx context.Context, args []string) error {
-	if len(args) == 0 {
-		storeUsage()
-		return errors.New("store: name a subcommand: synth, import, info, validate or extract")
-	}
-	switch args[0] {
-	case "synth":
-		return runStoreSynth(ctx, args[1:])
-	case "import":
-		return runStoreImport(ctx, args[1:])
-	case "info":
-		return runStoreInfo(ctx, args[1:])
-	case "validate":
-		return runStoreValidate(ctx, args[1:])
-	case "extract":
-		return runStoreExtract(ctx, args[1:])
-	case "-h", "-help", "--help", "help":
-		storeUsage()
-		return flag.ErrHelp
-	}
-	storeUsage()
-	return fmt.Errorf("store %q: unknown subcommand; want synth, import, info, validate or extract", args[0])
-}
-
-// storeUsage explains the store subcommands.
-func storeUsage() {
-	fmt.Fprint(os.Stderr, `usage: geloattack store <subcommand> [flags]
-
-A store is a directory of hidden states (SPEC §2): tokens.arrow (one row per token), texts.arrow
-(one embedding per text) and meta.json (model, layer, widths, dtype, checksums).
-
-subcommands:
-  synth     write the synthetic store (LLM-like statistics; the embedded default's generator)
-  import    import one .npz of hidden states per text (Llama-class models)
-  extract   run a BERT-family model (all-MiniLM-L6-v2) over real text and store a layer's hidden states
-  info      print a store's metadata and row statistics
-  validate  check every offset, width, checksum and value (NaN/Inf) of a store
-
-Run 'geloattack store <subcommand> -h' for its flags.
-`)
-}
-
-// newFlagSet returns a flag set whose -h prints a summary line before the flags.
-func newFlagSet(name, summary string) *flag.FlagSet {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: geloattack %s [flags]\n\n%s\n\nflags:\n", name, summary)
-		fs.PrintDefaults()
-	}
-	return fs
-}
-
-// parseFlags parses args and rejects positional leftovers, which are always a typo here.
-func parseFlags(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	return noArgs(fs)
+var cmdStore = &Command{
+	Name:  "store",
+	Short: "stores of hidden states: synth | import | info | validate | extract",
+	Long: "A store is a directory of hidden states (SPEC §2): tokens.arrow (one row per token), texts.arrow\n" +
+		"(one embedding per text) and meta.json (model, layer, widths, dtype, checksums).",
+	Commands: []*Command{cmdStoreSynth, cmdStoreImport, cmdStoreExtract, cmdStoreInfo, cmdStoreValidate},
 }
 
 // synthFlags registers the flags that describe a synthetic corpus.
 func synthFlags(fs *flag.FlagSet) *synth.Config {
 	cfg := synth.DefaultConfig()
-	fs.IntVar(&cfg.Texts, "texts", cfg.Texts, "number of texts")
-	fs.IntVar(&cfg.MinTokens, "min-tokens", cfg.MinTokens, "fewest rows (tokens) per text, BOS included")
-	fs.IntVar(&cfg.MaxTokens, "max-tokens", cfg.MaxTokens, "most rows (tokens) per text")
-	fs.IntVar(&cfg.D, "d", cfg.D, "hidden-state width (row length)")
-	fs.IntVar(&cfg.E, "e", cfg.E, "width of the text-level candidate embedding")
+	intVar(fs, &cfg.Texts, "texts", cfg.Texts, synth.Rules.Bounds("texts"), "number of texts")
+	intVar(fs, &cfg.MinTokens, "min-tokens", cfg.MinTokens, synth.Rules.Bounds("min_tokens"), "fewest rows (tokens) per text, BOS included")
+	intVar(fs, &cfg.MaxTokens, "max-tokens", cfg.MaxTokens, synth.Rules.Bounds("max_tokens"), "most rows (tokens) per text")
+	intVar(fs, &cfg.D, "d", cfg.D, synth.Rules.Bounds("d"), "hidden-state width (row length)")
+	intVar(fs, &cfg.E, "e", cfg.E, synth.Rules.Bounds("e"), "width of the text-level candidate embedding")
 	fs.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed choosing the texts")
 	fs.Uint64Var(&cfg.ModelSeed, "model-seed", cfg.ModelSeed, "seed choosing the fixed synthetic model (profile, outliers, vocabulary, embedding map)")
 	fs.StringVar(&cfg.DType, "dtype", cfg.DType, "row element type: float16 or float32")
-	fs.Float64Var(&cfg.PR, "pr", 0, "participation ratio of the rows (0: 120*sqrt(d/4096))")
+	floatVar(fs, &cfg.PR, "pr", 0, synth.Rules.Bounds("pr"), "participation ratio of the rows")
 	return &cfg
 }
 
-func runStoreSynth(ctx context.Context, args []string) error {
-	fs := newFlagSet("store synth", "Write the synthetic corpus (the embedded default of geloattack) as a store:\n"+
-		"LLM-like rows (norm about 24, strongly anisotropic, a few outlier features, frozen BOS and\n"+
-		"frequent-token rows) and text embeddings from a fixed non-linear map of each text's rows.")
-	out := fs.String("out", "", "directory of the new store (required; must not hold a store)")
-	cfg := synthFlags(fs)
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if err := checkFlags(fs, map[string]span{
-		"texts": {1, 1 << 22}, "min-tokens": {1, 1 << 16}, "max-tokens": {1, 1 << 16}, "d": {2, 1 << 16}, "e": {1, 1 << 16},
-	}); err != nil {
-		return err
-	}
-	if *out == "" {
-		return errors.New("store synth: -out is required")
-	}
-	start := time.Now()
-	if err := synth.WriteStore(ctx, *cfg, *out); err != nil {
-		return err
-	}
-	size, err := storeSize(*out)
-	if err != nil {
-		return err
-	}
-	fmt.Printf("wrote %s: %s, in %.2fs\n", *out, size, time.Since(start).Seconds())
-	return nil
+var cmdStoreSynth = &Command{
+	Name:      "synth",
+	UsageLine: "-out DIR [flags]",
+	Short:     "write the synthetic store (LLM-like statistics; the embedded default's generator)",
+	Long: "Write the synthetic corpus (the embedded default of geloattack) as a store:\n" +
+		"LLM-like rows (norm about 24, strongly anisotropic, a few outlier features, frozen BOS and\n" +
+		"frequent-token rows) and text embeddings from a fixed non-linear map of each text's rows.",
+	Flags: storeSynthFlags,
 }
 
-func runStoreImport(ctx context.Context, args []string) error {
-	fs := newFlagSet("store import", "Import a directory of reference-layout .npz files (one per text: token_ids int32[seq],\n"+
-		"attention_mask int8[seq], embeddings float16[seq x d], optional embeddings_rms and\n"+
-		"text_embedding) into a store, losslessly. Rows with attention_mask 0 are dropped; the text\n"+
-		"embedding defaults to the L2-normalised mean of the kept rows (e = d).")
+func storeSynthFlags(fs *flag.FlagSet) runFunc {
+	out := fs.String("out", "", "directory of the new store (required; must not hold a store)")
+	cfg := synthFlags(fs)
+	return func(ctx context.Context, args []string) error {
+		if *out == "" {
+			return errors.New("store synth: -out is required")
+		}
+		start := time.Now()
+		if err := synth.WriteStore(ctx, *cfg, *out); err != nil {
+			return err
+		}
+		size, err := storeSize(*out)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("wrote %s: %s, in %.2fs\n", *out, size, time.Since(start).Seconds())
+		return nil
+	}
+}
+
+var cmdStoreImport = &Command{
+	Name:      "import",
+	UsageLine: "-in DIR -out DIR [flags]",
+	Short:     "import one .npz of hidden states per text (Llama-class models)",
+	Long: "Import a directory of reference-layout .npz files (one per text: token_ids int32[seq],\n" +
+		"attention_mask int8[seq], embeddings float16[seq x d], optional embeddings_rms and\n" +
+		"text_embedding) into a store, losslessly. Rows with attention_mask 0 are dropped; the text\n" +
+		"embedding defaults to the L2-normalised mean of the kept rows (e = d).",
+	Flags: storeImportFlags,
+}
+
+func storeImportFlags(fs *flag.FlagSet) runFunc {
 	in := fs.String("in", "", "directory of .npz files (required)")
 	out := fs.String("out", "", "directory of the new store (required)")
 	var opts store.ImportOptions
 	fs.StringVar(&opts.Norm, "norm", store.NormRaw, "hidden states to import: raw (embeddings) or rms (embeddings_rms)")
 	fs.StringVar(&opts.IDs, "ids", store.IDsAuto, "text ids: auto (numbers in file names if unique, else sorted order), name, or sorted")
 	fs.StringVar(&opts.Model, "model", "", "model name to record in meta.json")
-	fs.IntVar(&opts.Layer, "layer", 0, "layer index to record in meta.json")
-	if err := parseFlags(fs, args); err != nil {
-		return err
+	intVar(fs, &opts.Layer, "layer", 0, field.Bounds{Int: true, Min: 0, Max: 1 << 10}, "layer index to record in meta.json")
+	return func(ctx context.Context, args []string) error {
+		if *in == "" || *out == "" {
+			return errors.New("store import: -in and -out are required")
+		}
+		p := newProgress(os.Stderr, "import", "files")
+		opts.Progress = func(done, total int) { p.update(int64(done), int64(total)) }
+		opts.Warn = func(msg string) { p.println(msg) }
+		err := store.ImportNPZ(ctx, *in, *out, opts)
+		p.finish()
+		if err != nil {
+			return err
+		}
+		size, err := storeSize(*out)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("imported %s into %s: %s\n", *in, *out, size)
+		return nil
 	}
-	if err := checkFlags(fs, map[string]span{"layer": {0, 1 << 10}}); err != nil {
-		return err
-	}
-	if *in == "" || *out == "" {
-		return errors.New("store import: -in and -out are required")
-	}
-	p := newProgress(os.Stderr, "import", "files")
-	opts.Progress = func(done, total int) { p.update(int64(done), int64(total)) }
-	opts.Warn = func(msg string) { p.println(msg) }
-	err := store.ImportNPZ(ctx, *in, *out, opts)
-	p.finish()
-	if err != nil {
-		return err
-	}
-	size, err := storeSize(*out)
-	if err != nil {
-		return err
-	}
-	fmt.Printf("imported %s into %s: %s\n", *in, *out, size)
-	return nil
 }
 
-func runStoreInfo(ctx context.Context, args []string) error {
-	fs := newFlagSet("store info", "Describe a store (-store DIR) or the embedded synthetic corpus (-synth, with the synth flags):\n"+
-		"sizes, train/val split, and row statistics (norm mean and CV, participation ratio of the\n"+
-		"row covariance, duplicate rows) estimated on a seeded sample of rows.")
+var cmdStoreInfo = &Command{
+	Name:      "info",
+	UsageLine: "-store DIR | -synth [flags]",
+	Short:     "print a store's metadata and row statistics",
+	Long: "Describe a store (-store DIR) or the embedded synthetic corpus (-synth, with the synth flags):\n" +
+		"sizes, train/val split, and row statistics (norm mean and CV, participation ratio of the\n" +
+		"row covariance, duplicate rows) estimated on a seeded sample of rows.",
+	Flags: storeInfoFlags,
+}
+
+func storeInfoFlags(fs *flag.FlagSet) runFunc {
 	dir := fs.String("store", "", "store directory")
 	useSynth := fs.Bool("synth", false, "describe the synthetic corpus given by the synth flags instead of a store")
-	sample := fs.Int("sample", 2048, "rows sampled for the statistics (cost grows as min(sample, d)^2 * max(sample, d))")
+	sample := intFlag(fs, "sample", 2048, field.Bounds{Int: true, Min: 2, Max: 1 << 20}, "rows sampled for the statistics (cost grows as min(sample, d)^2 * max(sample, d))")
 	valFrac := fs.Float64("val-frac", 0.1, "fraction of texts in the val split (stable hash of text_id)")
 	seed := fs.Uint64("sample-seed", 0, "seed of the row sample")
 	format := fs.String("format", "text", "output: text, markdown or json")
 	cfg := synthFlags(fs)
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if err := checkFlags(fs, map[string]span{
-		"texts": {1, 1 << 22}, "min-tokens": {1, 1 << 16}, "max-tokens": {1, 1 << 16}, "d": {2, 1 << 16}, "e": {1, 1 << 16},
-		"sample": {2, 1 << 20},
-	}); err != nil {
-		return err
-	}
-	if (*dir == "") == !*useSynth {
-		return errors.New("store info: give exactly one of -store DIR and -synth")
-	}
-	var c data.Corpus
-	if *useSynth {
-		mc, err := synth.Generate(*cfg)
-		if err != nil {
-			return err
+	return func(ctx context.Context, args []string) error {
+		if (*dir == "") == !*useSynth {
+			return errors.New("store info: give exactly one of -store DIR and -synth")
 		}
-		c = mc
-	} else {
-		s, err := store.Open(*dir)
-		if err != nil {
-			return err
-		}
-		defer s.Close()
-		for _, n := range s.Notes() {
-			fmt.Fprintln(os.Stderr, "note:", n)
-		}
-		c = s
-	}
-	info, err := store.ComputeInfo(ctx, c, *sample, *valFrac, *seed)
-	if err != nil {
-		return err
-	}
-	if *useSynth {
-		info.DType = cfg.DType
-	}
-	switch *format {
-	case "text":
+		var c data.Corpus
 		if *useSynth {
-			fmt.Printf("%-22s %s\n", "source", cfg.String())
+			mc, err := synth.Generate(*cfg)
+			if err != nil {
+				return err
+			}
+			c = mc
+		} else {
+			s, err := store.Open(*dir)
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			for _, n := range s.Notes() {
+				fmt.Fprintln(os.Stderr, "note:", termtext.Escape(n))
+			}
+			c = s
 		}
-		fmt.Print(info.String())
-	case "markdown":
-		fmt.Print(info.Markdown())
-	case "json":
-		enc := json.NewEncoder(os.Stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(info)
-	default:
-		return fmt.Errorf("store info: -format %q: want text, markdown or json", *format)
+		info, err := store.ComputeInfo(ctx, c, *sample, *valFrac, *seed)
+		if err != nil {
+			return err
+		}
+		if *useSynth {
+			info.DType = cfg.DType
+		}
+		switch *format {
+		case "text":
+			if *useSynth {
+				fmt.Printf("%-22s %s\n", "source", cfg.String())
+			}
+			fmt.Print(termtext.Escape(info.String()))
+		case "markdown":
+			fmt.Print(termtext.Escape(info.Markdown()))
+		case "json":
+			enc := json.NewEncoder(os.Stdout)
+			enc.SetIndent("", "  ")
+			return enc.Encode(info)
+		default:
+			return fmt.Errorf("store info: -format %q: want text, markdown or json", *format)
+		}
+		return nil
 	}
-	return nil
 }
 
-func runStoreValidate(ctx context.Context, args []string) error {
-	fs := newFlagSet("store validate", "Check a store completely: everything opening checks (schemas against meta.json, row\n"+
-		"counts, tokens grouped by text in position order, every text_id known), then a full scan\n"+
-		"for NaN/Inf embeddings, negative token ids and invalid UTF-8, and every CRC-32C checksum that\n"+
-		"meta.json records (per record batch and per file frame; older stores have none and get a note).\n"+
-		"Progress goes to stderr.")
+var cmdStoreValidate = &Command{
+	Name:      "validate",
+	UsageLine: "-store DIR",
+	Short:     "check every offset, width, checksum and value (NaN/Inf) of a store",
+	Long: "Check a store completely: everything opening checks (schemas against meta.json, row\n" +
+		"counts, tokens grouped by text in position order, every text_id known), then a full scan\n" +
+		"for NaN/Inf embeddings, negative token ids and invalid UTF-8, and every CRC-32C checksum that\n" +
+		"meta.json records (per record batch and per file frame; older stores have none and get a note).\n" +
+		"Progress goes to stderr.",
+	Flags: storeValidateFlags,
+}
+
+func storeValidateFlags(fs *flag.FlagSet) runFunc {
 	dir := fs.String("store", "", "store directory (required)")
-	if err := parseFlags(fs, args); err != nil {
-		return err
+	return func(ctx context.Context, args []string) error {
+		if *dir == "" {
+			return errors.New("store validate: -store is required")
+		}
+		p := newProgress(os.Stderr, "validate", "rows")
+		notes, err := store.ValidateNotes(ctx, *dir, p.update)
+		p.finish()
+		if err != nil {
+			return err
+		}
+		size, err := storeSize(*dir)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("store %s: valid (%s)\n", *dir, size)
+		for _, n := range notes {
+			fmt.Println("note:", termtext.Escape(n))
+		}
+		return nil
 	}
-	if *dir == "" {
-		return errors.New("store validate: -store is required")
-	}
-	p := newProgress(os.Stderr, "validate", "rows")
-	notes, err := store.ValidateNotes(ctx, *dir, p.update)
-	p.finish()
-	if err != nil {
-		return err
-	}
-	size, err := storeSize(*dir)
-	if err != nil {
-		return err
-	}
-	fmt.Printf("store %s: valid (%s)\n", *dir, size)
-	for _, n := range notes {
-		fmt.Println("note:", n)
-	}
-	return nil
 }
 
 // progress prints a throttled one-line counter to a terminal-like writer.
@@ -303,5 +262,5 @@ func storeSize(dir string) (string, error) {
 	}
 	defer s.Close()
 	m := s.Meta()
-	return fmt.Sprintf("%d texts, %d tokens, d=%d e=%d %s (%s)", m.NumTexts, m.NumTokens, m.D, m.E, m.DType, m.Norm), nil
+	return termtext.Escape(fmt.Sprintf("%d texts, %d tokens, d=%d e=%d %s (%s)", m.NumTexts, m.NumTokens, m.D, m.E, m.DType, m.Norm)), nil
 }

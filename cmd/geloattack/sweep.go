@@ -9,81 +9,78 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/gelo-research/geloattack/config/field"
+	"github.com/gelo-research/geloattack/internal/termtext"
 	"github.com/gelo-research/geloattack/sweep"
 	"github.com/gelo-research/geloattack/sweep/report"
 )
 
-// runSweep is `geloattack sweep`.
-func runSweep(ctx context.Context, args []string) error {
-	flags := flag.NewFlagSet("sweep", flag.ContinueOnError)
+var cmdSweep = &Command{
+	Name:      "sweep",
+	UsageLine: "-config FILE [-out DIR] [-shard i/N | -shards N] [flags]",
+	Short:     "run a grid of training runs over shield settings",
+	Long: "Runs every cell of a sweep (a grid over config fields) as a training run in DIR/<cell>, one after\n" +
+		"another. Finished cells are skipped, interrupted ones resume from their checkpoint, and a failed\n" +
+		"cell does not stop the others. SIGINT/SIGTERM checkpoints the running cell and stops; run the same\n" +
+		"command again to continue. As a Slurm job array (SLURM_ARRAY_TASK_ID/COUNT) or a Kubernetes\n" +
+		"Indexed Job (JOB_COMPLETION_INDEX with -shards N) each task runs its own shard. Then:\n" +
+		"geloattack report DIR. -device and -precision apply to every cell; a cell's device may change\n" +
+		"between runs of the sweep, its precision may not (cells of another precision are other runs).\n" +
+		"See docs/sweeps.md.",
+	Flags:            sweepFlags,
+	SavesOnInterrupt: true,
+}
+
+// sweepFlags defines the flags of `geloattack sweep` and returns what runs it.
+func sweepFlags(flags *flag.FlagSet) runFunc {
 	cfgPath := flags.String("config", "", "sweep file (YAML): a base run config and the axes or cells to vary (required)")
 	out := flags.String("out", "", "sweep directory, one run directory per cell; empty = sweeps/<sweep name>")
 	shardFlag := flags.String("shard", "", "run only shard i of N (i/N, 0-based: cells i, i+N, ...); empty = from the job array's environment, else all")
-	shards := flags.Int("shards", 0, "shard count when the index comes from $JOB_COMPLETION_INDEX (Kubernetes Indexed Job); default $"+sweep.EnvShards)
-	workers := flags.Int("workers", 0, "override train.workers of every cell (0 = keep; does not change results)")
+	shards := intFlag(flags, "shards", 0, field.Bounds{Int: true, Min: 1, Max: 1 << 20},
+		"shard count when the index comes from $JOB_COMPLETION_INDEX (Kubernetes Indexed Job); left out: $"+sweep.EnvShards)
+	workers := overrideInt(flags, "workers", "train.workers", "of every cell; does not change results")
 	list := flags.Bool("list", false, "list the cells, their shard and their state, and run nothing")
 	dev := addDeviceFlags(flags)
-	flags.Usage = func() {
-		fmt.Fprintf(flags.Output(), "usage: geloattack sweep -config FILE [-out DIR] [-shard i/N | -shards N] [-workers N] [-device D] [-precision P] [-list]\n\n"+
-			"Runs every cell of a sweep (a grid over config fields) as a training run in DIR/<cell>, one after\n"+
-			"another. Finished cells are skipped, interrupted ones resume from their checkpoint, and a failed\n"+
-			"cell does not stop the others. SIGINT/SIGTERM checkpoints the running cell and stops; run the same\n"+
-			"command again to continue. As a Slurm job array (SLURM_ARRAY_TASK_ID/COUNT) or a Kubernetes\n"+
-			"Indexed Job (JOB_COMPLETION_INDEX with -shards N) each task runs its own shard. Then:\n"+
-			"geloattack report DIR. -device and -precision apply to every cell; a cell's device may change\n"+
-			"between runs of the sweep, its precision may not (cells of another precision are other runs).\n"+
-			"See docs/sweeps.md.\n\n")
-		flags.PrintDefaults()
-	}
-	if err := flags.Parse(args); err != nil {
-		return err
-	}
-	if err := noArgs(flags); err != nil {
-		return err
-	}
-	if err := checkFlags(flags, map[string]span{"shards": {1, 1 << 20}, "workers": {1, 1 << 10}}); err != nil {
-		return err
-	}
-	if *cfgPath == "" {
-		return errors.New("-config is required: a sweep file such as configs/sweeps/cpu-retrieval.yaml")
-	}
-	sw, err := sweep.Load(*cfgPath)
-	if err != nil {
-		return err
-	}
-	for i := range sw.Cells {
-		c := &sw.Cells[i].Config
-		if *workers > 0 {
-			c.Train.Workers = *workers
+	return func(ctx context.Context, args []string) error {
+		if *cfgPath == "" {
+			return errors.New("-config is required: a sweep file such as configs/sweeps/cpu-retrieval.yaml")
 		}
-		if err := dev.apply(c); err != nil {
+		sw, err := sweep.Load(*cfgPath)
+		if err != nil {
 			return err
 		}
-	}
-	shard, source := sweep.All, ""
-	if *shardFlag != "" {
-		if shard, err = sweep.ParseShard(*shardFlag); err != nil {
-			return fmt.Errorf("-shard: %w", err)
+		for i := range sw.Cells {
+			c := &sw.Cells[i].Config
+			workers.apply(&c.Train.Workers)
+			if err := dev.apply(c); err != nil {
+				return err
+			}
 		}
-	} else if shard, source, err = sweep.ShardFromEnv(os.Getenv, *shards); err != nil {
-		return err
+		shard, source := sweep.All, ""
+		if *shardFlag != "" {
+			if shard, err = sweep.ParseShard(*shardFlag); err != nil {
+				return fmt.Errorf("-shard: %w", err)
+			}
+		} else if shard, source, err = sweep.ShardFromEnv(os.Getenv, *shards); err != nil {
+			return err
+		}
+		dir := *out
+		if dir == "" {
+			dir = filepath.Join("sweeps", sw.Name)
+		}
+		if *list {
+			return listCells(sw, dir, shard)
+		}
+		if source != "" {
+			fmt.Fprintf(os.Stderr, "sweep %s: shard %s from the %s environment\n", sw.Name, shard, source)
+		}
+		_, err = sweep.Run(ctx, sw, sweep.Options{Out: dir, Shard: shard, Progress: os.Stderr})
+		if err != nil {
+			return err
+		}
+		fmt.Printf("sweep %s: shard %s done in %s; merge the cells with: geloattack report %s\n", sw.Name, shard, dir, dir)
+		return nil
 	}
-	dir := *out
-	if dir == "" {
-		dir = filepath.Join("sweeps", sw.Name)
-	}
-	if *list {
-		return listCells(sw, dir, shard)
-	}
-	if source != "" {
-		fmt.Fprintf(os.Stderr, "sweep %s: shard %s from the %s environment\n", sw.Name, shard, source)
-	}
-	_, err = sweep.Run(ctx, sw, sweep.Options{Out: dir, Shard: shard, Progress: os.Stderr})
-	if err != nil {
-		return err
-	}
-	fmt.Printf("sweep %s: shard %s done in %s; merge the cells with: geloattack report %s\n", sw.Name, shard, dir, dir)
-	return nil
 }
 
 // listCells prints every cell with the shard that runs it and its state in dir.
@@ -110,44 +107,45 @@ func listCells(sw *sweep.Sweep, dir string, shard sweep.Shard) error {
 				name += fmt.Sprintf(" (paper train %.4f, val %.4f)", c.Paper.Train, c.Paper.Val)
 			}
 		}
-		fmt.Printf("%s %3d  shard %d  %-60s %s\n", mark, i+1, i%shard.Count, name, st.Describe())
+		fmt.Printf("%s %3d  shard %d  %-60s %s\n", mark, i+1, i%shard.Count, termtext.Escape(name), termtext.Escape(st.Describe()))
 	}
 	return nil
 }
 
-// runReport is `geloattack report`.
-func runReport(ctx context.Context, args []string) error {
-	flags := flag.NewFlagSet("report", flag.ContinueOnError)
+var cmdReport = &Command{
+	Name:      "report",
+	UsageLine: "[-q] DIR",
+	Short:     "merge a sweep's cells into tables and plots",
+	Long: "Merges the cells of the sweep in DIR (their report.json and config.yaml) into " + report.MarkdownFile + " and " + report.CSVFile + " in\n" +
+		"the layout of the paper's tables, and plots val mass against shield scale (mass_vs_scale-<task>.png).\n" +
+		"Cells that have not finished are listed with their state. Prints the Markdown unless -q.",
+	Args:  true,
+	Flags: reportFlags,
+}
+
+// reportFlags defines the flags of `geloattack report` and returns what runs it.
+func reportFlags(flags *flag.FlagSet) runFunc {
 	quiet := flags.Bool("q", false, "do not print the Markdown report")
-	flags.Usage = func() {
-		fmt.Fprintf(flags.Output(), "usage: geloattack report [-q] DIR\n\n"+
-			"Merges the cells of the sweep in DIR (their report.json and config.yaml) into %s and %s in\n"+
-			"the layout of the paper's tables, and plots val mass against shield scale (mass_vs_scale-<task>.png).\n"+
-			"Cells that have not finished are listed with their state. Prints the Markdown unless -q.\n\n",
-			report.MarkdownFile, report.CSVFile)
-		flags.PrintDefaults()
-	}
-	if err := flags.Parse(args); err != nil {
-		return err
-	}
-	if flags.NArg() != 1 {
-		flags.Usage()
-		return errors.New("want exactly one sweep directory")
-	}
-	dir := flags.Arg(0)
-	r, files, err := report.Write(dir)
-	if err != nil {
-		return err
-	}
-	if !*quiet {
-		plots := map[string]string{}
-		for _, t := range r.Tasks() {
-			plots[t] = report.PlotFile(t)
+	return func(ctx context.Context, args []string) error {
+		if len(args) != 1 {
+			return &argsError{"want exactly one sweep directory"}
 		}
-		os.Stdout.Write(r.Markdown(plots))
+		dir := args[0]
+		r, files, err := report.Write(dir)
+		if err != nil {
+			return err
+		}
+		if !*quiet {
+			plots := map[string]string{}
+			for _, t := range r.Tasks() {
+				plots[t] = report.PlotFile(t)
+			}
+			// Cell names and labels come from the sweep file.
+			fmt.Print(termtext.Escape(string(r.Markdown(plots))))
+		}
+		for _, f := range files {
+			fmt.Fprintf(os.Stderr, "wrote %s\n", f)
+		}
+		return nil
 	}
-	for _, f := range files {
-		fmt.Fprintf(os.Stderr, "wrote %s\n", f)
-	}
-	return nil
 }

@@ -15,91 +15,82 @@ import (
 	"github.com/gelo-research/geloattack/train"
 )
 
-// runTrain is `geloattack train`.
-func runTrain(ctx context.Context, args []string) error {
-	flags := flag.NewFlagSet("train", flag.ContinueOnError)
+var cmdTrain = &Command{
+	Name:  "train",
+	Short: "train a learned attack (default: configs/quickstart.yaml on the embedded synthetic store)",
+	Long: "Trains a learned attack on obfuscated batches sampled on the fly, evaluates it on train and val\n" +
+		"with chance levels, and writes config.yaml, metrics.jsonl, checkpoints and report.{json,md}\n" +
+		"to the run directory. SIGINT/SIGTERM writes a checkpoint and exits; -resume continues (on any\n" +
+		"device, and with another -precision if asked). The run header names the device.",
+	Flags:            trainFlags,
+	SavesOnInterrupt: true,
+}
+
+// trainFlags defines the flags of `geloattack train` and returns what runs it.
+func trainFlags(flags *flag.FlagSet) runFunc {
 	cfgPath := flags.String("config", "", "run config (YAML); empty = the embedded configs/quickstart.yaml")
 	out := flags.String("out", "", "run directory; empty = the config's out_dir, else runs/<name> (runs/<name>-2, -3, ... when that one holds an earlier run)")
 	resume := flags.Bool("resume", false, "continue a run from its latest checkpoint, with the config it was made with (default directory: the last unfinished runs/<name>[-N])")
-	steps := flags.Int("steps", 0, "override train.steps (0 = keep the config's)")
-	workers := flags.Int("workers", 0, "override train.workers, the example-generating goroutines (0 = keep)")
+	steps := overrideInt(flags, "steps", "train.steps", "")
+	workers := overrideInt(flags, "workers", "train.workers", "the example-generating goroutines")
 	dev := addDeviceFlags(flags)
-	flags.Usage = func() {
-		fmt.Fprintf(flags.Output(), "usage: geloattack train [-config FILE] [-out DIR] [-resume] [-steps N] [-workers N] [-device auto|cpu|cuda|cuda:N] [-precision fp32|tf32|bf16]\n\n"+
-			"Trains a learned attack on obfuscated batches sampled on the fly, evaluates it on train and val\n"+
-			"with chance levels, and writes config.yaml, metrics.jsonl, checkpoints and report.{json,md}\n"+
-			"to the run directory. SIGINT/SIGTERM writes a checkpoint and exits; -resume continues (on any\n"+
-			"device, and with another -precision if asked). The run header names the device.\n\n")
-		flags.PrintDefaults()
-	}
-	if err := flags.Parse(args); err != nil {
-		return err
-	}
-	if err := noArgs(flags); err != nil {
-		return err
-	}
-	if err := checkFlags(flags, map[string]span{"steps": {1, 1e9}, "workers": {1, 1 << 10}}); err != nil {
-		return err
-	}
-	cfg, err := loadConfig(*cfgPath)
-	if err != nil {
-		return err
-	}
-	if err := overrideTrain(&cfg, *steps, *workers); err != nil {
-		return err
-	}
-	if err := dev.apply(&cfg); err != nil {
-		return err
-	}
-	dir := runDir(cfg.OutDir, cfg.Name, *out)
-	defaultDir := *out == "" && cfg.OutDir == ""
-	switch {
-	case !*resume && defaultDir:
-		// The default directory of an earlier run: start a new one beside it rather than fail,
-		// so the README's command works every time. Named directories are never reused silently.
-		dir = freeRunDir(dir)
-	case *resume && defaultDir:
-		d, err := unfinishedRunDir(dir)
+	return func(ctx context.Context, _ []string) error {
+		cfg, err := loadConfig(*cfgPath)
 		if err != nil {
 			return err
 		}
-		dir = d
-	}
-	if *resume && *cfgPath == "" {
-		// Resume the run with the config it was made with, not the embedded default.
-		if cfg, err = runner.ResumeConfig(dir); err != nil {
-			return err
-		}
-		if err := overrideTrain(&cfg, *steps, *workers); err != nil {
+		if err := overrideTrain(&cfg, steps, workers); err != nil {
 			return err
 		}
 		if err := dev.apply(&cfg); err != nil {
 			return err
 		}
+		dir := runDir(cfg.OutDir, cfg.Name, *out)
+		defaultDir := *out == "" && cfg.OutDir == ""
+		switch {
+		case !*resume && defaultDir:
+			// The default directory of an earlier run: start a new one beside it rather than fail,
+			// so the README's command works every time. Named directories are never reused silently.
+			dir = freeRunDir(dir)
+		case *resume && defaultDir:
+			d, err := unfinishedRunDir(dir)
+			if err != nil {
+				return err
+			}
+			dir = d
+		}
+		if *resume && *cfgPath == "" {
+			// Resume the run with the config it was made with, not the embedded default.
+			if cfg, err = runner.ResumeConfig(dir); err != nil {
+				return err
+			}
+			if err := overrideTrain(&cfg, steps, workers); err != nil {
+				return err
+			}
+			if err := dev.apply(&cfg); err != nil {
+				return err
+			}
+		}
+		res, err := runner.Train(ctx, cfg, dir, *resume, os.Stderr)
+		if errors.Is(err, train.ErrInterrupted) {
+			return fmt.Errorf("%w; continue with: geloattack train -resume -out %s", err, dir)
+		}
+		if err != nil {
+			return err
+		}
+		fmt.Printf("final evaluation after %d steps (%s):\n%s\nreport: %s\n", res.Steps, dir,
+			eval.MetricsMarkdown(res.Final), filepath.Join(dir, "report.md"))
+		return nil
 	}
-	res, err := runner.Train(ctx, cfg, dir, *resume, os.Stderr)
-	if errors.Is(err, train.ErrInterrupted) {
-		return fmt.Errorf("%w; continue with: geloattack train -resume -out %s", err, dir)
-	}
-	if err != nil {
-		return err
-	}
-	fmt.Printf("final evaluation after %d steps (%s):\n%s\nreport: %s\n", res.Steps, dir,
-		eval.MetricsMarkdown(res.Final), filepath.Join(dir, "report.md"))
-	return nil
 }
 
-// overrideTrain applies -steps and -workers (0 = keep) and validates the result, so an override
+// overrideTrain applies -steps and -workers when given and validates the result, so an override
 // the config would refuse (a warmup longer than the run, ...) is refused too.
-func overrideTrain(cfg *config.Run, steps, workers int) error {
-	if steps > 0 {
-		cfg.Train.Steps = steps
-	}
-	if workers > 0 {
-		cfg.Train.Workers = workers
-	}
+func overrideTrain(cfg *config.Run, steps, workers *optInt) error {
+	steps.apply(&cfg.Train.Steps)
+	workers.apply(&cfg.Train.Workers)
 	if err := cfg.Validate(); err != nil {
-		return fmt.Errorf("train: with -steps %d -workers %d: %w", steps, workers, err)
+		return fmt.Errorf("train: with -steps %d -workers %d: %w", cfg.Train.Steps, cfg.Train.Workers, err)
 	}
 	return nil
 }

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/gelo-research/geloattack/data/wordpiece"
-	"github.com/schollz/progressbar/v3"
+	"github.com/gelo-research/geloattack/internal/progress"
 )
 
 // Sink receives extracted texts in input order. Its method has the signature of the store
@@ -138,19 +138,8 @@ func Run(ctx context.Context, m *Model, tok *wordpiece.Tokenizer, texts []Text, 
 	}
 	st.Texts = int64(len(texts))
 
-	var bar *progressbar.ProgressBar
-	if opt.Progress != nil {
-		bar = progressbar.NewOptions64(st.Tokens,
-			progressbar.OptionSetWriter(opt.Progress),
-			progressbar.OptionSetDescription(fmt.Sprintf("extract layer %d", opt.Layer)),
-			progressbar.OptionShowCount(),
-			progressbar.OptionShowIts(),
-			progressbar.OptionSetItsString("tok"),
-			progressbar.OptionThrottle(250*time.Millisecond),
-			progressbar.OptionSetWidth(30),
-			progressbar.OptionOnCompletion(func() { fmt.Fprintln(opt.Progress) }),
-		)
-	}
+	// A nil Progress gives a bar that prints nothing.
+	bar := progress.New(opt.Progress, fmt.Sprintf("extract layer %d", opt.Layer), "tok", st.Tokens)
 
 	// Each worker makes single-threaded GEMM calls on its own block of rows, so OpenBLAS's own
 	// threads would only oversubscribe the cores (the setting is process-wide; restored after).
@@ -223,18 +212,14 @@ func Run(ctx context.Context, m *Model, tok *wordpiece.Tokenizer, texts []Text, 
 			}
 			st.StoredRows += int64(len(tokIDs))
 		}
-		if bar != nil {
-			_ = bar.Add(row)
-		}
+		bar.Add(int64(row))
 		free <- b
 	}
 	st.Elapsed = time.Since(start)
 	if err := ctx.Err(); err != nil {
 		return st, err
 	}
-	if bar != nil {
-		_ = bar.Finish()
-	}
+	bar.Finish()
 	return st, nil
 }
 

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+
+	"github.com/gelo-research/geloattack/config/field"
 )
 
 // TokenSampling says how the rows of a positive text are chosen.
@@ -126,55 +128,68 @@ func (c Config) Validate() error {
 			errs = append(errs, err)
 		}
 	}
-	if !(c.ValFrac > 0 && c.ValFrac < 1) {
-		add(fmt.Errorf("val_frac: %v, want a value in (0, 1)", c.ValFrac))
+	for _, r := range []struct {
+		key string
+		r   Range
+	}{{"positives", c.Positives}, {"tokens_per_text", c.TokensPerText}, {"shield_frac", c.ShieldFrac},
+		{"shield_scale", c.ShieldScale}, {"mix_cond", c.MixCond}} {
+		add(r.r.validate(r.key))
 	}
-	add(c.Positives.validate("positives", bounds{lo: 1, integer: true}))
-	add(c.TokensPerText.validate("tokens_per_text", bounds{lo: 1, integer: true}))
+	if len(errs) == 0 {
+		add(Rules.Check(c))
+	}
 	switch c.TokenSampling {
 	case TokenWindow, TokenRandom:
 	default:
-		add(fmt.Errorf("token_sampling: %q, want window or random", c.TokenSampling))
+		add(field.Errorf("token_sampling", "%q, want window or random", c.TokenSampling))
 	}
 	switch c.ShieldKind {
-	case ShieldGaussian, ShieldManifold:
-	case ShieldStudentT:
-		if !(c.StudentTDF > 2) || math.IsInf(c.StudentTDF, 0) {
-			add(fmt.Errorf("student_t_df: %v, want a finite value > 2 (the variance must exist)", c.StudentTDF))
-		}
+	case ShieldGaussian, ShieldManifold, ShieldStudentT:
 	default:
-		add(fmt.Errorf("shield_kind: %q, want gaussian, student_t or manifold", c.ShieldKind))
+		add(field.Errorf("shield_kind", "%q, want gaussian, student_t or manifold", c.ShieldKind))
 	}
 	if c.Center && c.Positives.Min*c.TokensPerText.Min < 2 {
 		// One centred row is the zero vector: m = 0 and every shield would be zero too.
-		add(fmt.Errorf("center: true with positives %s x tokens_per_text %s can leave a single clean row, which centring makes zero; want at least 2 clean rows", c.Positives, c.TokensPerText))
+		add(field.Errorf("center", "true with positives %s x tokens_per_text %s can leave a single clean row, which centring makes zero; want at least 2 clean rows", c.Positives, c.TokensPerText))
 	}
-	if c.ShieldRows < 0 {
-		add(fmt.Errorf("shield_rows: %d, want >= 0 (0 = use shield_frac)", c.ShieldRows))
-	}
-	if c.ShieldRows == 0 {
-		add(c.ShieldFrac.validate("shield_frac", bounds{lo: 0, hi: 1, hasHi: true}))
-	}
-	add(c.ShieldScale.validate("shield_scale", bounds{lo: 0, loOpen: true}))
 	switch c.Mix {
-	case MixOrthogonal:
-	case MixNonOrthogonal:
-		add(c.MixCond.validate("mix_cond", bounds{lo: 1}))
+	case MixOrthogonal, MixNonOrthogonal:
 	default:
-		add(fmt.Errorf("mix: %q, want orthogonal or non_orthogonal", c.Mix))
-	}
-	if !(c.ObsRows > 0 && c.ObsRows <= 1) {
-		add(fmt.Errorf("obs_rows: %v, want a value in (0, 1]", c.ObsRows))
+		add(field.Errorf("mix", "%q, want orthogonal or non_orthogonal", c.Mix))
 	}
 	switch c.ObserveDtype {
 	case ObserveNone, ObserveBF16, ObserveFP16:
 	default:
-		add(fmt.Errorf("observe_dtype: %q, want none, bf16 or fp16", c.ObserveDtype))
+		add(field.Errorf("observe_dtype", "%q, want none, bf16 or fp16", c.ObserveDtype))
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("gelo config: %w", errors.Join(errs...))
 	}
 	return nil
+}
+
+// Rules is every numeric field of Config with its bounds (a range's min and max both within them):
+// Validate checks them. The maxima are far above any real example; they keep a value from reaching
+// an allocation that panics or a float32 that overflows.
+var Rules = field.Table[Config]{
+	{Key: "val_frac", Bounds: field.Bounds{Min: 0, Max: 1, MinOpen: true, MaxOpen: true}, Get: func(c Config) float64 { return c.ValFrac }},
+	{Key: "positives", Bounds: field.Bounds{Int: true, Min: 1, Max: 1 << 16},
+		Lo: func(c Config) float64 { return c.Positives.Min }, Get: func(c Config) float64 { return c.Positives.Max }},
+	{Key: "tokens_per_text", Bounds: field.Bounds{Int: true, Min: 1, Max: 1 << 16},
+		Lo: func(c Config) float64 { return c.TokensPerText.Min }, Get: func(c Config) float64 { return c.TokensPerText.Max }},
+	// The variance of a student_t shield exists only above 2 degrees of freedom.
+	{Key: "student_t_df", Bounds: field.Bounds{Min: 2, Max: 1e6, MinOpen: true}, Get: func(c Config) float64 { return c.StudentTDF },
+		When: func(c Config) bool { return c.ShieldKind == ShieldStudentT }},
+	{Key: "shield_rows", Bounds: field.Bounds{Int: true, Min: 1, Max: 1 << 20, Zero: "use shield_frac"}, Get: func(c Config) float64 { return float64(c.ShieldRows) }},
+	{Key: "shield_frac", Bounds: field.Bounds{Min: 0, Max: 1},
+		Lo: func(c Config) float64 { return c.ShieldFrac.Min }, Get: func(c Config) float64 { return c.ShieldFrac.Max },
+		When: func(c Config) bool { return c.ShieldRows == 0 }},
+	{Key: "shield_scale", Bounds: field.Bounds{Min: 1e-6, Max: 1e6},
+		Lo: func(c Config) float64 { return c.ShieldScale.Min }, Get: func(c Config) float64 { return c.ShieldScale.Max }},
+	{Key: "mix_cond", Bounds: field.Bounds{Min: 1, Max: 1e12},
+		Lo: func(c Config) float64 { return c.MixCond.Min }, Get: func(c Config) float64 { return c.MixCond.Max },
+		When: func(c Config) bool { return c.Mix == MixNonOrthogonal }},
+	{Key: "obs_rows", Bounds: field.Bounds{Min: 1e-6, Max: 1}, Get: func(c Config) float64 { return c.ObsRows }},
 }
 
 // MaxTexts is the largest number of positives an example can draw.

@@ -6,7 +6,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"strconv"
-	"strings"
+
+	"github.com/gelo-research/geloattack/config/field"
 )
 
 // Randomization says how a Range is drawn per example.
@@ -51,16 +52,6 @@ func Uniform(lo, hi float64) Range { return Range{Min: lo, Max: hi, Rand: RandUn
 // LogUniform is the Range drawn log-uniformly in [lo, hi].
 func LogUniform(lo, hi float64) Range { return Range{Min: lo, Max: hi, Rand: RandLogUniform} }
 
-// bounds is what a field allows: values >= lo (> lo when loOpen), <= hi when hasHi, integers
-// when integer.
-type bounds struct {
-	lo      float64
-	loOpen  bool
-	hi      float64
-	hasHi   bool
-	integer bool
-}
-
 func (r Range) rand() Randomization {
 	if r.Rand == "" {
 		return RandNone
@@ -68,42 +59,27 @@ func (r Range) rand() Randomization {
 	return r.Rand
 }
 
-// validate checks r for the field named field (its YAML key).
-func (r Range) validate(field string, b bounds) error {
+// validate checks r's form for the field named key (its YAML key): finite bounds, min <= max and a
+// known randomization. The values allowed are the field's rule in Rules.
+func (r Range) validate(key string) error {
 	if math.IsNaN(r.Min) || math.IsNaN(r.Max) || math.IsInf(r.Min, 0) || math.IsInf(r.Max, 0) {
-		return fmt.Errorf("%s: %s has a non-finite bound", field, r)
+		return field.Errorf(key, "%s has a non-finite bound", r)
 	}
 	if r.Min > r.Max {
-		return fmt.Errorf("%s: %s has min > max", field, r)
-	}
-	allowed := fmt.Sprintf("[%v, inf)", b.lo)
-	if b.loOpen {
-		allowed = fmt.Sprintf("(%v, inf)", b.lo)
-	}
-	if b.hasHi {
-		allowed = strings.Replace(allowed, "inf)", fmt.Sprintf("%v]", b.hi), 1)
-	}
-	if b.integer {
-		allowed = fmt.Sprintf("integers >= %v", b.lo)
-	}
-	if r.Min < b.lo || (b.loOpen && r.Min == b.lo) || (b.hasHi && r.Max > b.hi) {
-		return fmt.Errorf("%s: %s, want values in %s", field, r, allowed)
-	}
-	if b.integer && (r.Min != math.Trunc(r.Min) || r.Max != math.Trunc(r.Max) || r.Max > 1<<30) {
-		return fmt.Errorf("%s: %s, want %s", field, r, allowed)
+		return field.Errorf(key, "%s has min > max", r)
 	}
 	switch r.rand() {
 	case RandNone:
 		if r.Min != r.Max {
-			return fmt.Errorf("%s: %s: rand none requires min == max", field, r)
+			return field.Errorf(key, "%s: rand none requires min == max", r)
 		}
 	case RandUniform:
 	case RandLogUniform:
 		if !(r.Min > 0) {
-			return fmt.Errorf("%s: %s: rand log_uniform requires min > 0", field, r)
+			return field.Errorf(key, "%s: rand log_uniform requires min > 0", r)
 		}
 	default:
-		return fmt.Errorf("%s: rand %q, want none, uniform or log_uniform", field, r.Rand)
+		return field.Errorf(key, "rand %q, want none, uniform or log_uniform", r.Rand)
 	}
 	return nil
 }
@@ -162,6 +138,12 @@ func (r *Range) fromAny(v any) error {
 			return float64(x), nil
 		case json.Number:
 			return x.Float64()
+		case string:
+			// The YAML parser reads an exponent without a decimal point (1e1) as a string, which a
+			// float field such as train.lr accepts: a range bound must read the same way.
+			if f, err := strconv.ParseFloat(x, 64); err == nil {
+				return f, nil
+			}
 		}
 		return 0, fmt.Errorf("range bound %v (%T) is not a number", x, x)
 	}

@@ -30,6 +30,7 @@ import (
 	"runtime"
 	"sync"
 
+	"github.com/gelo-research/geloattack/config/field"
 	"github.com/gelo-research/geloattack/data"
 	"github.com/gelo-research/geloattack/data/store"
 )
@@ -123,7 +124,7 @@ func (c Config) WithDefaults() Config {
 
 // Bounds of the float fields beyond which generation would hang (math/rand's Zipf sampler loops
 // forever for an infinite or huge exponent) or produce NaN rows (a norm or a weight share that
-// underflows): values outside them are refused by Validate, naming the key.
+// underflows): Rules holds them, and Validate refuses values outside, naming the key.
 const (
 	minNormMean  = 1e-2
 	maxNormMean  = 1000
@@ -137,54 +138,25 @@ const (
 // YAML key, so a config error names store.synth.<key>.
 func (c Config) Validate() error {
 	c = c.WithDefaults()
+	if err := Rules.Check(c); err != nil {
+		return fmt.Errorf("synth: %w", err)
+	}
 	w := c.Weights
-	// in reports v outside [lo, hi] (NaN included) as key's error.
-	in := func(key string, v, lo, hi float64, want string) error {
-		if !(v >= lo && v <= hi) {
-			return fmt.Errorf("synth: %s = %v: want %s", key, v, want)
-		}
-		return nil
-	}
+	var err error
 	switch {
-	case c.Texts < 1:
-		return fmt.Errorf("synth: texts = %d: want at least 1", c.Texts)
-	case c.MinTokens < 1 || c.MaxTokens < c.MinTokens:
-		return fmt.Errorf("synth: min_tokens..max_tokens = %d..%d: want 1 <= min <= max", c.MinTokens, c.MaxTokens)
-	case c.MaxTokens > math.MaxInt32:
-		return fmt.Errorf("synth: max_tokens = %d: too many", c.MaxTokens)
-	case c.D < 2 || c.D > 1<<16:
-		return fmt.Errorf("synth: d = %d: want 2..65536", c.D)
-	case c.E < 1 || c.E > 1<<16:
-		return fmt.Errorf("synth: e = %d: want 1..65536", c.E)
+	case c.MaxTokens < c.MinTokens:
+		err = field.Errorf("max_tokens", "%d, want at least min_tokens = %d", c.MaxTokens, c.MinTokens)
 	case c.DType != store.Float16 && c.DType != store.Float32:
-		return fmt.Errorf("synth: dtype %q: want %q or %q", c.DType, store.Float16, store.Float32)
-	case c.Outliers < 0 || c.Outliers > c.D:
-		return fmt.Errorf("synth: outliers = %d: want [0, d=%d]", c.Outliers, c.D)
-	case c.Vocab < 1 || c.Vocab > 1<<24:
-		return fmt.Errorf("synth: vocab = %d: want 1..%d", c.Vocab, 1<<24)
+		err = field.Errorf("dtype", "%q, want %q or %q", c.DType, store.Float16, store.Float32)
+	case c.PR > float64(c.D):
+		err = field.Errorf("pr", "participation ratio %v, want at most d = %d", c.PR, c.D)
+	case c.Outliers > c.D:
+		err = field.Errorf("outliers", "%d, want at most d = %d", c.Outliers, c.D)
+	case !(w.Text+w.Token+w.Noise > 0) || !(w.Text+w.Token+w.Noise >= minRandShare*(w.Mean+w.Outlier+w.Text+w.Token+w.Noise)):
+		err = field.Errorf("weights", "%+v, want text+token+noise > 0 and at least %g of the sum (a smaller share underflows to NaN rows)", w, float64(minRandShare))
 	}
-	for _, e := range []error{
-		in("norm_mean", c.NormMean, minNormMean, maxNormMean, fmt.Sprintf("[%g, %g]", float64(minNormMean), float64(maxNormMean))),
-		in("norm_cv", c.NormCV, 0, 0.3, "[0, 0.3]"),
-		in("pr", c.PR, 1, float64(c.D), fmt.Sprintf("[1, d=%d]", c.D)),
-		in("zipf_s", c.ZipfS, math.Nextafter(1, 2), maxZipfS, fmt.Sprintf("(1, %g]", float64(maxZipfS))),
-		in("zipf_v", c.ZipfV, 1, maxZipfV, fmt.Sprintf("[1, %g]", float64(maxZipfV))),
-		in("frozen_mass", c.FrozenMass, 0, math.Nextafter(1, 0), "[0, 1)"),
-	} {
-		if e != nil {
-			return e
-		}
-	}
-	for _, f := range []struct {
-		key string
-		v   float64
-	}{{"mean", w.Mean}, {"outlier", w.Outlier}, {"text", w.Text}, {"token", w.Token}, {"noise", w.Noise}} {
-		if err := in("weights."+f.key, f.v, 0, maxWeight, fmt.Sprintf("a number in [0, %g]", float64(maxWeight))); err != nil {
-			return err
-		}
-	}
-	if sum := w.Mean + w.Outlier + w.Text + w.Token + w.Noise; !(w.Text+w.Token+w.Noise >= minRandShare*sum) || sum == 0 {
-		return fmt.Errorf("synth: weights %+v: want text+token+noise > 0 and at least %g of the sum", w, float64(minRandShare))
+	if err != nil {
+		return fmt.Errorf("synth: %w", err)
 	}
 	return nil
 }

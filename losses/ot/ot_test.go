@@ -22,12 +22,12 @@ func TestConfigValidate(t *testing.T) {
 		want string
 	}{
 		{func(c *Config) { c.Variant = "sliced" }, `variant: "sliced"`},
-		{func(c *Config) { c.Eps = 0 }, "eps: 0, want a finite value > 0"},
+		{func(c *Config) { c.Eps = 0 }, "eps: 0, want a value in [0.0001, 10000]"},
 		{func(c *Config) { c.Eps = math.NaN() }, "eps: NaN"},
 		{func(c *Config) { c.Iters = 0 }, "iters: 0, want an integer in [1, 10000]"},
 		{func(c *Config) { c.Rho = -1 }, "rho: -1"},
 		{func(c *Config) { c.DustbinInit = math.Inf(1) }, "dustbin_init: +Inf"},
-		{func(c *Config) { c.WCyc = -0.5 }, "w_cyc: -0.5, want a finite value >= 0"},
+		{func(c *Config) { c.WCyc = -0.5 }, "w_cyc: -0.5, want a value in [0, 1000000]"},
 		{func(c *Config) { c.LambdaA = math.Inf(1) }, "lambda_a: +Inf"},
 		{func(c *Config) { c.WCyc, c.WOT, c.LambdaA, c.WNorm = 0, 0, 0, 0 }, "all 0"},
 	}

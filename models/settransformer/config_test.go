@@ -32,19 +32,19 @@ func TestValidateNamesFieldAndValue(t *testing.T) {
 		mut  func(*Config)
 		want string
 	}{
-		{func(c *Config) { c.Heads = 3 }, "heads = 3 does not divide hidden = 16"},
-		{func(c *Config) { c.Hidden = 0 }, "hidden = 0"},
-		{func(c *Config) { c.InputDim = -1 }, "input_dim = -1"},
-		{func(c *Config) { c.Layers = 0 }, "layers = 0"},
-		{func(c *Config) { c.MLPHidden = 0 }, "mlp_hidden = 0"},
-		{func(c *Config) { c.Eps = 0 }, "eps = 0"},
-		{func(c *Config) { c.Eps = 1e-40 }, "eps = 1e-40, want a value in [1e-30, 1]"},
-		{func(c *Config) { c.Eps = 2 }, "eps = 2"},
-		{func(c *Config) { c.Temperature = -1 }, "temperature = -1"},
-		{func(c *Config) { c.CandidateDim = 0 }, "candidate_dim = 0"},
-		{func(c *Config) { c.Task = "classify" }, `task = "classify"`},
-		{func(c *Config) { c.Task = TaskUnmix; c.Slots = 4 }, "dec_layers = 0"},
-		{func(c *Config) { c.Task = TaskUnmix; c.DecLayers = 2 }, "slots = 0"},
+		{func(c *Config) { c.Heads = 3 }, "heads: 3 does not divide hidden = 16"},
+		{func(c *Config) { c.Hidden = 0 }, "hidden: 0"},
+		{func(c *Config) { c.InputDim = -1 }, "input_dim: -1"},
+		{func(c *Config) { c.Layers = 0 }, "layers: 0"},
+		{func(c *Config) { c.MLPHidden = 0 }, "mlp_hidden: 0"},
+		{func(c *Config) { c.Eps = 0 }, "eps: 0"},
+		{func(c *Config) { c.Eps = 1e-40 }, "eps: 1e-40, want a value in [1e-30, 1]"},
+		{func(c *Config) { c.Eps = 2 }, "eps: 2"},
+		{func(c *Config) { c.Temperature = -1 }, "temperature: -1"},
+		{func(c *Config) { c.CandidateDim = 0 }, "candidate_dim: 0"},
+		{func(c *Config) { c.Task = "classify" }, `task: "classify"`},
+		{func(c *Config) { c.Task = TaskUnmix; c.Slots = 4 }, "dec_layers: 0"},
+		{func(c *Config) { c.Task = TaskUnmix; c.DecLayers = 2 }, "slots: 0"},
 	}
 	for _, tc := range cases {
 		c := base

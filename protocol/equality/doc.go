@@ -2,7 +2,7 @@
 // `geloattack store extract` (all-MiniLM-L6-v2 by default) over real texts twice, once plain and
 // once with the query, key, value and output projections of chosen layers computed through the
 // GELO protocol on a simulated accelerator, and compares the two (issue 18, "geloattack protocol
-// equality"; the paper's own figures are in /work/shared/PAPER.md, "The protocol itself").
+// equality"; the paper's own figures are in docs/paper.md, "The protocol itself").
 //
 // One projection call y = x W^T + b on the n rows of one text, under GELO:
 //

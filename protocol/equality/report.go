@@ -21,7 +21,7 @@ type PaperFigure struct {
 	LogitL2 float64
 }
 
-// Paper holds the paper's figures by storage precision (/work/shared/PAPER.md, "The protocol
+// Paper holds the paper's figures by storage precision (docs/paper.md, "The protocol
 // itself"). Its mix, its shields and whether its reference ran in float32 or in the same
 // precision are not stated there.
 var Paper = map[string]PaperFigure{

@@ -1,5 +1,5 @@
 // Package overhead measures what GELO costs the party that runs it: the compute-side overhead of
-// one GELO-protected linear layer against the plain one (PAPER.md, "The protocol itself").
+// one GELO-protected linear layer against the plain one (docs/paper.md, "The protocol itself").
 //
 // The plain layer is the GEMM H W, H: (n, d) the hidden states, W: (d, p) the weight. The
 // protected layer is, per call:

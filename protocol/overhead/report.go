@@ -17,7 +17,7 @@ import (
 	"gonum.org/v1/plot/vg"
 )
 
-// PaperRow is one n of the paper's compute-side overhead figure (PAPER.md, "The protocol
+// PaperRow is one n of the paper's compute-side overhead figure (docs/paper.md, "The protocol
 // itself": Llama-2 7B layers, two processes on two GPUs, A generation + mix + GEMM + unmix + copy).
 type PaperRow struct {
 	N           int     // sequence length

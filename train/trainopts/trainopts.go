@@ -5,8 +5,7 @@
 package trainopts
 
 import (
-	"fmt"
-
+	"github.com/gelo-research/geloattack/config/field"
 	"github.com/gelo-research/geloattack/data/gelo"
 )
 
@@ -71,47 +70,28 @@ func DefaultOptions() Options {
 	}
 }
 
-// Validate names the first field out of range and the range allowed.
-func (o Options) Validate() error {
-	ints := []struct {
-		name string
-		v    int
-		min  int
-	}{
-		{"steps", o.Steps, 1}, {"batch_size", o.BatchSize, 1}, {"warmup_steps", o.WarmupSteps, 0},
-		{"log_every", o.LogEvery, 1}, {"eval_every", o.EvalEvery, 1}, {"eval_batches", o.EvalBatches, 1},
-		{"ckpt_every", o.CkptEvery, 1}, {"keep_ckpts", o.KeepCkpts, 1}, {"workers", o.Workers, 1},
-		{"prefetch", o.Prefetch, 1}, {"set_bucket", o.SetBucket, 0},
-	}
-	for _, f := range ints {
-		if f.v < f.min {
-			return fmt.Errorf("%s: %d, want >= %d", f.name, f.v, f.min)
-		}
-	}
-	floats := []struct {
-		name        string
-		v, lo, hi   float64
-		loOpen, hiO bool
-	}{
-		{"lr", o.LR, 0, 1, true, false},
-		{"min_lr_frac", o.MinLRFrac, 0, 1, false, false},
-		{"weight_decay", o.WeightDecay, 0, 1, false, false},
-		{"beta1", o.Beta1, 0, 1, false, true},
-		{"beta2", o.Beta2, 0, 1, false, true},
-		{"grad_clip", o.GradClip, 0, 1e9, false, false},
-	}
-	for _, f := range floats {
-		bad := f.v < f.lo || f.v > f.hi || (f.loOpen && f.v == f.lo) || (f.hiO && f.v == f.hi) || f.v != f.v
-		if bad {
-			l, r := "[", "]"
-			if f.loOpen {
-				l = "("
-			}
-			if f.hiO {
-				r = ")"
-			}
-			return fmt.Errorf("%s: %g, want a value in %s%g, %g%s", f.name, f.v, l, f.lo, f.hi, r)
-		}
-	}
-	return nil
+// Rules is every numeric field of Options with its bounds and what 0 means: Validate checks them,
+// and the flags overriding a field (train -steps, -workers, ...) take their range from here. The
+// maxima are far above any real run; they keep a value from reaching an allocation that panics.
+var Rules = field.Table[Options]{
+	{Key: "steps", Bounds: field.Bounds{Int: true, Min: 1, Max: 1e9}, Get: func(o Options) float64 { return float64(o.Steps) }},
+	{Key: "batch_size", Bounds: field.Bounds{Int: true, Min: 1, Max: 1 << 16}, Get: func(o Options) float64 { return float64(o.BatchSize) }},
+	{Key: "lr", Bounds: field.Bounds{Min: 1e-12, Max: 1}, Get: func(o Options) float64 { return o.LR }},
+	{Key: "min_lr_frac", Bounds: field.Bounds{Min: 0, Max: 1}, Get: func(o Options) float64 { return o.MinLRFrac }},
+	{Key: "warmup_steps", Bounds: field.Bounds{Int: true, Min: 0, Max: 1e9}, Get: func(o Options) float64 { return float64(o.WarmupSteps) }},
+	{Key: "weight_decay", Bounds: field.Bounds{Min: 0, Max: 1}, Get: func(o Options) float64 { return o.WeightDecay }},
+	{Key: "beta1", Bounds: field.Bounds{Min: 0, Max: 1, MaxOpen: true}, Get: func(o Options) float64 { return o.Beta1 }},
+	{Key: "beta2", Bounds: field.Bounds{Min: 0, Max: 1, MaxOpen: true}, Get: func(o Options) float64 { return o.Beta2 }},
+	{Key: "grad_clip", Bounds: field.Bounds{Min: 1e-6, Max: 1e9, Zero: "no clipping"}, Get: func(o Options) float64 { return o.GradClip }},
+	{Key: "log_every", Bounds: field.Bounds{Int: true, Min: 1, Max: 1e9}, Get: func(o Options) float64 { return float64(o.LogEvery) }},
+	{Key: "eval_every", Bounds: field.Bounds{Int: true, Min: 1, Max: 1e9}, Get: func(o Options) float64 { return float64(o.EvalEvery) }},
+	{Key: "eval_batches", Bounds: field.Bounds{Int: true, Min: 1, Max: 1 << 20}, Get: func(o Options) float64 { return float64(o.EvalBatches) }},
+	{Key: "ckpt_every", Bounds: field.Bounds{Int: true, Min: 1, Max: 1e9}, Get: func(o Options) float64 { return float64(o.CkptEvery) }},
+	{Key: "keep_ckpts", Bounds: field.Bounds{Int: true, Min: 1, Max: 1 << 20}, Get: func(o Options) float64 { return float64(o.KeepCkpts) }},
+	{Key: "workers", Bounds: field.Bounds{Int: true, Min: 1, Max: 1 << 10}, Get: func(o Options) float64 { return float64(o.Workers) }},
+	{Key: "prefetch", Bounds: field.Bounds{Int: true, Min: 1, Max: 1 << 12}, Get: func(o Options) float64 { return float64(o.Prefetch) }},
+	{Key: "set_bucket", Bounds: field.Bounds{Int: true, Min: 1, Max: 1 << 12, Zero: "32 when the set size is ranged, else 1"}, Get: func(o Options) float64 { return float64(o.SetBucket) }},
 }
+
+// Validate names the first field out of range (an *field.Error with the key) and the range allowed.
+func (o Options) Validate() error { return Rules.Check(o) }

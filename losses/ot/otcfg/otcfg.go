@@ -4,9 +4,7 @@
 package otcfg
 
 import (
-	"errors"
-	"fmt"
-	"math"
+	"github.com/gelo-research/geloattack/config/field"
 )
 
 // Variant selects how Sinkhorn treats the marginals (SPEC §5).
@@ -70,41 +68,33 @@ func DefaultConfig() Config {
 	}
 }
 
-// Validate reports every field outside its allowed range, naming the field and its value.
+// Rules is every numeric field of Config with its bounds: Validate checks them. Every bound is
+// finite: Sinkhorn divides costs by eps and exponentiates in float32, so an eps below 1e-4 or a
+// weight of 1e300 fails at the first step rather than here.
+var Rules = field.Table[Config]{
+	{Key: "eps", Bounds: field.Bounds{Min: 1e-4, Max: 1e4}, Get: func(c Config) float64 { return c.Eps }},
+	{Key: "iters", Bounds: field.Bounds{Int: true, Min: 1, Max: MaxIters}, Get: func(c Config) float64 { return float64(c.Iters) }},
+	{Key: "rho", Bounds: field.Bounds{Min: 1e-4, Max: 1e6}, Get: func(c Config) float64 { return c.Rho }},
+	{Key: "dustbin_init", Bounds: field.Bounds{Min: -1e6, Max: 1e6}, Get: func(c Config) float64 { return c.DustbinInit }},
+	{Key: "w_cyc", Bounds: field.Bounds{Min: 0, Max: 1e6}, Get: func(c Config) float64 { return c.WCyc }},
+	{Key: "w_ot", Bounds: field.Bounds{Min: 0, Max: 1e6}, Get: func(c Config) float64 { return c.WOT }},
+	{Key: "lambda_a", Bounds: field.Bounds{Min: 0, Max: 1e6}, Get: func(c Config) float64 { return c.LambdaA }},
+	{Key: "w_norm", Bounds: field.Bounds{Min: 0, Max: 1e6}, Get: func(c Config) float64 { return c.WNorm }},
+}
+
+// Validate reports the first field outside its allowed range, as a *field.Error naming the key
+// and its value.
 func (c Config) Validate() error {
-	var errs []error
 	switch c.Variant {
 	case Balanced, Dustbin, Unbalanced:
 	default:
-		errs = append(errs, fmt.Errorf("variant: %q, want balanced, dustbin or unbalanced", c.Variant))
+		return field.Errorf("variant", "%q, want balanced, dustbin or unbalanced", c.Variant)
 	}
-	if !finite(c.Eps) || c.Eps <= 0 {
-		errs = append(errs, fmt.Errorf("eps: %v, want a finite value > 0", c.Eps))
+	if err := Rules.Check(c); err != nil {
+		return err
 	}
-	if c.Iters < 1 || c.Iters > MaxIters {
-		errs = append(errs, fmt.Errorf("iters: %d, want an integer in [1, %d]", c.Iters, MaxIters))
+	if c.WCyc == 0 && c.WOT == 0 && c.LambdaA == 0 && c.WNorm == 0 {
+		return field.Errorf("w_cyc", "w_cyc, w_ot, lambda_a, w_norm: all 0, want at least one > 0")
 	}
-	if !finite(c.Rho) || c.Rho <= 0 {
-		errs = append(errs, fmt.Errorf("rho: %v, want a finite value > 0", c.Rho))
-	}
-	if !finite(c.DustbinInit) {
-		errs = append(errs, fmt.Errorf("dustbin_init: %v, want a finite value", c.DustbinInit))
-	}
-	weights := []struct {
-		key string
-		v   float64
-	}{{"w_cyc", c.WCyc}, {"w_ot", c.WOT}, {"lambda_a", c.LambdaA}, {"w_norm", c.WNorm}}
-	anyOn := false
-	for _, w := range weights {
-		if !finite(w.v) || w.v < 0 {
-			errs = append(errs, fmt.Errorf("%s: %v, want a finite value >= 0", w.key, w.v))
-		}
-		anyOn = anyOn || w.v > 0
-	}
-	if !anyOn {
-		errs = append(errs, errors.New("w_cyc, w_ot, lambda_a, w_norm: all 0, want at least one > 0"))
-	}
-	return errors.Join(errs...)
+	return nil
 }
-
-func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }

@@ -5,10 +5,10 @@
 package modelcfg
 
 import (
-	"errors"
 	"fmt"
-	"math"
 	"sort"
+
+	"github.com/gelo-research/geloattack/config/field"
 )
 
 // Task selects which head sits on top of the encoder.
@@ -105,51 +105,49 @@ func (c Config) HeadDim() int {
 	return c.Hidden / c.Heads
 }
 
-// Validate reports the first field that cannot build a model, naming the field and its value.
+// Rules is every numeric field of Config with its bounds: Validate checks them before the rules
+// that tie fields together. input_dim and candidate_dim may be 0 in a run config (filled from the
+// store), which the run config's check allows for itself. The maxima are far above any real model;
+// they keep a value from reaching an allocation that panics.
+var Rules = field.Table[Config]{
+	{Key: "input_dim", Bounds: field.Bounds{Int: true, Min: 1, Max: 1 << 16}, Get: func(c Config) float64 { return float64(c.InputDim) }},
+	{Key: "candidate_dim", Bounds: field.Bounds{Int: true, Min: 0, Max: 1 << 16}, Get: func(c Config) float64 { return float64(c.CandidateDim) }},
+	{Key: "hidden", Bounds: field.Bounds{Int: true, Min: 1, Max: 1 << 15}, Get: func(c Config) float64 { return float64(c.Hidden) }},
+	{Key: "layers", Bounds: field.Bounds{Int: true, Min: 1, Max: 1 << 10}, Get: func(c Config) float64 { return float64(c.Layers) }},
+	{Key: "heads", Bounds: field.Bounds{Int: true, Min: 1, Max: 1 << 10}, Get: func(c Config) float64 { return float64(c.Heads) }},
+	{Key: "mlp_hidden", Bounds: field.Bounds{Int: true, Min: 1, Max: 1 << 17}, Get: func(c Config) float64 { return float64(c.MLPHidden) }},
+	{Key: "eps", Bounds: field.Bounds{Min: MinEps, Max: MaxEps}, Get: func(c Config) float64 { return c.Eps }},
+	{Key: "dec_layers", Bounds: field.Bounds{Int: true, Min: 0, Max: 1 << 10}, Get: func(c Config) float64 { return float64(c.DecLayers) }},
+	{Key: "slots", Bounds: field.Bounds{Int: true, Min: 0, Max: 1 << 16}, Get: func(c Config) float64 { return float64(c.Slots) }},
+	// The logits are cos/tau in float32: below 1e-4 they overflow at the first step, above 1e4
+	// every softmax is uniform.
+	{Key: "temperature", Bounds: field.Bounds{Min: 1e-4, Max: 1e4}, Get: func(c Config) float64 { return c.Temperature }},
+}
+
+// Validate reports the first field that cannot build a model, as a *field.Error naming the key.
 func (c Config) Validate() error {
-	positive := []struct {
-		name string
-		v    int
-	}{
-		{"input_dim", c.InputDim},
-		{"hidden", c.Hidden},
-		{"layers", c.Layers},
-		{"heads", c.Heads},
-		{"mlp_hidden", c.MLPHidden},
-	}
-	for _, f := range positive {
-		if f.v <= 0 {
-			return fmt.Errorf("settransformer config: %s = %d, want > 0", f.name, f.v)
-		}
+	if err := Rules.Check(c); err != nil {
+		return err
 	}
 	if c.Hidden%c.Heads != 0 {
-		return fmt.Errorf("settransformer config: heads = %d does not divide hidden = %d", c.Heads, c.Hidden)
-	}
-	if !(c.Eps >= MinEps && c.Eps <= MaxEps) {
-		return fmt.Errorf("settransformer config: eps = %g, want a value in [%g, %g]", c.Eps, MinEps, MaxEps)
-	}
-	if !(c.Temperature > 0) || math.IsInf(c.Temperature, 0) {
-		return fmt.Errorf("settransformer config: temperature = %g, want a finite value > 0", c.Temperature)
+		return field.Errorf("heads", "%d does not divide hidden = %d", c.Heads, c.Hidden)
 	}
 	switch c.Task {
 	case TaskRetrieval:
 		if c.CandidateDim <= 0 {
-			return fmt.Errorf("settransformer config: candidate_dim = %d, want > 0 for task %q", c.CandidateDim, c.Task)
-		}
-		if c.DecLayers < 0 || c.Slots < 0 {
-			return fmt.Errorf("settransformer config: dec_layers = %d, slots = %d, want >= 0", c.DecLayers, c.Slots)
+			return field.Errorf("candidate_dim", "%d, want > 0 for task %q", c.CandidateDim, c.Task)
 		}
 	case TaskUnmix:
 		if c.DecLayers <= 0 {
-			return fmt.Errorf("settransformer config: dec_layers = %d, want > 0 for task %q", c.DecLayers, c.Task)
+			return field.Errorf("dec_layers", "%d, want > 0 for task %q", c.DecLayers, c.Task)
 		}
 		if c.Slots <= 0 {
-			return fmt.Errorf("settransformer config: slots = %d, want > 0 for task %q", c.Slots, c.Task)
+			return field.Errorf("slots", "%d, want > 0 for task %q", c.Slots, c.Task)
 		}
 	case "":
-		return errors.New("settransformer config: task is empty, want retrieval or unmix")
+		return field.Errorf("task", "empty, want retrieval or unmix")
 	default:
-		return fmt.Errorf("settransformer config: task = %q, want retrieval or unmix", c.Task)
+		return field.Errorf("task", "%q, want retrieval or unmix", c.Task)
 	}
 	return nil
 }
