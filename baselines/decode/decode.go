@@ -374,7 +374,7 @@ func (a *attack) search(ctx context.Context, bag []int, nObs int) ([]Text, error
 	}
 	live := []node{{p: a.m.NewPrefix(), excess: math.Inf(-1), lead: math.Inf(1)}}
 	var done []Text
-	for step := 0; step < nObs && len(live) > 0; step++ {
+	for step := 0; step < min(nObs, a.m.MaxLen()) && len(live) > 0; step++ {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}

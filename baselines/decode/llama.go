@@ -87,6 +87,9 @@ func (l *Llama) Block0(lo, hi int, dst []float32) error {
 	return nil
 }
 
+// MaxLen is the longest text the wrapper was sized for.
+func (l *Llama) MaxLen() int { return l.maxLen }
+
 // NewPrefix is the empty prefix.
 func (l *Llama) NewPrefix() Prefix { return &llamaPrefix{l: l} }
 

@@ -25,8 +25,9 @@ type Model interface {
 	Rows(tokens []int, upto int) ([][]float32, error)
 	// Block0 writes block 0's attention-input rows of tokens [lo, hi): (hi-lo, d).
 	Block0(lo, hi int, dst []float32) error
-	// NewPrefix is the empty prefix (no token yet).
+	// NewPrefix is the empty prefix (no token yet); MaxLen the longest prefix it can grow to.
 	NewPrefix() Prefix
+	MaxLen() int
 }
 
 // Prefix is a token prefix with whatever cache the model keeps (a KV cache per block).

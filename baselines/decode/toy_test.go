@@ -33,6 +33,7 @@ func newToy(v, d, blocks int, seed uint64) *toy {
 }
 
 func (t *toy) D() int      { return t.d }
+func (t *toy) MaxLen() int { return 1 << 20 }
 func (t *toy) Blocks() int { return t.blocks }
 func (t *toy) Vocab() int  { return t.v }
 

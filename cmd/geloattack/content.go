@@ -79,17 +79,7 @@ func recoverFlags(fs *flag.FlagSet) runFunc {
 		quiet     = fs.Bool("quiet", false, "no progress output")
 	)
 	// Sampler overrides: each changes the config's base cell.
-	var (
-		shieldKind  = fs.String("shield-kind", "", "override sampler.shield_kind: gaussian | manifold | student_t")
-		shieldScale = fs.Float64("shield-scale", -1, "override sampler.shield_scale (> 0; -1 keep). Scale 0 is -shield-frac 0")
-		shieldFrac  = fs.Float64("shield-frac", -1, "override sampler.shield_frac in [0, 1] (-1 keep)")
-		shieldRows  = overrideInt(fs, "shield-rows", "sampler.shield_rows", "a fixed shield count")
-		obsRows     = fs.Float64("obs-rows", 0, "override sampler.obs_rows in (0, 1] (0 keep)")
-		dtype       = fs.String("observe-dtype", "", "override sampler.observe_dtype: none | bf16 | fp16")
-		kappa       = fs.Float64("kappa", 0, "non-orthogonal mixing with cond(A) = kappa (>= 1; 0 keep the config's mix)")
-		positives   = overrideInt(fs, "positives", "sampler.positives", "texts per example, the victim included")
-		tokens      = overrideInt(fs, "tokens-per-text", "sampler.tokens_per_text", "")
-	)
+	over := addSamplerOverrides(fs, "texts per example, the victim included", true)
 	return func(ctx context.Context, args []string) error {
 		split, err := data.ParseSplit(*splitName)
 		if err != nil {
@@ -106,31 +96,7 @@ func recoverFlags(fs *flag.FlagSet) runFunc {
 			return errors.New("recover: no store: give -store STORE or a -config whose store.path names one (the attack needs a store extracted from real text)")
 		}
 		sc := cfg.Sampler
-		if *shieldKind != "" {
-			sc.ShieldKind = gelo.ShieldKind(*shieldKind)
-		}
-		if *shieldScale != -1 {
-			sc.ShieldScale = gelo.Fixed(*shieldScale)
-		}
-		if *shieldFrac != -1 {
-			sc.ShieldFrac = gelo.Fixed(*shieldFrac)
-		}
-		shieldRows.apply(&sc.ShieldRows)
-		if *obsRows != 0 {
-			sc.ObsRows = *obsRows
-		}
-		if *dtype != "" {
-			sc.ObserveDtype = gelo.ObserveDtype(*dtype)
-		}
-		if *kappa != 0 {
-			sc.Mix, sc.MixCond = gelo.MixNonOrthogonal, gelo.Fixed(*kappa)
-		}
-		if positives.set {
-			sc.Positives = gelo.Fixed(float64(positives.v))
-		}
-		if tokens.set {
-			sc.TokensPerText = gelo.Fixed(float64(tokens.v))
-		}
+		over.apply(&sc)
 		if err := sc.Validate(); err != nil {
 			return fmt.Errorf("recover: sampler settings (config plus flags): %w", err)
 		}

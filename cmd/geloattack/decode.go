@@ -1,0 +1,174 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/gelo-research/geloattack/baselines/decode"
+	"github.com/gelo-research/geloattack/config/field"
+	"github.com/gelo-research/geloattack/data"
+	"github.com/gelo-research/geloattack/data/extract"
+	"github.com/gelo-research/geloattack/engine/blas"
+	"github.com/gelo-research/geloattack/models/hf"
+)
+
+var cmdDecode = &Command{
+	Name:      "decode",
+	UsageLine: "-model DIR [-texts SOURCE] [-blocks 0,1] [-batches N] [sampler overrides] [flags]",
+	Short:     "prompt decoding: read whole prompts back from one GELO batch of a decoder, training-free",
+	Long: "Prompt decoding (docs/prompt-decoding.md). Texts of SOURCE, tokenized by the model's tokenizer.json\n" +
+		"(BOS as its post-processor adds it) and cut to -max-tokens, are drawn into batches of -positives\n" +
+		"texts as the sampler draws them; the deployer's forward pass gives each block's attention input\n" +
+		"RMSNorm(h_l)·g_l, and GELO mixes it per block with fresh shields and a fresh A (the config's sampler\n" +
+		"with the override flags). The attacker, who has the weights, sees U_l of the -blocks it names: it\n" +
+		"tests every vocabulary row of block 0 (position-free) against U_0 for the bag of tokens, then reads\n" +
+		"each text in order, extending prefixes by bag tokens whose rows at the other blocks lie in their U_l\n" +
+		"(residual below full rank, leverage past it; baselines/membership). It claims a text only when\n" +
+		"every step was certified and led what it left out by -claim-lead decades. Reported per batch and\n" +
+		"in total: exact texts, token accuracy, bag precision and recall, rank beside n and d, margins,\n" +
+		"claims, candidate forward passes per second. -generation N instead observes N decoding steps, each\n" +
+		"one new row of block 0 plus shields.",
+	Flags: decodeFlags,
+}
+
+// decodeFlags defines the flags of `geloattack decode` and returns what runs it.
+func decodeFlags(fs *flag.FlagSet) runFunc {
+	defTexts, _ := extract.DefaultCorpusDir()
+	var (
+		cfgPath    = fs.String("config", "", "run config whose sampler settings are the deployer's (empty: the embedded quickstart's)")
+		modelDir   = fs.String("model", "", "decoder directory (config.json, model.safetensors, tokenizer.json): model init's or a user's (required)")
+		texts      = fs.String("texts", defTexts, "SOURCE of the victims' texts, as store extract reads it (a scripts/fetch-data.sh directory, .jsonl, or one text per line)")
+		corpora    = fs.String("corpora", "", "comma-separated corpora of a fetch-script SOURCE directory; empty: all present")
+		maxTexts   = intFlag(fs, "max-texts", 200, field.Bounds{Int: true, Min: 8, Max: 1 << 20}, "texts of SOURCE the batches are drawn from (the first N in its order)")
+		maxTokens  = intFlag(fs, "max-tokens", 16, field.Bounds{Int: true, Min: 2, Max: 4096}, "cut every text to its first T tokens, BOS included")
+		blocksFlag = fs.String("blocks", "0,1", "blocks whose U the attacker sees and scores: 0 (the bag) and at least one more (the order)")
+		batches    = intFlag(fs, "batches", 4, field.Bounds{Int: true, Min: 1, Max: 1 << 20}, "batches to decode (each its own example of the split's stream)")
+		splitName  = fs.String("split", "val", "split the batches' texts come from: train or val")
+		beam       = intFlag(fs, "beam", 0, field.Bounds{Int: true, Min: 1, Max: 1 << 16, Zero: "4 per text"}, "live prefixes kept at each step")
+		branch     = fs.Float64("branch", 1, "per prefix, keep the certified extensions within this many decades of its best one")
+		claimLead  = fs.Float64("claim-lead", 1, "decades by which every step of a claimed text must lead the best extension left out")
+		generation = intFlag(fs, "generation", 0, field.Bounds{Int: true, Min: 1, Max: 1 << 20, Zero: "decode prompts"}, "observe this many generation steps (one row of block 0 plus shields each) instead")
+		out        = fs.String("out", "", "write the per-batch results as JSON to this file")
+	)
+	over := addSamplerOverrides(fs, "texts per batch", false)
+	return func(ctx context.Context, _ []string) error {
+		if *modelDir == "" {
+			return errors.New("decode: -model DIR is required (a decoder directory; geloattack model init makes one)")
+		}
+		if !(*branch > 0) || math.IsInf(*branch, 0) || !(*claimLead > 0) || math.IsInf(*claimLead, 0) {
+			return fmt.Errorf("decode: -branch %v and -claim-lead %v: want positive numbers of decades", *branch, *claimLead)
+		}
+		split, err := data.ParseSplit(*splitName)
+		if err != nil {
+			return fmt.Errorf("-split: %w", err)
+		}
+		var blocks []int
+		for _, s := range strings.Split(*blocksFlag, ",") {
+			b, err := strconv.Atoi(strings.TrimSpace(s))
+			if err != nil {
+				return fmt.Errorf("-blocks %q: %q is not a block number", *blocksFlag, s)
+			}
+			blocks = append(blocks, b)
+		}
+		cfg, err := loadConfig(*cfgPath)
+		if err != nil {
+			return err
+		}
+		sc := cfg.Sampler
+		over.apply(&sc)
+		if err := sc.Validate(); err != nil {
+			return fmt.Errorf("decode: sampler settings (config plus flags): %w", err)
+		}
+		if !hf.IsDecoderDir(*modelDir) {
+			return fmt.Errorf("decode: %s is not a decoder directory (config.json with a Llama/Mistral/Qwen2/Qwen3ForCausalLM architecture)", *modelDir)
+		}
+		m, err := hf.Load(*modelDir, blas.Default())
+		if err != nil {
+			return fmt.Errorf("decode: %w", err)
+		}
+		tok, err := openDecoderTokenizer(*modelDir)
+		if err != nil {
+			return fmt.Errorf("decode: %w", err)
+		}
+		var corpusList []string
+		if *corpora != "" {
+			corpusList = strings.Split(*corpora, ",")
+		}
+		src, err := extract.ReadSource(*texts, corpusList)
+		if err != nil {
+			return fmt.Errorf("decode: %w", err)
+		}
+		var ids [][]int
+		for _, t := range src.Texts {
+			if len(ids) == *maxTexts {
+				break
+			}
+			enc, err := tok.Encode(t.Text, true)
+			if err != nil {
+				return fmt.Errorf("decode: text %d: %w", t.ID, err)
+			}
+			if len(enc) < 2 {
+				continue
+			}
+			ids = append(ids, enc[:min(len(enc), *maxTokens)])
+		}
+		if len(ids) < 8 {
+			return fmt.Errorf("decode: %s gave %d texts of at least 2 tokens, want at least 8", *texts, len(ids))
+		}
+		lm, err := decode.NewLlama(m, *maxTokens)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(os.Stderr, "decode: %s (%s, %d blocks, d %d, vocab %d), %d texts of at most %d tokens\n",
+			*modelDir, m.Cfg.Architecture, m.Cfg.Layers, m.Cfg.Hidden, m.Cfg.VocabSize, len(ids), *maxTokens)
+		if *generation > 0 {
+			g, err := decode.Generation(ctx, lm, ids, sc, split, *generation, *claimLead)
+			if err != nil {
+				return err
+			}
+			fmt.Printf("generation: %d steps (n %.1f rows each): %d read right (%.3f), %d claimed (%d right); %.1f s\n",
+				g.Steps, g.N, g.Correct, float64(g.Correct)/float64(g.Steps), g.Claims, g.ClaimsRight, g.Seconds)
+			return writeJSON(*out, g)
+		}
+		res, err := decode.Run(ctx, lm, ids, decode.Options{Sampler: sc, Split: split, Batches: *batches, Blocks: blocks,
+			Beam: *beam, Branch: *branch, ClaimLead: *claimLead})
+		if err != nil {
+			return err
+		}
+		printDecode(os.Stdout, res)
+		return writeJSON(*out, res)
+	}
+}
+
+// printDecode writes one table row per batch and the totals.
+func printDecode(w io.Writer, res []decode.BatchResult) {
+	fmt.Fprintln(w, "| batch | texts | n | rank per block of d | bag P / R | bag margin | order margin | exact | token acc | claims (right) | forwards/s | s |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|")
+	var exact, acc, secs float64
+	var texts, claims, right, fw int
+	for _, r := range res {
+		rank := make([]string, len(r.Rank))
+		for i, k := range r.Rank {
+			rank[i] = strconv.Itoa(k)
+		}
+		fmt.Fprintf(w, "| %d | %d | %d | %s of %d | %.2f / %.2f | %.2f | %.2f | %.2f | %.2f | %d (%d) | %.0f | %.1f |\n",
+			r.Index, len(r.Truth), r.N, strings.Join(rank, ","), r.D, r.BagPrecision, r.BagRecall, r.BagMargin, r.OrderMargin,
+			r.Exact, r.TokenAcc, r.Claims, r.ClaimsRight, float64(r.Forwards)/r.Seconds, r.Seconds)
+		exact += r.Exact * float64(len(r.Truth))
+		acc += r.TokenAcc * float64(len(r.Truth))
+		texts += len(r.Truth)
+		claims += r.Claims
+		right += r.ClaimsRight
+		fw += r.Forwards
+		secs += r.Seconds
+	}
+	fmt.Fprintf(w, "\ntotal: %d texts in %d batches: exact %.3f, token accuracy %.3f, %d claims (%d right), %d candidate forwards in %.1f s (%.0f/s)\n",
+		texts, len(res), exact/float64(texts), acc/float64(texts), claims, right, fw, secs, float64(fw)/secs)
+}
