@@ -158,7 +158,7 @@ func TestBadConfigsNameKeyLineAndRange(t *testing.T) {
 		{"pr above d", "store:\n  synth: {d: 32, pr: 100}\n", "bad.yaml:2:", []string{"store.synth.pr: participation ratio 100, want at most d = 32"}},
 		{"tiny temperature", "model:\n  temperature: 1.0e-300\n", "bad.yaml:2:", []string{"model.temperature", "1e-300", "[0.0001, 10000]"}},
 		{"tiny norm_mean", "store:\n  synth:\n    norm_mean: 1.0e-300\n", "bad.yaml:3:", []string{"store.synth.norm_mean", "1e-300"}},
-		{"infinite zipf", "store:\n  synth:\n    zipf_s: .inf\n", "bad.yaml:3:", []string{"store.synth.zipf_s", "(1, 100]"}},
+		{"infinite zipf", "store:\n  synth:\n    zipf_s: .inf\n", "bad.yaml:3:", []string{"store.synth.zipf_s", "(1, 10]"}},
 		{"eval tau NaN", "eval:\n  tau: .nan\n", "bad.yaml:2:", []string{"eval.tau", "NaN"}},
 	}
 	for _, c := range cases {
