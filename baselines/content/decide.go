@@ -35,36 +35,16 @@ type MeasureScores struct {
 
 // Measure scores every candidate's secret rows against ms.
 func (c *Candidates) Measure(ms *membership.Space) (*MeasureScores, error) {
-	d := c.Rows.D
 	ks := ms.Ks()
 	out := &MeasureScores{Leverage: make([]float64, c.Len()), TopK: make([][]float64, len(ks))}
 	for j := range out.TopK {
 		out.TopK[j] = make([]float64, c.Len())
 	}
-	block := mat.NewDense(scoreBlockRows, d, nil)
-	for first := 0; first < c.Len(); {
-		rows, last := 0, first
-		for last < c.Len() {
-			lo, hi := c.Slot[last][0], c.Slot[last][1]
-			if rows+hi-lo > scoreBlockRows && last > first {
-				break
-			}
-			if hi-lo > scoreBlockRows {
-				return nil, fmt.Errorf("content: candidate %d has %d secret rows, more than the block of %d", last, hi-lo, scoreBlockRows)
-			}
-			src := c.Rows.Text(last)[lo*d : hi*d]
-			for r := 0; r < hi-lo; r++ {
-				dst := block.RawRowView(rows + r)
-				for j, v := range src[r*d : (r+1)*d] {
-					dst[j] = float64(v)
-				}
-			}
-			rows += hi - lo
-			last++
-		}
-		sc, err := ms.ScoreSpectral(block.Slice(0, rows, 0, d).(*mat.Dense))
+	slot := func(i int) (int, int) { return c.Slot[i][0], c.Slot[i][1] }
+	err := c.eachBlock(slot, func(first, last int, block *mat.Dense) error {
+		sc, err := ms.ScoreSpectral(block)
 		if err != nil {
-			return nil, fmt.Errorf("content: candidates %d..%d: %w", first, last-1, err)
+			return fmt.Errorf("content: candidates %d..%d: %w", first, last-1, err)
 		}
 		at := 0
 		for i := first; i < last; i++ {
@@ -82,7 +62,10 @@ func (c *Candidates) Measure(ms *membership.Space) (*MeasureScores, error) {
 			}
 			at += w
 		}
-		first = last
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
 }

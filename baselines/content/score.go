@@ -85,7 +85,6 @@ const scoreBlockRows = 4096
 // log10 outside fraction of candidate c. Rows a kind does not read are not computed (slot scores
 // read only the secret rows, which are few and make the pass cheap).
 func (c *Candidates) ScoreAll(rs *baselines.RowSpace, kinds []Score) ([][]float64, error) {
-	d := c.Rows.D
 	allRows := false
 	for _, k := range kinds {
 		if !k.slotOnly() {
@@ -103,31 +102,10 @@ func (c *Candidates) ScoreAll(rs *baselines.RowSpace, kinds []Score) ([][]float6
 	for k := range out {
 		out[k] = make([]float64, c.Len())
 	}
-	block := mat.NewDense(scoreBlockRows, d, nil)
-	for first := 0; first < c.Len(); {
-		// Fill a block with whole candidates.
-		rows, last := 0, first
-		for last < c.Len() {
-			lo, hi := span(last)
-			if rows+hi-lo > scoreBlockRows && last > first {
-				break
-			}
-			if hi-lo > scoreBlockRows {
-				return nil, fmt.Errorf("content: candidate %d has %d rows, more than the block of %d", last, hi-lo, scoreBlockRows)
-			}
-			src := c.Rows.Text(last)[lo*d : hi*d]
-			for r := 0; r < hi-lo; r++ {
-				dst := block.RawRowView(rows + r)
-				for j, v := range src[r*d : (r+1)*d] {
-					dst[j] = float64(v)
-				}
-			}
-			rows += hi - lo
-			last++
-		}
-		frac, energy, err := rs.Residuals(block.Slice(0, rows, 0, d).(*mat.Dense))
+	err := c.eachBlock(span, func(first, last int, block *mat.Dense) error {
+		frac, energy, err := rs.Residuals(block)
 		if err != nil {
-			return nil, fmt.Errorf("content: candidates %d..%d: %w", first, last-1, err)
+			return fmt.Errorf("content: candidates %d..%d: %w", first, last-1, err)
 		}
 		at := 0
 		for i := first; i < last; i++ {
@@ -157,14 +135,50 @@ func (c *Candidates) ScoreAll(rs *baselines.RowSpace, kinds []Score) ([][]float6
 						v = min(v, x)
 					}
 				default:
-					return nil, fmt.Errorf("content: unknown score %d", int(kind))
+					return fmt.Errorf("content: unknown score %d", int(kind))
 				}
 				out[k][i] = math.Log10(max(v, floorFrac))
 			}
 		}
-		first = last
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
+}
+
+// eachBlock hands fn the candidates in blocks of whole candidates, at most scoreBlockRows rows:
+// candidates [first, last) with the rows span(i) of each, stacked in float64 (rows, d).
+func (c *Candidates) eachBlock(span func(i int) (int, int), fn func(first, last int, block *mat.Dense) error) error {
+	d := c.Rows.D
+	block := mat.NewDense(scoreBlockRows, d, nil)
+	for first := 0; first < c.Len(); {
+		rows, last := 0, first
+		for last < c.Len() {
+			lo, hi := span(last)
+			if rows+hi-lo > scoreBlockRows && last > first {
+				break
+			}
+			if hi-lo > scoreBlockRows {
+				return fmt.Errorf("content: candidate %d has %d rows, more than the block of %d", last, hi-lo, scoreBlockRows)
+			}
+			src := c.Rows.Text(last)[lo*d : hi*d]
+			for r := 0; r < hi-lo; r++ {
+				dst := block.RawRowView(rows + r)
+				for j, v := range src[r*d : (r+1)*d] {
+					dst[j] = float64(v)
+				}
+			}
+			rows += hi - lo
+			last++
+		}
+		if err := fn(first, last, block.Slice(0, rows, 0, d).(*mat.Dense)); err != nil {
+			return err
+		}
+		first = last
+	}
+	return nil
 }
 
 // worst is the largest of f (1 for none).

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"math"
 	"runtime"
-	"sync"
-	"sync/atomic"
+
+	"github.com/gelo-research/geloattack/internal/workpool"
 )
 
 // Workspace holds every activation buffer of a forward pass, sized once for a token budget and a
@@ -293,7 +293,7 @@ func (m *Model) attention(ws *Workspace) {
 	dh := h / heads
 	scale := float32(1 / math.Sqrt(float64(dh)))
 	nseq := len(ws.offs) - 1
-	Jobs(ws.workers, nseq*heads, func(worker, job int) {
+	workpool.Jobs(ws.workers, nseq*heads, func(worker, job int) {
 		s, hd := job/heads, job%heads
 		off, t := ws.offs[s], ws.offs[s+1]-ws.offs[s]
 		q := ws.qkv[off*3*h+hd*dh:]
@@ -373,46 +373,6 @@ func softmax(x []float32) {
 	}
 }
 
-// parallel runs fn over [0, n) in contiguous blocks on up to workers goroutines and returns when
-// all are done. Blocks (about 4 per worker, at least 32 rows) are taken dynamically, so a worker
-// slowed by other load on a shared machine does not hold the others up.
-func parallel(workers, n int, fn func(lo, hi int)) {
-	if workers <= 1 || n <= 32 {
-		fn(0, n)
-		return
-	}
-	chunk := max((n+4*workers-1)/(4*workers), 32)
-	nchunks := (n + chunk - 1) / chunk
-	Jobs(workers, nchunks, func(_, c int) {
-		fn(c*chunk, min((c+1)*chunk, n))
-	})
-}
-
-// Jobs runs fn(worker, job) for job in [0, n) on up to workers goroutines that take jobs in order
-// from a shared counter, so uneven jobs (texts of different lengths) balance out; worker indexes
-// per-worker scratch space. One worker runs them in order on the caller's goroutine.
-func Jobs(workers, n int, fn func(worker, job int)) {
-	workers = max(min(workers, n), 1)
-	if workers == 1 {
-		for j := 0; j < n; j++ {
-			fn(0, j)
-		}
-		return
-	}
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for w := 0; w < workers; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				j := int(next.Add(1)) - 1
-				if j >= n {
-					return
-				}
-				fn(w, j)
-			}
-		}()
-	}
-	wg.Wait()
-}
+// parallel runs fn over [0, n) in contiguous blocks (at least 32 items) on up to workers
+// goroutines and returns when all are done.
+func parallel(workers, n int, fn func(lo, hi int)) { workpool.Chunks(workers, n, 32, fn) }

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"math"
 	"runtime"
-	"sync"
-	"sync/atomic"
+
+	"github.com/gelo-research/geloattack/internal/workpool"
 )
 
 // Point names a place in the forward pass where a Tap sees the rows.
@@ -389,7 +389,7 @@ func (m *Model) attention(ws *Workspace) {
 	w := q + 2*kv
 	rep := c.Heads / c.KVHeads
 	scale := float32(1 / math.Sqrt(float64(hd)))
-	Jobs(ws.workers, len(ws.seqs)*c.Heads, func(worker, job int) {
+	workpool.Jobs(ws.workers, len(ws.seqs)*c.Heads, func(worker, job int) {
 		s, h := &ws.seqs[job/c.Heads], job%c.Heads
 		t, tk := s.t, s.p0+s.t
 		g := h / rep
@@ -504,46 +504,6 @@ func softmax(x []float32) {
 	}
 }
 
-// parallel runs fn over [0, n) in contiguous blocks on up to workers goroutines and returns when
-// all are done. Blocks (about 4 per worker, at least 8 items) are taken dynamically, so a worker
-// slowed by other load on a shared machine does not hold the others up.
-func parallel(workers, n int, fn func(lo, hi int)) {
-	if workers <= 1 || n <= 8 {
-		fn(0, n)
-		return
-	}
-	chunk := max((n+4*workers-1)/(4*workers), 8)
-	nchunks := (n + chunk - 1) / chunk
-	Jobs(workers, nchunks, func(_, c int) {
-		fn(c*chunk, min((c+1)*chunk, n))
-	})
-}
-
-// Jobs runs fn(worker, job) for job in [0, n) on up to workers goroutines that take jobs in order
-// from a shared counter; worker indexes per-worker scratch space. One worker runs them in order
-// on the caller's goroutine.
-func Jobs(workers, n int, fn func(worker, job int)) {
-	workers = max(min(workers, n), 1)
-	if workers == 1 {
-		for j := 0; j < n; j++ {
-			fn(0, j)
-		}
-		return
-	}
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for w := 0; w < workers; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				j := int(next.Add(1)) - 1
-				if j >= n {
-					return
-				}
-				fn(w, j)
-			}
-		}()
-	}
-	wg.Wait()
-}
+// parallel runs fn over [0, n) in contiguous blocks (at least 8 items) on up to workers
+// goroutines and returns when all are done.
+func parallel(workers, n int, fn func(lo, hi int)) { workpool.Chunks(workers, n, 8, fn) }

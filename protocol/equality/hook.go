@@ -6,6 +6,7 @@ import (
 
 	"github.com/gelo-research/geloattack/data/extract"
 	"github.com/gelo-research/geloattack/engine/blas"
+	"github.com/gelo-research/geloattack/internal/workpool"
 )
 
 // hook is the extract.LinearHook of one run (one precision, and one mix or none): it computes the
@@ -63,7 +64,7 @@ func (h *hook) Linear(p extract.Projection, offs []int, x []float32, in int, w, 
 	}
 	nseq := len(offs) - 1
 	errs := make([]error, nseq)
-	extract.Jobs(h.workers, nseq, func(worker, s int) {
+	workpool.Jobs(h.workers, nseq, func(worker, s int) {
 		lo, hi := offs[s], offs[s+1]
 		t := hi - lo
 		xs, ds := x[lo*in:hi*in], dst[lo*out:hi*out]
