@@ -105,7 +105,8 @@ type Decision struct {
 // Decide is the attack's decision, made from the observation and the scores alone:
 //   - below full rank the residual ranks (residual, the primary score's log10 outside fractions);
 //     a claim needs the best candidate's residual within ms.ResidualBound() (the absolute test)
-//     and a lead of gap decades; no certified candidate means the secret is not among them;
+//     and a lead of gap decades; no certified candidate means the secret is not among them when
+//     every row is observed (with rows dropped, a true row need not be contained: no verdict);
 //   - at full rank with every row observed the leverage ranks; a claim needs its best candidate
 //     within ms.LeverageBound() and every other candidate beyond LeverageRunnerUp times it, and
 //     no candidate within the bound means the secret is not among them;
@@ -129,7 +130,9 @@ func Decide(ms *membership.Space, residual []float64, m *MeasureScores, gap floa
 		dec.Best, dec.Measure, dec.Ranking = best, membership.Residual.String(), residual
 		switch {
 		case !(residual[best] <= math.Log10(ms.ResidualBound())):
-			dec.Verdict = VerdictAbsent
+			if ms.AllObserved() {
+				dec.Verdict = VerdictAbsent
+			} // with rows dropped the secret's own rows may lie outside: no verdict
 		case g >= gap:
 			dec.Verdict = VerdictClaim
 		}

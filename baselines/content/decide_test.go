@@ -68,6 +68,7 @@ func TestDecideClaimsOnlyWhatItCanProve(t *testing.T) {
 		{"secret absent, below full rank", world(0, 1, 8), true, true, VerdictAbsent, "residual"},
 		{"secret absent, past full rank, weak shields", world(96, 0.1, 11), true, true, VerdictAbsent, ""},
 		{"rows dropped past full rank", world(96, 0.1, 11), false, false, VerdictNone, ""},
+		{"secret absent, rows dropped, below full rank", world(0, 1, 8), false, true, VerdictNone, "residual"},
 	} {
 		for seed := uint64(1); seed <= 3; seed++ {
 			dec, ms := decideCase(t, seed, tc.w, tc.allObserved, tc.absent)

@@ -233,6 +233,11 @@ func (s *Space) Rank() int { return s.rank }
 // FullRank says rowspace(U_obs) is all of R^d at the numerical rank: Residual is then void.
 func (s *Space) FullRank() bool { return s.rank >= s.d }
 
+// AllObserved says every row of U reaches the observer. Only then does a failed residual test
+// mean a row is not in X: with rows dropped, rowspace(U_obs) is a subspace of rowspace([X; S])
+// that need not hold X's rows (a contained row is still evidence, an uncontained one is not).
+func (s *Space) AllObserved() bool { return s.opt.AllObserved }
+
 // Ks are the k that TopK scores, increasing.
 func (s *Space) Ks() []int { return s.ks }
 
