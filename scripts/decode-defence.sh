@@ -4,6 +4,7 @@
 # Markdown row per cell (the totals line of each run).
 #
 #   scripts/decode-defence.sh MODEL_DIR [BATCHES] > table.md
+#   AXES="texts full" scripts/decode-defence.sh ...   # only those axes (base dtype shield mix obs_rows texts full)
 #
 # Base cell: 4 texts per batch cut to 16 tokens, 10% gaussian shields at scale 1, orthogonal A, every
 # row observed, fp32; the attacker sees blocks 0, 1 and 2. D is read from MODEL_DIR/config.json.
@@ -12,14 +13,16 @@ model=$1
 batches=${2:-2}
 bin=${GELOATTACK:-geloattack}
 d=$(sed -n 's/.*"hidden_size": *\([0-9]*\).*/\1/p' "$model/config.json" | head -1)
-base=(-model "$model" -blocks 0,1,2 -batches "$batches" -max-tokens 16 -positives 4 -shield-frac 0.1 -shield-scale 1)
+base=(-model "$model" -blocks 0,1,2 -batches "$batches" -max-tokens 16 -positives 4 -shield-frac 0.1 -shield-scale 1 -split train)
+axes=" ${AXES:-base dtype shield mix obs_rows texts full} "
 echo "| axis | setting | result (texts exact, token accuracy, claims) | s |"
 echo "|---|---|---|---|"
 cell() {
   local axis=$1 label=$2; shift 2
-  local t0 line
+  local t0 line key=${axis// /_}
+  [[ "$axes" == *" ${key%%_*} "* ]] || return 0
   t0=$(date +%s.%N)
-  line=$("$bin" decode "${base[@]}" "$@" 2>/dev/null | sed -n 's/^total: //p')
+  line=$("$bin" decode "${base[@]}" "$@" 2>/dev/null | sed -n 's/^total: //p') || true
   printf '| %s | %s | %s | %.0f |\n' "$axis" "$label" "${line:-failed}" "$(echo "$(date +%s.%N) - $t0" | bc)"
 }
 cell base "fp32, 10% gaussian 1"
