@@ -34,7 +34,7 @@ cell shield "none" -shield-frac 0
 cell shield "bf16, gaussian 10 (5%)" -observe-dtype bf16 -shield-frac 0.05 -shield-scale 10
 cell mix "kappa 100" -kappa 100
 for f in 0.96 0.8; do cell obs_rows "$f" -obs-rows "$f"; done
-for p in 8 16 24; do cell texts "$p texts x 16" -positives "$p"; done
+for p in 8 16 24; do cell texts "$p texts x 16" -positives "$p" -max-texts 400; done
 for mult in 1 2 4; do
   for sc in 1 3 10; do cell "full rank" "+$((mult * d)) gaussian $sc" -shield-rows $((mult * d)) -shield-scale "$sc"; done
 done

@@ -414,11 +414,13 @@ func (m *Model) attention(ws *Workspace) {
 	})
 }
 
-// linear computes dst (n, out) = src (n, in) . w^T (w: (out, in)) [+ b]. Many rows are split over
-// the workers by rows; few rows (one new token) by output columns, so that both keep every core
-// busy with single-threaded GEMM calls.
+// linear computes dst (n, out) = src (n, in) . w^T (w: (out, in)) [+ b], on single-threaded GEMM
+// calls spread over the workers. It splits by output columns unless there are more rows than
+// columns: a row split makes every chunk's GEMM stream the whole weight matrix (200 MB for
+// Llama-2-7B's gate/up) from memory again, a column split reads each weight once. Measured on the
+// Llama-2-7B shape cut to 2 layers, 2048 tokens a batch, 2 cores: 189 -> 231 tokens/s.
 func (m *Model) linear(ws *Workspace, src []float32, in int, w, b []float32, out int, dst []float32, n int) {
-	if n >= 8*ws.workers || ws.workers == 1 {
+	if ws.workers == 1 || (n >= 8*ws.workers && n >= out) {
 		parallel(ws.workers, n, func(lo, hi int) {
 			m.lib.Sgemm(false, true, hi-lo, out, in, 1, src[lo*in:hi*in], in, w, in, 0, dst[lo*out:hi*out], out)
 			addBias(dst, b, lo, hi, out)
