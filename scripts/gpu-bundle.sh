@@ -56,6 +56,10 @@ for entry in "${packages[@]}"; do
 	done
 	mkdir -p "$out/src/$pkg"
 done
+# engine/cuda's TestFusedKernelTable reads the kernel names the engine's op files declare
+# (../op_*.go from its folder): ship those sources too.
+mkdir -p "$out/src/engine"
+cp engine/op_*.go "$out/src/engine/"
 gzip -9 "$out"/bin/*
 
 cp configs/quickstart.yaml configs/unmix-quickstart.yaml "$out/configs/"
