@@ -29,7 +29,7 @@ import (
 var cmdRecover = &Command{
 	Name:      "recover",
 	UsageLine: "-store STORE [-template pin|name|birth|PATTERN] [-set ...] [flags]\n       geloattack baseline -attack content [the same flags]",
-	Short:     "sensitive-content recovery: rank candidate secrets of a templated victim text by row-space containment",
+	Short:     "sensitive-content recovery: rank candidate secrets of a templated victim text by row-space containment (residual, leverage, top-k)",
 	Long: `Sensitive-content recovery (docs/content-recovery.md). A victim text made from a template with a
 secret slot ("my PIN is {x}") is placed in an ordinary GELO example beside other texts of the
 store (the config's sampler: positives, tokens per text, shields, mixing, kappa, obs_rows,
