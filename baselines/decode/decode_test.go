@@ -64,12 +64,18 @@ func TestToyGenerationReadsEveryToken(t *testing.T) {
 // Past full rank (64 shield rows on width 64): weak shields still rank every text back (leverage),
 // strong ones stop it; in neither case is anything claimed wrongly.
 func TestToyDecodePastFullRankClaimsNothingWrong(t *testing.T) {
-	m := newToy(200, 64, 3, 1)
+	checkPastFullRank(t, newToy(200, 64, 3, 1), sourceTexts(40, 200, 2))
+}
+
+// checkPastFullRank decodes 2 batches of 4 texts padded to full rank (64 shield rows; m has width
+// 64) at shield scales 0.1 and 10: every text ranked back at 0.1, no claim at 10, no wrong claim.
+func checkPastFullRank(t *testing.T, m Model, texts [][]int) {
+	t.Helper()
 	for _, scale := range []float64{0.1, 10} {
 		cfg := gelo.DefaultConfig()
 		cfg.Positives, cfg.ValFrac = gelo.Fixed(4), 0.3
 		cfg.ShieldRows, cfg.ShieldScale = 64, gelo.Fixed(scale)
-		res, err := Run(context.Background(), m, sourceTexts(40, 200, 2), Options{Sampler: cfg, Split: data.Train, Batches: 2, Blocks: []int{0, 1, 2}})
+		res, err := Run(context.Background(), m, texts, Options{Sampler: cfg, Split: data.Train, Batches: 2, Blocks: []int{0, 1, 2}})
 		if err != nil {
 			t.Fatal(err)
 		}
