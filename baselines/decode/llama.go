@@ -12,17 +12,23 @@ import (
 // Llama is a Model over the host decoder of models/llama: the attacker's copy of the open weights.
 type Llama struct {
 	m      *llama.Model
-	ws     *llama.Workspace // single-token steps (Extend, Append)
+	ws     *llama.Workspace // candidate batches (Extend) and single-token steps (Append)
 	maxLen int
+	batch  int // candidates per ForwardAlternatives call
 }
+
+// extendBatch is how many candidate tokens one forward pass extends a prefix by: enough to read
+// each weight matrix once for a whole bag (at d 4096, 256 rows of activations are ~60 MB).
+const extendBatch = 256
 
 // NewLlama wraps m for texts of at most maxLen tokens.
 func NewLlama(m *llama.Model, maxLen int) (*Llama, error) {
-	ws, err := m.NewWorkspace(maxLen, maxLen, 0)
+	batch := max(maxLen, extendBatch)
+	ws, err := m.NewWorkspace(batch, maxLen, 0)
 	if err != nil {
 		return nil, fmt.Errorf("decode: %w", err)
 	}
-	return &Llama{m: m, ws: ws, maxLen: maxLen}, nil
+	return &Llama{m: m, ws: ws, maxLen: maxLen, batch: batch}, nil
 }
 
 // D is the hidden width.
@@ -118,8 +124,9 @@ func (p *llamaPrefix) ensure() error {
 	return nil
 }
 
-// Extend runs each candidate as the next token against the prefix's cache, stopping after block
-// upto-1's attention input; the cache keeps its length (a stopped pass does not commit its row).
+// Extend runs every candidate as the next token against the prefix's cache in one batch
+// (llama.ForwardAlternatives: each weight matrix read once for all of them), stopping after block
+// upto-1's attention input; the cache is unchanged.
 func (p *llamaPrefix) Extend(cands []int, upto int, dst []float32) error {
 	if err := p.ensure(); err != nil {
 		return err
@@ -128,25 +135,28 @@ func (p *llamaPrefix) Extend(cands []int, upto int, dst []float32) error {
 		return fmt.Errorf("prefix of %d tokens is at the length limit", p.cache.Len())
 	}
 	d := p.l.D()
-	for c, tok := range cands {
-		n := p.cache.Len()
-		err := p.l.m.ForwardNext(context.Background(), p.l.ws, p.cache, []int32{int32(tok)}, func(pt llama.Point, layer int, x []float32) error {
+	ids := make([]int32, 0, p.l.batch)
+	for lo := 0; lo < len(cands); lo += p.l.batch {
+		hi := min(len(cands), lo+p.l.batch)
+		ids = ids[:0]
+		for _, tok := range cands[lo:hi] {
+			ids = append(ids, int32(tok))
+		}
+		err := p.l.m.ForwardAlternatives(context.Background(), p.l.ws, p.cache, ids, func(pt llama.Point, layer int, x []float32) error {
 			if pt != llama.AttnInput || layer == 0 {
 				return nil
 			}
-			copy(dst[(c*(upto-1)+layer-1)*d:(c*(upto-1)+layer)*d], x[:d])
+			for j := range ids {
+				c := lo + j
+				copy(dst[(c*(upto-1)+layer-1)*d:(c*(upto-1)+layer)*d], x[j*d:(j+1)*d])
+			}
 			if layer == upto-1 {
 				return errEnough
 			}
 			return nil
-		}, nil)
+		})
 		if err != nil && !errors.Is(err, errEnough) {
 			return err
-		}
-		if err == nil { // upto reached the last block: the pass committed the row
-			if err := p.cache.Truncate(n); err != nil {
-				return err
-			}
 		}
 	}
 	return nil

@@ -58,6 +58,10 @@ type Workspace struct {
 	cos    []float32   // (positions, hd/2), grown on demand
 	sin    []float32   // (positions, hd/2)
 	seqs   []attnSeq
+	// alts, set by ForwardAlternatives, makes every row an alternative next token of the cached
+	// prefix: its keys and values go to altK/altV (prefix rows, then its own), not to the cache.
+	alts       bool
+	altK, altV []float32 // (rows, prefix+1, kv)
 }
 
 // NewWorkspace sizes a workspace for batches of at most maxTokens tokens in all and maxLen tokens
@@ -243,6 +247,38 @@ func (m *Model) ForwardNext(ctx context.Context, ws *Workspace, cache *Cache, id
 	return nil
 }
 
+// ForwardAlternatives runs every token of ids as the next token after the prefix the cache holds,
+// each on its own (position cache.Len(), attending to the prefix and to itself), in one batch, so
+// that each weight matrix is read once for all of them instead of once per token. tap sees their
+// rows (len(ids), d) in ids' order, exactly as ForwardNext of each token alone would give them
+// (up to rounding); the cache is not changed.
+func (m *Model) ForwardAlternatives(ctx context.Context, ws *Workspace, cache *Cache, ids []int32, tap Tap) error {
+	if ws.owner != m || cache.owner != m {
+		return fmt.Errorf("forward alternatives: the workspace or cache belongs to another model")
+	}
+	t := len(ids)
+	capacity := len(cache.k[0]) / m.Cfg.KVDim()
+	if t == 0 || t > ws.maxTokens || cache.n+1 > capacity {
+		return fmt.Errorf("forward alternatives: %d tokens after %d cached: want 1..%d, and room for one more in %d", t, cache.n, ws.maxTokens, capacity)
+	}
+	if err := m.checkIDs(ids); err != nil {
+		return fmt.Errorf("forward alternatives: %w", err)
+	}
+	ws.offs = append(ws.offs[:0], 0, t)
+	for p := range ids {
+		ws.pos[p] = int32(cache.n)
+	}
+	m.ensureRope(ws, cache.n+1)
+	m.embed(ws, [][]int32{ids})
+	ws.seqs = ws.seqs[:0]
+	for r := range ids {
+		ws.seqs = append(ws.seqs, attnSeq{row: r, t: 1, p0: cache.n, ld: m.Cfg.KVDim()})
+	}
+	ws.alts = true
+	defer func() { ws.alts = false }()
+	return m.run(ctx, ws, t, cache, tap, nil)
+}
+
 func (m *Model) checkIDs(ids []int32) error {
 	for j, id := range ids {
 		if id < 0 || int(id) >= m.Cfg.VocabSize {
@@ -337,7 +373,19 @@ func (m *Model) attentionBlock(ws *Workspace, b *Block, n int, cache *Cache, lay
 			}
 		}
 	})
-	if cache != nil {
+	if cache != nil && ws.alts {
+		// Each row is an alternative next token: it attends to the prefix and to itself only.
+		n0, span := cache.n, (cache.n+1)*kv
+		ws.altK, ws.altV = grow(ws.altK, n*span), grow(ws.altV, n*span)
+		for r := 0; r < n; r++ {
+			k, v := ws.altK[r*span:(r+1)*span], ws.altV[r*span:(r+1)*span]
+			copy(k, cache.k[layer][:n0*kv])
+			copy(v, cache.v[layer][:n0*kv])
+			copy(k[n0*kv:], ws.qkv[r*w+q:r*w+q+kv])
+			copy(v[n0*kv:], ws.qkv[r*w+q+kv:(r+1)*w])
+			ws.seqs[r].k, ws.seqs[r].v = k, v
+		}
+	} else if cache != nil {
 		// The new rows' keys and values join the cache; attention reads them from there.
 		for r := 0; r < n; r++ {
 			dst := (cache.n + r) * kv
@@ -509,3 +557,11 @@ func softmax(x []float32) {
 // parallel runs fn over [0, n) in contiguous blocks (at least 8 items) on up to workers
 // goroutines and returns when all are done.
 func parallel(workers, n int, fn func(lo, hi int)) { workpool.Chunks(workers, n, 8, fn) }
+
+// grow returns buf with length n, reusing its memory when it is large enough.
+func grow(buf []float32, n int) []float32 {
+	if cap(buf) < n {
+		return make([]float32, n)
+	}
+	return buf[:n]
+}

@@ -2,6 +2,7 @@ package llama
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -339,5 +340,52 @@ func TestRandomDeterministic(t *testing.T) {
 	}
 	if maxRel(a.Blocks[1].Down, c.Blocks[1].Down) == 0 {
 		t.Fatal("different seeds, same weights")
+	}
+}
+
+// ForwardAlternatives gives each candidate the rows ForwardNext gives it alone after the same
+// prefix, at every layer and point, and leaves the cache as it was.
+func TestForwardAlternativesMatchesForwardNext(t *testing.T) {
+	c := testConfig()
+	m := randomModel(t, c, 11)
+	ws, err := m.NewWorkspace(16, 16, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cache, err := m.NewCache(16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := m.ForwardNext(ctx, ws, cache, []int32{1, 40, 7, 7}, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	cands := []int32{3, 7, 96, 0, 40}
+	d := c.Hidden
+	got := map[[2]int][]float32{}
+	err = m.ForwardAlternatives(ctx, ws, cache, cands, func(p Point, layer int, x []float32) error {
+		got[[2]int{int(p), layer}] = append([]float32(nil), x[:len(cands)*d]...)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cache.Len() != 4 {
+		t.Fatalf("cache length %d after ForwardAlternatives, want 4", cache.Len())
+	}
+	for j, id := range cands {
+		one := cache.Clone()
+		err := m.ForwardNext(ctx, ws, one, []int32{id}, func(p Point, layer int, x []float32) error {
+			g := got[[2]int{int(p), layer}][j*d : (j+1)*d]
+			for i := range g {
+				if diff := math.Abs(float64(g[i] - x[i])); diff > 1e-5*(1+math.Abs(float64(x[i]))) {
+					return fmt.Errorf("candidate %d, %s layer %d [%d]: %v, alone %v", id, p, layer, i, g[i], x[i])
+				}
+			}
+			return nil
+		}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
 	}
 }
