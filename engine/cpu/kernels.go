@@ -16,6 +16,10 @@ func (c *Backend) kernelTable() map[string]any {
 		engine.KernelInfoNCE:      engine.InfoNCEKernels{Forward: c.infoNCE, Backward: c.infoNCEBackward},
 		engine.KernelBroadcastAdd: engine.BroadcastAddKernels{Forward: c.broadcastAdd, Backward: c.broadcastAddBackward},
 		engine.KernelPrependRow:   engine.PrependRowKernel(c.prependRow),
+
+		// The language model's rotary embeddings and causal attention (CPU only so far).
+		engine.KernelRoPE:            engine.RoPEKernels{Forward: c.rope, Backward: c.ropeBackward},
+		engine.KernelCausalAttention: engine.CausalAttentionKernels{Forward: c.causalAttention, Backward: c.causalAttentionBackward},
 	}
 }
 

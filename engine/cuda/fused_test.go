@@ -15,6 +15,20 @@ import (
 // (const KernelInfoNCE = "infonce").
 var kernelNameRE = regexp.MustCompile(`(?m)^const Kernel\w+ = "(\w+)"`)
 
+// cpuOnlyRoPEAttention are fused kernels that only the CPU backend has so
+// far (issue 27's language model; no CUDA C written for them yet): on a GPU
+// the ops fail the tape naming the kernel. A CUDA kernel added for one of
+// them must also leave this list, or the test fails.
+var cpuOnlyRoPEAttention = []string{
+	"rope",             // engine.KernelRoPE
+	"causal_attention", // engine.KernelCausalAttention
+}
+
+// cpuOnlyKernels is every declared kernel the CUDA table may lack.
+func cpuOnlyKernels() []string {
+	return slices.Concat(cpuOnlyRoPEAttention)
+}
+
 // TestFusedKernelTable checks, without a GPU, that the CUDA backend
 // registers exactly the fused kernels the engine's ops declare, each with
 // the type the CPU backend registers under the same name: a kernel the
@@ -26,14 +40,25 @@ func TestFusedKernelTable(t *testing.T) {
 		t.Fatalf("no engine op files: %v", err)
 	}
 	var declared []string
+	cpuOnly := cpuOnlyKernels()
+	var cpuOnlyDeclared []string
 	for _, f := range files {
 		src, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, m := range kernelNameRE.FindAllStringSubmatch(string(src), -1) {
+			if slices.Contains(cpuOnly, m[1]) {
+				cpuOnlyDeclared = append(cpuOnlyDeclared, m[1])
+				continue
+			}
 			declared = append(declared, m[1])
 		}
+	}
+	slices.Sort(cpuOnly)
+	slices.Sort(cpuOnlyDeclared)
+	if !slices.Equal(cpuOnly, cpuOnlyDeclared) {
+		t.Fatalf("CPU-only kernels %v, but the engine ops declare only %v of them", cpuOnly, cpuOnlyDeclared)
 	}
 	table := (&Backend{}).kernelTable() // method values only: no device needed
 	var registered []string
