@@ -16,6 +16,8 @@ func (c *Backend) kernelTable() map[string]any {
 		engine.KernelInfoNCE:      engine.InfoNCEKernels{Forward: c.infoNCE, Backward: c.infoNCEBackward},
 		engine.KernelBroadcastAdd: engine.BroadcastAddKernels{Forward: c.broadcastAdd, Backward: c.broadcastAddBackward},
 		engine.KernelPrependRow:   engine.PrependRowKernel(c.prependRow),
+		engine.KernelEmbedding:    engine.EmbeddingKernels{Forward: c.embedding, Backward: c.embeddingBackward},
+		engine.KernelCrossEntropy: engine.CrossEntropyKernels{Forward: c.crossEntropy, Backward: c.crossEntropyBackward},
 	}
 }
 
