@@ -227,3 +227,35 @@ func TestLMOpsRefuse(t *testing.T) {
 		})
 	}
 }
+
+// TestVocabCrossEntropyHoldsOneChunk: forward and backward over T tokens
+// hold one (CrossEntropyChunk, V) block of logits, not (T, V): the step's
+// activation peak stays under a quarter of the whole logits.
+func TestVocabCrossEntropyHoldsOneChunk(t *testing.T) {
+	c, err := cpu.New(cpu.Config{Workers: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	const T, V, d = 8 * engine.CrossEntropyChunk, 2000, 4
+	r := rand.New(rand.NewPCG(6, 6))
+	hh, ww := make([]float32, T*d), make([]float32, V*d)
+	for i := range hh {
+		hh[i] = float32(r.NormFloat64())
+	}
+	for i := range ww {
+		ww[i] = float32(r.NormFloat64())
+	}
+	tp := engine.NewTape(c)
+	loss := tp.VocabCrossEntropy(tp.Variable(hh, T, d), tp.Variable(ww, V, d), seededIDs(4, T, V))
+	if err := tp.Backward(loss); err != nil {
+		t.Fatal(err)
+	}
+	_, peak := tp.ArenaBytes()
+	if whole := int64(T * V * 4); peak > whole/4 {
+		t.Fatalf("activation peak %d bytes, whole logits %d: the logits are not chunked", peak, whole)
+	}
+	if pool := tp.GradPoolBytes(); pool > int64(T*V*4)/4 {
+		t.Fatalf("gradient pool %d bytes: a (T, V) gradient was allocated", pool)
+	}
+}
