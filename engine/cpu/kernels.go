@@ -17,9 +17,12 @@ func (c *Backend) kernelTable() map[string]any {
 		engine.KernelBroadcastAdd: engine.BroadcastAddKernels{Forward: c.broadcastAdd, Backward: c.broadcastAddBackward},
 		engine.KernelPrependRow:   engine.PrependRowKernel(c.prependRow),
 
-		// The language model's rotary embeddings and causal attention (CPU only so far).
+		// The language model's ops (CPU only so far): rotary embeddings, causal attention, the
+		// embedding lookup and the chunked vocabulary cross-entropy.
 		engine.KernelRoPE:            engine.RoPEKernels{Forward: c.rope, Backward: c.ropeBackward},
 		engine.KernelCausalAttention: engine.CausalAttentionKernels{Forward: c.causalAttention, Backward: c.causalAttentionBackward},
+		engine.KernelEmbedding:       engine.EmbeddingKernels{Forward: c.embedding, Backward: c.embeddingBackward},
+		engine.KernelCrossEntropy:    engine.CrossEntropyKernels{Forward: c.crossEntropy, Backward: c.crossEntropyBackward},
 	}
 }
 

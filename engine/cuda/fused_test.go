@@ -24,9 +24,16 @@ var cpuOnlyRoPEAttention = []string{
 	"causal_attention", // engine.KernelCausalAttention
 }
 
+// cpuOnlyEmbeddingXent are the language model's embedding lookup and chunked
+// vocabulary cross-entropy, CPU only so far in the same way.
+var cpuOnlyEmbeddingXent = []string{
+	"embedding", // engine.KernelEmbedding
+	"xent",      // engine.KernelCrossEntropy
+}
+
 // cpuOnlyKernels is every declared kernel the CUDA table may lack.
 func cpuOnlyKernels() []string {
-	return slices.Concat(cpuOnlyRoPEAttention)
+	return slices.Concat(cpuOnlyRoPEAttention, cpuOnlyEmbeddingXent)
 }
 
 // TestFusedKernelTable checks, without a GPU, that the CUDA backend
