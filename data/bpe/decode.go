@@ -2,7 +2,6 @@ package bpe
 
 import (
 	"encoding/json"
-	"fmt"
 	"strings"
 	"unicode/utf8"
 )
@@ -36,21 +35,9 @@ func (l *loader) decoder(t *Tokenizer, raw json.RawMessage, field string) ([]dec
 	}
 	switch typ {
 	case "Sequence":
-		var c struct {
-			Decoders []json.RawMessage `json:"decoders"`
-		}
-		if err := json.Unmarshal(raw, &c); err != nil {
-			return nil, l.errf(field, "%v", err)
-		}
-		var out []decodeStep
-		for i, d := range c.Decoders {
-			steps, err := l.decoder(t, d, fmt.Sprintf("%s.decoders[%d]", field, i))
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, steps...)
-		}
-		return out, nil
+		return sequence(l, raw, field, "decoders", func(item json.RawMessage, f string) ([]decodeStep, error) {
+			return l.decoder(t, item, f)
+		})
 	case "Replace":
 		from, to, err := l.replace(raw, field)
 		if err != nil {

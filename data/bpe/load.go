@@ -174,6 +174,30 @@ func isSet(raw json.RawMessage) bool {
 	return len(raw) > 0 && !bytes.Equal(raw, []byte("null"))
 }
 
+// sequence reads a Sequence component: the list under key, each item read by each (its field
+// path given), the steps of all items in order.
+func sequence[T any](l *loader, raw json.RawMessage, field, key string, each func(item json.RawMessage, field string) ([]T, error)) ([]T, error) {
+	var c map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &c); err != nil {
+		return nil, l.errf(field, "%v", err)
+	}
+	var items []json.RawMessage
+	if v, ok := c[key]; ok && isSet(v) {
+		if err := json.Unmarshal(v, &items); err != nil {
+			return nil, l.errf(field+"."+key, "%v", err)
+		}
+	}
+	var out []T
+	for i, item := range items {
+		steps, err := each(item, fmt.Sprintf("%s.%s[%d]", field, key, i))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, steps...)
+	}
+	return out, nil
+}
+
 // typeOf reads the "type" of a component.
 func (l *loader) typeOf(raw json.RawMessage, field string) (string, error) {
 	var c struct {
@@ -325,21 +349,9 @@ func (l *loader) normalizer(raw json.RawMessage, field string) ([]func(string) s
 	}
 	switch typ {
 	case "Sequence":
-		var c struct {
-			Normalizers []json.RawMessage `json:"normalizers"`
-		}
-		if err := json.Unmarshal(raw, &c); err != nil {
-			return nil, l.errf(field, "%v", err)
-		}
-		var out []func(string) string
-		for i, n := range c.Normalizers {
-			steps, err := l.normalizer(n, fmt.Sprintf("%s.normalizers[%d]", field, i))
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, steps...)
-		}
-		return out, nil
+		return sequence(l, raw, field, "normalizers", func(item json.RawMessage, f string) ([]func(string) string, error) {
+			return l.normalizer(item, f)
+		})
 	case "Prepend":
 		var c struct {
 			Prepend *string `json:"prepend"`
@@ -403,21 +415,9 @@ func (l *loader) preTokenizer(raw json.RawMessage, field string, byteLevel *bool
 	}
 	switch typ {
 	case "Sequence":
-		var c struct {
-			Pretokenizers []json.RawMessage `json:"pretokenizers"`
-		}
-		if err := json.Unmarshal(raw, &c); err != nil {
-			return nil, l.errf(field, "%v", err)
-		}
-		var out []preStep
-		for i, p := range c.Pretokenizers {
-			steps, err := l.preTokenizer(p, fmt.Sprintf("%s.pretokenizers[%d]", field, i), byteLevel)
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, steps...)
-		}
-		return out, nil
+		return sequence(l, raw, field, "pretokenizers", func(item json.RawMessage, f string) ([]preStep, error) {
+			return l.preTokenizer(item, f, byteLevel)
+		})
 	case "Split":
 		var c struct {
 			Pattern struct {
