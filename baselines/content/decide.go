@@ -120,13 +120,13 @@ type Decision struct {
 func Decide(ms *membership.Space, residual []float64, m *MeasureScores, gap float64) Decision {
 	kBest, kLead := 0, math.Inf(-1)
 	for j := range m.TopK {
-		if _, g := lead(m.TopK[j]); g > kLead {
+		if _, g := membership.Lead(m.TopK[j]); g > kLead {
 			kBest, kLead = j, g
 		}
 	}
 	dec := Decision{Verdict: VerdictNone, TopK: m.TopK[kBest]}
 	if !ms.FullRank() {
-		best, g := lead(residual)
+		best, g := membership.Lead(residual)
 		dec.Best, dec.Measure, dec.Ranking = best, membership.Residual.String(), residual
 		switch {
 		case !(residual[best] <= math.Log10(ms.ResidualBound())):
@@ -142,10 +142,10 @@ func Decide(ms *membership.Space, residual []float64, m *MeasureScores, gap floa
 	// top-k ranking at the k whose best candidate leads most. Choosing between them by the lead
 	// was tried and is wrong: on the real 20k MiniLM store at +384 shield rows of scale 3, top-k's
 	// best led by decades and was never the secret (recovery 0.00) while leverage ranked 0.65.
-	lBest, lLead := lead(m.Leverage)
+	lBest, lLead := membership.Lead(m.Leverage)
 	bound := ms.LeverageBound()
 	if bound == 0 {
-		tBest, _ := lead(m.TopK[kBest])
+		tBest, _ := membership.Lead(m.TopK[kBest])
 		dec.Best, dec.Measure, dec.K, dec.Ranking = tBest, membership.TopK.String(), ms.Ks()[kBest], m.TopK[kBest]
 		return dec // rows dropped: no absolute test, no claim
 	}
@@ -158,18 +158,4 @@ func Decide(ms *membership.Space, residual []float64, m *MeasureScores, gap floa
 		dec.Verdict, dec.Best, dec.Measure, dec.K, dec.Ranking = VerdictClaim, lBest, membership.Leverage.String(), 0, m.Leverage
 	}
 	return dec
-}
-
-// lead returns the index of the lowest score and its lead over the second lowest (+Inf for one).
-func lead(x []float64) (int, float64) {
-	best, second := 0, math.Inf(1)
-	for i, v := range x {
-		if v < x[best] {
-			second = x[best]
-			best = i
-		} else if i != best && v < second {
-			second = v
-		}
-	}
-	return best, second - x[best]
 }

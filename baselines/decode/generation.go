@@ -79,19 +79,12 @@ func Generation(ctx context.Context, m Model, texts [][]int, cfg gelo.Config, sp
 		if err != nil {
 			return nil, err
 		}
-		best, second := 0, -1
-		for v, e := range scores {
-			if e < scores[best] {
-				best, second = v, best
-			} else if v != best && (second < 0 || e < scores[second]) {
-				second = v
-			}
-		}
+		best, lead := membership.Lead(scores)
 		truth := texts[ex.PositiveIdx[0]][ex.HPos[0]]
 		if best == truth {
 			res.Correct++
 		}
-		if scores[best] <= 0 && scores[second]-scores[best] >= claimLead && a.certifiable() {
+		if scores[best] <= 0 && lead >= claimLead && a.certifiable() {
 			res.Claims++
 			if best == truth {
 				res.ClaimsRight++

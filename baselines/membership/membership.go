@@ -83,13 +83,13 @@ type Options struct {
 // Space is U_obs prepared for scoring: its row space at the numerical rank and its right singular
 // directions.
 type Space struct {
-	d, nObs, rank int
-	uEff          float64
-	opt           Options
-	rs            *baselines.RowSpace
-	v             *mat.Dense // (d, r): right singular vectors, by decreasing singular value
-	sig2          []float64  // (r): squared singular values, decreasing
-	ks            []int
+	d, rank int
+	uEff    float64
+	opt     Options
+	rs      *baselines.RowSpace
+	v       *mat.Dense // (d, r): right singular vectors, by decreasing singular value
+	sig2    []float64  // (r): squared singular values, decreasing
+	ks      []int
 }
 
 // ResidualSafety multiplies the effective unit round-off in ResidualBound. A contained row's
@@ -122,7 +122,7 @@ func New(uObs *mat.Dense, opt Options) (*Space, error) {
 	if !(opt.RankTol > 0 && opt.RankTol < 1) {
 		return nil, fmt.Errorf("membership: rank tolerance %v outside (0, 1)", opt.RankTol)
 	}
-	s := &Space{d: d, nObs: n, opt: opt, uEff: max(opt.UnitRoundoff, 0x1p-24*math.Sqrt(float64(n)))}
+	s := &Space{d: d, opt: opt, uEff: max(opt.UnitRoundoff, 0x1p-24*math.Sqrt(float64(n)))}
 	if err := s.spectrum(uObs); err != nil {
 		return nil, err
 	}
@@ -340,6 +340,21 @@ func outside(in, e float64) float64 {
 // RowSpace is the row space of U_obs at the numerical rank (what Residual measures against); nil
 // at full rank, where it is all of R^d.
 func (s *Space) RowSpace() *baselines.RowSpace { return s.rs }
+
+// Lead returns the index of the lowest of scores and how far the second lowest lies above it
+// (+Inf for one score): what an attacker sees of a ranking without knowing the truth.
+func Lead(scores []float64) (best int, lead float64) {
+	second := math.Inf(1)
+	for i, v := range scores {
+		if v < scores[best] {
+			second = scores[best]
+			best = i
+		} else if i != best && v < second {
+			second = v
+		}
+	}
+	return best, second - scores[best]
+}
 
 // checkFinite refuses rows holding NaN or Inf.
 func checkFinite(rows *mat.Dense) error {
