@@ -4,31 +4,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
-)
 
-// plant makes path a hostile entry of the given kind: a symbolic link to victim (a file outside
-// the run directory), a FIFO, a link to /dev/zero or a directory.
-func plant(t *testing.T, kind, path, victim string) {
-	t.Helper()
-	var err error
-	switch kind {
-	case "symlink":
-		err = os.Symlink(victim, path)
-	case "fifo":
-		err = syscall.Mkfifo(path, 0o644)
-	case "devzero":
-		err = os.Symlink("/dev/zero", path)
-	case "dir":
-		err = os.Mkdir(path, 0o755)
-	default:
-		t.Fatalf("unknown kind %q", kind)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-}
+	"github.com/gelo-research/geloattack/internal/safefile/safefiletest"
+)
 
 var hostileKinds = []string{"symlink", "fifo", "devzero", "dir"}
 
@@ -46,7 +25,7 @@ func TestWritesRefuseHostileTargets(t *testing.T) {
 				victim := filepath.Join(root, "victim.txt")
 				os.WriteFile(victim, []byte("precious\n"), 0o644)
 				path := filepath.Join(dir, name)
-				plant(t, kind, path, victim)
+				safefiletest.Plant(t, kind, path, victim)
 				var err error
 				if name == "config.yaml" {
 					err = WriteFileAtomic(path, []byte("x: 1\n"))
@@ -76,11 +55,11 @@ func TestLoadsRefuseHostileFiles(t *testing.T) {
 		t.Run(kind, func(t *testing.T) {
 			dir := t.TempDir()
 			ck := filepath.Join(dir, CheckpointName(3))
-			plant(t, kind, ck, "")
+			safefiletest.Plant(t, kind, ck, "")
 			if _, err := LoadCheckpoint(ck); err == nil || !strings.Contains(err.Error(), ck) {
 				t.Fatalf("LoadCheckpoint of a %s: %v", kind, err)
 			}
-			plant(t, kind, filepath.Join(dir, LatestFile), "")
+			safefiletest.Plant(t, kind, filepath.Join(dir, LatestFile), "")
 			if _, _, err := LatestPath(dir); err == nil || !strings.Contains(err.Error(), LatestFile) {
 				t.Fatalf("LatestPath with a %s pointer: %v", kind, err)
 			}

@@ -4,8 +4,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
+
+	"github.com/gelo-research/geloattack/internal/safefile/safefiletest"
 )
 
 // A cell that gives a section as a nested mapping changes the keys it names and keeps the base's
@@ -86,20 +87,7 @@ func TestSweepFilesRefuseHostileEntries(t *testing.T) {
 		victim := filepath.Join(t.TempDir(), "victim.txt")
 		os.WriteFile(victim, []byte("precious\n"), 0o644)
 		p := filepath.Join(dir, PlanFile)
-		var err error
-		switch kind {
-		case "fifo":
-			err = syscall.Mkfifo(p, 0o644)
-		case "devzero":
-			err = os.Symlink("/dev/zero", p)
-		case "dir":
-			err = os.Mkdir(p, 0o755)
-		case "symlink":
-			err = os.Symlink(victim, p)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+		safefiletest.Plant(t, kind, p, victim)
 		if _, err := ReadPlan(dir); kind != "symlink" && (err == nil || !strings.Contains(err.Error(), p)) {
 			t.Errorf("ReadPlan of a %s: %v", kind, err)
 		}

@@ -4,8 +4,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
+
+	"github.com/gelo-research/geloattack/internal/safefile/safefiletest"
 )
 
 func TestMetricsLogResumeDropsLaterAndKeepsTornLines(t *testing.T) {
@@ -108,20 +109,7 @@ func TestMetricsLogRefusesHostileFile(t *testing.T) {
 			victim := filepath.Join(root, "victim.txt")
 			os.WriteFile(victim, []byte(`{"step":1}`+"\n"), 0o644)
 			p := filepath.Join(root, "metrics.jsonl")
-			var err error
-			switch kind {
-			case "symlink":
-				err = os.Symlink(victim, p)
-			case "fifo":
-				err = syscall.Mkfifo(p, 0o644)
-			case "devzero":
-				err = os.Symlink("/dev/zero", p)
-			case "dir":
-				err = os.Mkdir(p, 0o755)
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
+			safefiletest.Plant(t, kind, p, victim)
 			l, _, err := openMetricsLog(p, keep)
 			if err == nil {
 				l.close()

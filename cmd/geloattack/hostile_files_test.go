@@ -35,12 +35,12 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/gelo-research/geloattack/checkpoints"
 	"github.com/gelo-research/geloattack/config"
+	"github.com/gelo-research/geloattack/internal/safefile/safefiletest"
 	"github.com/gelo-research/geloattack/sweep"
 )
 
@@ -103,26 +103,11 @@ func plantIn(t *testing.T, caseDir, dir, name, kind string) {
 	if _, err := os.Stat(victim); err != nil {
 		hWriteFile(t, victim, []byte("victim\n"))
 	}
-	var err error
-	switch kind {
-	case "symlink":
-		rel, rerr := filepath.Rel(filepath.Dir(p), victim)
-		if rerr != nil {
-			t.Fatal(rerr)
-		}
-		err = os.Symlink(rel, p)
-	case "fifo":
-		err = syscall.Mkfifo(p, 0o644)
-	case "devzero":
-		err = os.Symlink("/dev/zero", p)
-	case "dir":
-		err = os.Mkdir(p, 0o755)
-	default:
-		t.Fatalf("unknown kind %q", kind)
-	}
+	rel, err := filepath.Rel(filepath.Dir(p), victim) // a relative link, as a user would plant
 	if err != nil {
 		t.Fatal(err)
 	}
+	safefiletest.Plant(t, kind, p, rel)
 }
 
 // planted checks that the entry planted at rel is still of its kind (a command that replaced a

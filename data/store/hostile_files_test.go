@@ -4,8 +4,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
+
+	"github.com/gelo-research/geloattack/internal/safefile/safefiletest"
 )
 
 // Every file a store open reads (meta.json, tokens.arrow, texts.arrow) replaced by a FIFO, a link
@@ -29,20 +30,7 @@ func TestOpenRefusesHostileFiles(t *testing.T) {
 				os.WriteFile(victim, []byte("not a store file\n"), 0o644)
 				p := filepath.Join(dir, name)
 				os.Remove(p)
-				var err error
-				switch kind {
-				case "fifo":
-					err = syscall.Mkfifo(p, 0o644)
-				case "symlink":
-					err = os.Symlink(victim, p)
-				case "devzero":
-					err = os.Symlink("/dev/zero", p)
-				case "dir":
-					err = os.Mkdir(p, 0o755)
-				}
-				if err != nil {
-					t.Fatal(err)
-				}
+				safefiletest.Plant(t, kind, p, victim)
 				s, err := Open(dir)
 				if err == nil {
 					s.Close()
@@ -86,18 +74,7 @@ func TestWriterRefusesHostileTemporaries(t *testing.T) {
 			victim := filepath.Join(root, "victim.txt")
 			os.WriteFile(victim, []byte("precious\n"), 0o644)
 			p := filepath.Join(dir, name)
-			var err error
-			switch kind {
-			case "symlink":
-				err = os.Symlink(victim, p)
-			case "fifo":
-				err = syscall.Mkfifo(p, 0o644)
-			case "dir":
-				err = os.Mkdir(p, 0o755)
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
+			safefiletest.Plant(t, kind, p, victim)
 			w, err := Create(dir, Meta{D: d, E: e, DType: Float16, Norm: NormRaw})
 			if err == nil {
 				for _, tx := range baseTexts(d, e) {

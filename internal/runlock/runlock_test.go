@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gelo-research/geloattack/internal/safefile/safefiletest"
 )
 
 func TestSecondAcquireIsRefusedNamingTheHolder(t *testing.T) {
@@ -156,20 +158,7 @@ func TestHostileLockFileIsRefused(t *testing.T) {
 			victim := filepath.Join(root, "victim.txt")
 			os.WriteFile(victim, []byte("precious\n"), 0o644)
 			path := filepath.Join(dir, FileName)
-			var err error
-			switch kind {
-			case "symlink":
-				err = os.Symlink(victim, path)
-			case "fifo":
-				err = syscall.Mkfifo(path, 0o644)
-			case "dir":
-				err = os.Mkdir(path, 0o755)
-			case "devzero":
-				err = os.Symlink("/dev/zero", path)
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
+			safefiletest.Plant(t, kind, path, victim)
 			l, err := Acquire(dir)
 			if err == nil {
 				t.Fatalf("Acquire accepted a %s lock file (stale %q)", kind, l.Stale)
