@@ -1,7 +1,6 @@
 package settransformer
 
 import (
-	"errors"
 	"math"
 	"os"
 	"slices"
@@ -11,26 +10,9 @@ import (
 	"github.com/gelo-research/geloattack/engine"
 	"github.com/gelo-research/geloattack/engine/cpu"
 	"github.com/gelo-research/geloattack/engine/cuda"
+	"github.com/gelo-research/geloattack/engine/cuda/cudatest"
 	"github.com/gelo-research/geloattack/losses/ot"
 )
-
-// openCUDA opens the GPU backend or skips the test.
-func openCUDA(t *testing.T, precision string) *cuda.Backend {
-	t.Helper()
-	be, err := cuda.NewBackend(cuda.BackendOptions{Precision: precision})
-	if errors.Is(err, cuda.ErrNoDevice) {
-		t.Skipf("GPU check not run: %v", err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := be.Close(); err != nil {
-			t.Errorf("close the GPU backend: %v", err)
-		}
-	})
-	return be
-}
 
 // stepModel is one model of either task, reduced to what a training step
 // needs.
@@ -106,7 +88,7 @@ func relL2(got, want []float32) float64 {
 // step, so they stay within 1e-4) with bf16 GEMMs.
 func TestCUDATrainingStepMatchesCPU(t *testing.T) {
 	for _, prec := range []string{cuda.PrecisionFP32, cuda.PrecisionBF16} {
-		gpu := openCUDA(t, prec)
+		gpu := cudatest.Open(t, prec)
 		lossTol, gradTol, paramTol := 1e-4, 1e-4, 1e-4
 		if prec == cuda.PrecisionBF16 {
 			// bf16 GEMM inputs keep 8 significant bits: the first step's
@@ -183,7 +165,7 @@ func TestCUDAPaperStepTiming(t *testing.T) {
 		precs = []string{p}
 	}
 	for _, prec := range precs {
-		gpu := openCUDA(t, prec)
+		gpu := cudatest.Open(t, prec)
 		cfg, _ := Preset("paper")
 		cfg.InputDim, cfg.CandidateDim = 4096, 4096
 		m, err := New(gpu, cfg, 1)

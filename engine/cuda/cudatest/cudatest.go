@@ -1,0 +1,27 @@
+// Package cudatest opens the CUDA backend for tests of the packages that run on it.
+package cudatest
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/gelo-research/geloattack/engine/cuda"
+)
+
+// Open opens the GPU backend at precision, closed when t ends, or skips t without a GPU.
+func Open(t *testing.T, precision string) *cuda.Backend {
+	t.Helper()
+	be, err := cuda.NewBackend(cuda.BackendOptions{Precision: precision})
+	if errors.Is(err, cuda.ErrNoDevice) {
+		t.Skipf("GPU check not run: %v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := be.Close(); err != nil {
+			t.Errorf("close the GPU backend: %v", err)
+		}
+	})
+	return be
+}
