@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"math"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -83,42 +82,6 @@ func TestFloatToBF16(t *testing.T) {
 	} {
 		if got := floatToBF16(math.Float32frombits(c.in)); got != c.want {
 			t.Errorf("%#x -> %#x, want %#x", c.in, got, c.want)
-		}
-	}
-}
-
-// floatToHalf and halfToFloat agree with data/store's independent binary16 conversion on every
-// half value, the midpoints between neighbours (ties to even), and random float32s of all scales.
-func TestHalfConversion(t *testing.T) {
-	for h := 0; h < 1<<16; h++ {
-		f := halfToFloat(uint16(h))
-		if f != f {
-			if g := floatToHalf(f); g&0x7c00 != 0x7c00 || g&0x3ff == 0 {
-				t.Fatalf("NaN %#x -> %#x", h, g)
-			}
-			continue
-		}
-		if got, want := f, store.FromFloat16(uint16(h)); got != want {
-			t.Fatalf("halfToFloat(%#x) = %v, want %v", h, got, want)
-		}
-		if got := floatToHalf(f); got != uint16(h) {
-			t.Fatalf("floatToHalf(%v) = %#x, want %#x", f, got, h)
-		}
-		if h&0x7fff < 0x7bff {
-			mid := float32((float64(f) + float64(halfToFloat(uint16(h+1)))) / 2)
-			if got, want := floatToHalf(mid), store.ToFloat16(mid); got != want {
-				t.Fatalf("midpoint %v: %#x, want %#x", mid, got, want)
-			}
-		}
-	}
-	rng := rand.New(rand.NewPCG(1, 2))
-	for i := 0; i < 1e6; i++ {
-		f := math.Float32frombits(rng.Uint32())
-		if f != f {
-			continue
-		}
-		if got, want := floatToHalf(f), store.ToFloat16(f); got != want {
-			t.Fatalf("floatToHalf(%v) = %#x, want %#x", f, got, want)
 		}
 	}
 }

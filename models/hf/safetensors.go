@@ -11,6 +11,8 @@ import (
 	"os"
 	"sort"
 	"syscall"
+
+	"github.com/gelo-research/geloattack/data/store"
 )
 
 // Element types of safetensors tensors this package reads and writes.
@@ -201,7 +203,7 @@ func (s *shard) convert(t tensorInfo, dst []float32) error {
 		}
 	case F16:
 		for i := range dst {
-			dst[i] = halfToFloat(binary.LittleEndian.Uint16(raw[2*i:]))
+			dst[i] = store.FromFloat16(binary.LittleEndian.Uint16(raw[2*i:]))
 		}
 	default:
 		return fmt.Errorf("tensor %q: dtype %s: want F32, F16 or BF16", t.name, t.dtype)
@@ -214,23 +216,6 @@ func (s *shard) convert(t tensorInfo, dst []float32) error {
 	return nil
 }
 
-// halfToFloat converts an IEEE 754 binary16 value to float32 exactly.
-func halfToFloat(h uint16) float32 {
-	sign := uint32(h>>15) << 31
-	exp := uint32(h>>10) & 0x1f
-	frac := uint32(h) & 0x3ff
-	switch {
-	case exp == 0x1f:
-		return math.Float32frombits(sign | 0x7f800000 | frac<<13)
-	case exp != 0:
-		return math.Float32frombits(sign | (exp+112)<<23 | frac<<13)
-	}
-	v := float32(frac) * (1.0 / (1 << 24)) // subnormal or zero: exact in float32
-	if sign != 0 {
-		v = -v
-	}
-	return v
-}
 
 // floatToBF16 rounds a float32 to bfloat16, to nearest with ties to even (NaN stays NaN).
 func floatToBF16(f float32) uint16 {
@@ -242,42 +227,6 @@ func floatToBF16(f float32) uint16 {
 	return uint16(b >> 16)
 }
 
-// floatToHalf rounds a float32 to IEEE 754 binary16, to nearest with ties to even; values beyond
-// the range become infinities, NaN stays NaN.
-func floatToHalf(f float32) uint16 {
-	b := math.Float32bits(f)
-	sign := uint16(b>>16) & 0x8000
-	exp := int(b>>23) & 0xff
-	mant := b & 0x7fffff
-	if exp == 0xff {
-		if mant != 0 {
-			return sign | 0x7e00
-		}
-		return sign | 0x7c00
-	}
-	e := exp - 127 + 15
-	if e >= 0x1f {
-		return sign | 0x7c00
-	}
-	if e <= 0 {
-		// Subnormal half: value / 2^-24 = (1.mant) * 2^(e-14), rounded.
-		if e < -10 {
-			return sign
-		}
-		m := mant | 0x800000
-		shift := uint(14 - e)
-		h, rem, half := m>>shift, m&(1<<shift-1), uint32(1)<<(shift-1)
-		if rem > half || (rem == half && h&1 == 1) {
-			h++
-		}
-		return sign | uint16(h)
-	}
-	h := uint32(e)<<10 | mant>>13
-	if rem := mant & 0x1fff; rem > 0x1000 || (rem == 0x1000 && h&1 == 1) {
-		h++ // a carry into the exponent is the correct rounding, up to infinity
-	}
-	return sign | uint16(h)
-}
 
 // writeSafetensors streams tensors to w as one safetensors file in dtype (F32, F16 or BF16), header
 // padded with spaces to a multiple of 8 bytes as the reference writer does.
@@ -327,7 +276,7 @@ func writeSafetensors(w io.Writer, names []string, shapes [][]int, tensor func(i
 			case BF16:
 				buf = binary.LittleEndian.AppendUint16(buf, floatToBF16(v))
 			case F16:
-				buf = binary.LittleEndian.AppendUint16(buf, floatToHalf(v))
+				buf = binary.LittleEndian.AppendUint16(buf, store.ToFloat16(v))
 			default:
 				buf = binary.LittleEndian.AppendUint32(buf, math.Float32bits(v))
 			}
