@@ -285,22 +285,7 @@ func meanRows(offs, bos []int, x []float32, d int, pooled []float32) {
 		if hi-lo > bos[s] {
 			lo += bos[s]
 		}
-		dst := pooled[s*d : (s+1)*d]
-		clear(dst)
-		for r := lo; r < hi; r++ {
-			for j, v := range x[r*d : (r+1)*d] {
-				dst[j] += v
-			}
-		}
-		var ss float64
-		for j := range dst {
-			dst[j] /= float32(hi - lo)
-			ss += float64(dst[j]) * float64(dst[j])
-		}
-		inv := float32(1 / math.Max(math.Sqrt(ss), 1e-12))
-		for j := range dst {
-			dst[j] *= inv
-		}
+		meanNormalized(x, lo, hi, d, pooled[s*d:(s+1)*d])
 	}
 }
 

@@ -315,25 +315,27 @@ func (m *Model) attention(ws *Workspace) {
 func (m *Model) pool(ws *Workspace, nseq int, pooled []float32) {
 	h := m.Cfg.HiddenSize
 	for s := 0; s < nseq; s++ {
-		dst := pooled[s*h : (s+1)*h]
-		clear(dst)
-		lo, hi := ws.offs[s], ws.offs[s+1]
-		for r := lo; r < hi; r++ {
-			row := ws.x[r*h : (r+1)*h]
-			for j, v := range row {
-				dst[j] += v
-			}
+		meanNormalized(ws.x, ws.offs[s], ws.offs[s+1], h, pooled[s*h:(s+1)*h])
+	}
+}
+
+// meanNormalized writes the mean of rows [lo, hi) of x (n, d), L2-normalised, into dst (d).
+func meanNormalized(x []float32, lo, hi, d int, dst []float32) {
+	clear(dst)
+	for r := lo; r < hi; r++ {
+		for j, v := range x[r*d : (r+1)*d] {
+			dst[j] += v
 		}
-		var ss float64
-		for j := range dst {
-			dst[j] /= float32(hi - lo)
-			ss += float64(dst[j]) * float64(dst[j])
-		}
-		// The 1e-12 floor is torch.nn.functional.normalize's, which sentence-transformers uses.
-		inv := float32(1 / math.Max(math.Sqrt(ss), 1e-12))
-		for j := range dst {
-			dst[j] *= inv
-		}
+	}
+	var ss float64
+	for j := range dst {
+		dst[j] /= float32(hi - lo)
+		ss += float64(dst[j]) * float64(dst[j])
+	}
+	// The 1e-12 floor is torch.nn.functional.normalize's, which sentence-transformers uses.
+	inv := float32(1 / math.Max(math.Sqrt(ss), 1e-12))
+	for j := range dst {
+		dst[j] *= inv
 	}
 }
 
