@@ -58,10 +58,7 @@ type Workspace struct {
 	cos    []float32   // (positions, hd/2), grown on demand
 	sin    []float32   // (positions, hd/2)
 	seqs   []attnSeq
-	// alts, set by ForwardAlternatives, makes every row an alternative next token of the cached
-	// prefix: its keys and values go to altK/altV (prefix rows, then its own), not to the cache.
-	alts       bool
-	altK, altV []float32 // (rows, prefix+1, kv)
+	altK, altV []float32 // ForwardAlternatives: each row's keys and values, (rows, prefix+1, kv)
 }
 
 // NewWorkspace sizes a workspace for batches of at most maxTokens tokens in all and maxLen tokens
@@ -161,7 +158,7 @@ func (m *Model) Forward(ctx context.Context, ws *Workspace, seqs [][]int32, tap 
 		ws.seqs = append(ws.seqs, attnSeq{row: off, t: t, p0: 0, ld: w,
 			k: ws.qkv[off*w+c.QDim() : (off+t)*w], v: ws.qkv[off*w+c.QDim()+c.KVDim() : (off+t)*w]})
 	}
-	return m.run(ctx, ws, n, nil, tap, logits)
+	return m.run(ctx, ws, n, nil, false, tap, logits)
 }
 
 // Cache holds the rotated keys and the values of one sequence's processed prefix for every
@@ -240,7 +237,7 @@ func (m *Model) ForwardNext(ctx context.Context, ws *Workspace, cache *Cache, id
 	m.ensureRope(ws, cache.n+t)
 	m.embed(ws, [][]int32{ids})
 	ws.seqs = append(ws.seqs[:0], attnSeq{row: 0, t: t, p0: cache.n, ld: m.Cfg.KVDim()})
-	if err := m.run(ctx, ws, t, cache, tap, logits); err != nil {
+	if err := m.run(ctx, ws, t, cache, false, tap, logits); err != nil {
 		return err
 	}
 	cache.n += t
@@ -274,9 +271,7 @@ func (m *Model) ForwardAlternatives(ctx context.Context, ws *Workspace, cache *C
 	for r := range ids {
 		ws.seqs = append(ws.seqs, attnSeq{row: r, t: 1, p0: cache.n, ld: m.Cfg.KVDim()})
 	}
-	ws.alts = true
-	defer func() { ws.alts = false }()
-	return m.run(ctx, ws, t, cache, tap, nil)
+	return m.run(ctx, ws, t, cache, true, tap, nil)
 }
 
 func (m *Model) checkIDs(ids []int32) error {
@@ -295,10 +290,12 @@ func (m *Model) checkLogits(logits []float32, n int) error {
 	return nil
 }
 
-// run is the body shared by Forward and ForwardNext: the blocks, the final norm and the logits on
-// the n rows already embedded in ws.x. With a cache, the new keys and values are stored in it at
-// rows cache.n.. and attention reads the whole cached sequence.
-func (m *Model) run(ctx context.Context, ws *Workspace, n int, cache *Cache, tap Tap, logits []float32) error {
+// run is the body shared by Forward, ForwardNext and ForwardAlternatives: the blocks, the final
+// norm and the logits on the n rows already embedded in ws.x. With a cache, the new keys and values
+// are stored in it at rows cache.n.. and attention reads the whole cached sequence; with alts too,
+// every row is an alternative next token instead, attending to the prefix and itself only, and the
+// cache is left as it was.
+func (m *Model) run(ctx context.Context, ws *Workspace, n int, cache *Cache, alts bool, tap Tap, logits []float32) error {
 	c := m.Cfg
 	d := c.Hidden
 	for l := range m.Blocks {
@@ -317,7 +314,7 @@ func (m *Model) run(ctx context.Context, ws *Workspace, n int, cache *Cache, tap
 				return fmt.Errorf("forward: layer %d %s: %w", l, AttnInput, err)
 			}
 		}
-		m.attentionBlock(ws, b, n, cache, l)
+		m.attentionBlock(ws, b, n, cache, alts, l)
 		m.mlpBlock(ws, b, n)
 	}
 	m.rmsNormRows(ws, ws.x, m.Norm, ws.xn, n)
@@ -346,7 +343,7 @@ func (m *Model) embed(ws *Workspace, seqs [][]int32) {
 
 // attentionBlock adds the attention sublayer's output to ws.x, reading RMSNorm(x)·g from ws.xn:
 // x += O · Attn(RoPE(norm(Q xn + bq)), RoPE(norm(K xn + bk)), V xn + bv).
-func (m *Model) attentionBlock(ws *Workspace, b *Block, n int, cache *Cache, layer int) {
+func (m *Model) attentionBlock(ws *Workspace, b *Block, n int, cache *Cache, alts bool, layer int) {
 	c := m.Cfg
 	d, hd, q, kv := c.Hidden, c.HeadDim, c.QDim(), c.KVDim()
 	w := q + 2*kv
@@ -373,7 +370,7 @@ func (m *Model) attentionBlock(ws *Workspace, b *Block, n int, cache *Cache, lay
 			}
 		}
 	})
-	if cache != nil && ws.alts {
+	if cache != nil && alts {
 		// Each row is an alternative next token: it attends to the prefix and to itself only.
 		n0, span := cache.n, (cache.n+1)*kv
 		ws.altK, ws.altV = grow(ws.altK, n*span), grow(ws.altV, n*span)
