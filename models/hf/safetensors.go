@@ -216,7 +216,6 @@ func (s *shard) convert(t tensorInfo, dst []float32) error {
 	return nil
 }
 
-
 // floatToBF16 rounds a float32 to bfloat16, to nearest with ties to even (NaN stays NaN).
 func floatToBF16(f float32) uint16 {
 	b := math.Float32bits(f)
@@ -226,7 +225,6 @@ func floatToBF16(f float32) uint16 {
 	b += 0x7fff + (b>>16)&1
 	return uint16(b >> 16)
 }
-
 
 // writeSafetensors streams tensors to w as one safetensors file in dtype (F32, F16 or BF16), header
 // padded with spaces to a multiple of 8 bytes as the reference writer does.

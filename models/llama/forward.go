@@ -54,10 +54,10 @@ type Workspace struct {
 	pos  []int32   // (maxTokens): position of each row in its sequence
 	offs []int     // first row of each sequence, plus the total
 
-	scores [][]float32 // per worker: (tq, tk) attention scores, grown on demand
-	cos    []float32   // (positions, hd/2), grown on demand
-	sin    []float32   // (positions, hd/2)
-	seqs   []attnSeq
+	scores     [][]float32 // per worker: (tq, tk) attention scores, grown on demand
+	cos        []float32   // (positions, hd/2), grown on demand
+	sin        []float32   // (positions, hd/2)
+	seqs       []attnSeq
 	altK, altV []float32 // ForwardAlternatives: each row's keys and values, (rows, prefix+1, kv)
 }
 
