@@ -23,6 +23,7 @@ import (
 	"github.com/gelo-research/geloattack/internal/safefile"
 	"github.com/gelo-research/geloattack/internal/termtext"
 	"github.com/gelo-research/geloattack/losses/ot/otcfg"
+	"github.com/gelo-research/geloattack/models/causallm/lmcfg"
 	"github.com/gelo-research/geloattack/models/settransformer/modelcfg"
 	"github.com/gelo-research/geloattack/train/trainopts"
 )
@@ -58,6 +59,9 @@ type Run struct {
 	Loss Loss `yaml:"loss" json:"loss"`
 	// Eval holds the SPEC §6 settings.
 	Eval Eval `yaml:"eval" json:"eval"`
+	// LM is the language-model run of model.task lm: texts, tokenizer and the decoder's shape
+	// (store, sampler, loss, eval and the set model's keys do not apply to it).
+	LM lmcfg.Config `yaml:"lm" json:"lm"`
 	// Source names where the config was read from (the file, or a sweep cell), for errors found
 	// only once the store is open; it is not part of the config.
 	Source string `yaml:"-" json:"-"`
@@ -106,6 +110,7 @@ func Default() Run {
 		Train:     trainopts.DefaultOptions(),
 		Loss:      Loss{Unmix: otcfg.DefaultConfig()},
 		Eval:      Eval{Batches: 32, PoolK: 16, Tau: 0.05},
+		LM:        lmcfg.Default(),
 	}
 }
 
@@ -304,6 +309,18 @@ func (r Run) Validate() error {
 	}
 	if r.Precision == "" || devspec.ValidPrecision(r.Precision) != nil {
 		return field.Errorf("precision", "%q, want %s", r.Precision, devspec.PrecisionHelp)
+	}
+	if r.Model.Task == modelcfg.TaskLM {
+		if r.Store.Path != "" {
+			return field.Errorf("store.path", "%q: task lm reads the texts of lm.texts, not a store", r.Store.Path)
+		}
+		if err := r.LM.Validate(); err != nil {
+			return field.In("lm", err)
+		}
+		if err := r.Train.Validate(); err != nil {
+			return field.In("train", err)
+		}
+		return nil
 	}
 	if r.Store.Path == "" {
 		// The file's own values first: a 0 it sets must not pass as the default it would become.

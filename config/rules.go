@@ -5,6 +5,7 @@ import (
 	"github.com/gelo-research/geloattack/data/gelo"
 	"github.com/gelo-research/geloattack/data/synth"
 	"github.com/gelo-research/geloattack/losses/ot/otcfg"
+	"github.com/gelo-research/geloattack/models/causallm/lmcfg"
 	"github.com/gelo-research/geloattack/models/settransformer/modelcfg"
 	"github.com/gelo-research/geloattack/train/trainopts"
 )
@@ -41,6 +42,8 @@ func Rules() []Rule {
 	add("train.", trainopts.Rules.Named())
 	add("loss.unmix.", otcfg.Rules.Named())
 	add("", runRules.Named())
+	add("lm.", lmcfg.Rules.Named())
+	add("lm.model.", lmcfg.ModelRules.Named())
 	return out
 }
 

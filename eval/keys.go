@@ -15,6 +15,15 @@ const (
 	KeyPosMass = "pos_mass"
 	// KeyUnmixMass is the unmix same-embedding mass (SPEC §6), the unmix task's primary metric.
 	KeyUnmixMass = "unmix_mass"
+	// KeyLMLoss is a language model's mean next-token cross-entropy in nats per token (task lm).
+	KeyLMLoss = "lm_loss"
+	// KeyPerplexity is exp(lm_loss); its chance level is the vocabulary size (uniform guessing).
+	KeyPerplexity = "ppl"
+	// KeyUnigramPPL and KeyBigramPPL are the perplexities of the add-one unigram and bigram
+	// models counted on the train split, on the same tokens as ppl: the baselines a trained
+	// language model must beat.
+	KeyUnigramPPL = "ppl_unigram"
+	KeyBigramPPL  = "ppl_bigram"
 	// ChanceSuffix marks the chance level of the metric it follows.
 	ChanceSuffix = "_chance"
 	// StdErrSuffix marks the standard error of the metric it follows.

@@ -25,6 +25,7 @@ import (
 	"github.com/gelo-research/geloattack/engine/device"
 	"github.com/gelo-research/geloattack/internal/runlock"
 	"github.com/gelo-research/geloattack/models/settransformer"
+	"github.com/gelo-research/geloattack/models/settransformer/modelcfg"
 	"github.com/gelo-research/geloattack/tasks"
 	"github.com/gelo-research/geloattack/train"
 )
@@ -367,6 +368,12 @@ func TrainLocked(ctx context.Context, cfg config.Run, dir string, resume bool, p
 	// device on one thread for the whole run (a no-op cost on the CPU).
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
+	if cfg.Model.Task == modelcfg.TaskLM {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return train.Result{}, err
+		}
+		return trainLM(ctx, cfg, dir, from, progress)
+	}
 	sess, err := OpenContext(ctx, cfg)
 	if err != nil {
 		return train.Result{}, err

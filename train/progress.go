@@ -24,10 +24,11 @@ type progress struct {
 	rowsBegan int64
 	lastRows  int64
 	lastLoss  float64
+	unit      string // what rows counts: "rows" (of U) or "tokens"
 }
 
-func newProgress(w io.Writer, total, start int64) *progress {
-	p := &progress{w: w, total: total, start: start, began: time.Now()}
+func newProgress(w io.Writer, total, start int64, unit string) *progress {
+	p := &progress{w: w, total: total, start: start, began: time.Now(), unit: unit}
 	if f, ok := w.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
 		p.bar = progressbar.NewOptions64(total,
 			progressbar.OptionSetWriter(w),
@@ -58,11 +59,12 @@ func (p *progress) eta(done int64) time.Duration {
 	return (per * time.Duration(p.total-done)).Round(time.Second)
 }
 
-// step records one finished step; rows counts the real rows seen since the run (re)started.
+// step records one finished step; rows counts the units (real rows, tokens) seen since the run
+// (re)started.
 func (p *progress) step(done int64, loss float64, rows int64) {
 	p.lastRows, p.lastLoss = rows, loss
 	if p.bar != nil {
-		p.bar.Describe(fmt.Sprintf("step %d loss %.4f %.0f rows/s", done, loss, p.rate()))
+		p.bar.Describe(fmt.Sprintf("step %d loss %.4f %.0f %s/s", done, loss, p.rate(), p.unit))
 		_ = p.bar.Set64(done)
 	}
 }
@@ -72,8 +74,8 @@ func (p *progress) line(done int64, meanLoss, lr float64) {
 	if p.bar != nil {
 		return
 	}
-	fmt.Fprintf(p.w, "step %d/%d  loss %.4f  lr %.2e  %.0f rows/s  eta %s\n",
-		done, p.total, meanLoss, lr, p.rate(), p.eta(done))
+	fmt.Fprintf(p.w, "step %d/%d  loss %.4f  lr %.2e  %.0f %s/s  eta %s\n",
+		done, p.total, meanLoss, lr, p.rate(), p.unit, p.eta(done))
 }
 
 // eval prints an evaluation on every kind of output.

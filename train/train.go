@@ -16,6 +16,7 @@ import (
 	"github.com/gelo-research/geloattack/engine"
 	"github.com/gelo-research/geloattack/eval"
 	"github.com/gelo-research/geloattack/tasks"
+	"github.com/gelo-research/geloattack/tasks/lm"
 )
 
 // Run is everything one training run needs.
@@ -61,13 +62,100 @@ type Result struct {
 // and the tensor, without writing a checkpoint, so the last good one stays the latest.
 func Train(ctx context.Context, r Run) (Result, error) {
 	o := r.Options
+	j := job{
+		params: r.Task.Params(),
+		unit:   "rows",
+		open: func(start int64) (func(int64) (float64, int64, error), func(), error) {
+			pctx, cancelPipe := context.WithCancel(context.Background())
+			pipe := gelo.NewPipeline(pctx, r.Sampler, data.Train, o.BatchSize, o.Workers, o.Prefetch, start,
+				gelo.PadTo(o.Bucket(r.Sampler.Config())))
+			step := func(step int64) (float64, int64, error) {
+				b, err := pipe.Next()
+				if err != nil {
+					return 0, 0, fmt.Errorf("data: %w", err)
+				}
+				l, err := r.Task.Step(b, step)
+				var rows int64
+				for _, m := range b.Mask {
+					if m {
+						rows++
+					}
+				}
+				return l, rows, err
+			}
+			return step, func() { pipe.Close(); cancelPipe() }, nil
+		},
+		evaluate: func(ctx context.Context) (map[string]map[string]float64, error) { return evaluate(ctx, r) },
+	}
+	return loop(ctx, r.common(), j)
+}
+
+// LMRun is everything one language-model training run needs (task lm).
+type LMRun struct {
+	// Dir is the run directory: metrics.jsonl, checkpoints, report.json, report.md.
+	Dir string
+	// Options are the trainer's settings (batch_size counts windows of the stream).
+	Options Options
+	// Task is the decoder and its token stream.
+	Task *lm.Task
+	// Metadata, From, Seed and Progress are as in Run.
+	Metadata map[string]string
+	From     *checkpoints.Checkpoint
+	Seed     uint64
+	Progress io.Writer
+}
+
+// TrainLM runs a language-model run as Train runs an attack: the same schedule, clipping,
+// checkpoints, exact resume and metrics.jsonl; each step's windows depend on (seed, step) alone.
+func TrainLM(ctx context.Context, r LMRun) (Result, error) {
+	j := job{
+		params: r.Task.Params(),
+		unit:   "tokens",
+		open: func(int64) (func(int64) (float64, int64, error), func(), error) {
+			return r.Task.Step, func() {}, nil
+		},
+		evaluate: func(ctx context.Context) (map[string]map[string]float64, error) { return r.Task.Evaluate(ctx) },
+	}
+	return loop(ctx, settings{Dir: r.Dir, Options: r.Options, Metadata: r.Metadata, From: r.From, Seed: r.Seed, Progress: r.Progress}, j)
+}
+
+// settings are what every run gives the loop besides its job.
+type settings struct {
+	Dir      string
+	Options  Options
+	Metadata map[string]string
+	From     *checkpoints.Checkpoint
+	Seed     uint64
+	Progress io.Writer
+}
+
+func (r Run) common() settings {
+	return settings{Dir: r.Dir, Options: r.Options, Metadata: r.Metadata, From: r.From, Seed: r.Seed, Progress: r.Progress}
+}
+
+// job is what the loop drives: an attack over the sampler's batches, or a language model over a
+// token stream.
+type job struct {
+	params *engine.Params
+	// unit names what a step's count counts, for the progress rate ("rows", "tokens").
+	unit string
+	// open starts the data at step start; the step function runs one step's forward and
+	// backward (gradients accumulated into params) and returns the loss and the units seen.
+	open func(start int64) (step func(step int64) (float64, int64, error), closeFn func(), err error)
+	// evaluate scores both splits (forward only).
+	evaluate func(ctx context.Context) (map[string]map[string]float64, error)
+}
+
+// loop is the training loop shared by every task.
+func loop(ctx context.Context, r settings, j job) (Result, error) {
+	o := r.Options
 	if err := o.Validate(); err != nil {
 		return Result{}, err
 	}
 	if err := os.MkdirAll(r.Dir, 0o755); err != nil {
 		return Result{}, fmt.Errorf("run dir: %w", err)
 	}
-	ps := r.Task.Params()
+	ps := j.params
 	opt, err := engine.NewAdamW(ps, engine.AdamWConfig{
 		LR: float32(o.LR), Beta1: float32(o.Beta1), Beta2: float32(o.Beta2), Eps: AdamEps, WeightDecay: float32(o.WeightDecay),
 	})
@@ -114,18 +202,18 @@ func Train(ctx context.Context, r Run) (Result, error) {
 	res := Result{Steps: start}
 	if start >= int64(o.Steps) {
 		fmt.Fprintf(r.Progress, "run already complete at step %d\n", start)
-		res.Final, err = evaluate(ctx, r)
+		res.Final, err = j.evaluate(ctx)
 		return res, err
 	}
 
-	pctx, cancelPipe := context.WithCancel(context.Background())
-	defer cancelPipe()
-	pipe := gelo.NewPipeline(pctx, r.Sampler, data.Train, o.BatchSize, o.Workers, o.Prefetch, start,
-		gelo.PadTo(o.Bucket(r.Sampler.Config())))
-	defer pipe.Close()
+	stepFn, closeData, err := j.open(start)
+	if err != nil {
+		return res, err
+	}
+	defer closeData()
 
-	prog := newProgress(r.Progress, int64(o.Steps), start)
-	var rows int64
+	prog := newProgress(r.Progress, int64(o.Steps), start, j.unit)
+	var units int64
 	for step := start; step < int64(o.Steps); step++ {
 		if ctx.Err() != nil {
 			if err := saveCheckpoint(r, ps, opt, step, win, best); err != nil {
@@ -137,11 +225,7 @@ func Train(ctx context.Context, r Run) (Result, error) {
 			fmt.Fprintf(r.Progress, "interrupted at step %d; checkpoint written\n", step)
 			return res, ErrInterrupted
 		}
-		b, err := pipe.Next()
-		if err != nil {
-			return res, fmt.Errorf("step %d: data: %w", step+1, err)
-		}
-		l, err := r.Task.Step(b, step)
+		l, n, err := stepFn(step)
 		if err != nil {
 			return res, fmt.Errorf("step %d: %w", step+1, err)
 		}
@@ -169,12 +253,8 @@ func Train(ctx context.Context, r Run) (Result, error) {
 		res.Steps = done
 		win.sum += l
 		win.n++
-		for _, m := range b.Mask {
-			if m {
-				rows++
-			}
-		}
-		prog.step(done, l, rows)
+		units += n
+		prog.step(done, l, units)
 		if done%int64(o.LogEvery) == 0 || done == int64(o.Steps) {
 			rec := map[string]any{"step": done, "split": "train", "loss": win.mean(), "lr": float64(opt.LR())}
 			if !math.IsNaN(gnorm) {
@@ -190,7 +270,7 @@ func Train(ctx context.Context, r Run) (Result, error) {
 			// Evaluation runs to its end even when an interrupt arrives meanwhile (it is a few
 			// batches): its lines belong to this step, and the interrupt is honoured at the next
 			// step boundary with a checkpoint, so a resumed run writes exactly the same lines.
-			final, err := evaluate(context.WithoutCancel(ctx), r)
+			final, err := j.evaluate(context.WithoutCancel(ctx))
 			if err != nil {
 				return res, fmt.Errorf("step %d: eval: %w", done, err)
 			}
@@ -274,7 +354,7 @@ func (b *bestEval) offer(step int64, final map[string]map[string]float64) {
 
 // saveCheckpoint writes weights, optimizer state, the run's seed, the best evaluation so far and
 // the loss window for `steps` steps done and prunes old checkpoints.
-func saveCheckpoint(r Run, ps *engine.Params, opt *engine.AdamW, steps int64, win lossWindow, best bestEval) error {
+func saveCheckpoint(r settings, ps *engine.Params, opt *engine.AdamW, steps int64, win lossWindow, best bestEval) error {
 	st := opt.State()
 	var weights, m, v []checkpoints.Tensor
 	for _, pv := range ps.Views() {

@@ -61,8 +61,14 @@ func TestKillNineAndResumeReproducesMetrics(t *testing.T) {
 		t.Skip("trains a model twice")
 	}
 	dir := t.TempDir()
-	cfg := writeConfig(t, dir, "300")
+	checkKillNineResume(t, dir, writeConfig(t, dir, "300"), 300)
+}
 
+// checkKillNineResume trains cfg (steps steps, checkpoints every 5) once to the end and once
+// killed with SIGKILL after its second checkpoint and resumed: both runs' metrics.jsonl must be
+// the same bytes.
+func checkKillNineResume(t *testing.T, dir, cfg string, steps int64) {
+	t.Helper()
 	ref := filepath.Join(dir, "ref")
 	if out, err := cli(t, "train", "-config", cfg, "-out", ref).CombinedOutput(); err != nil {
 		t.Fatalf("reference run: %v\n%s", err, out)
@@ -96,7 +102,7 @@ func TestKillNineAndResumeReproducesMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if killedAt >= 300 {
+	if killedAt >= steps {
 		t.Skipf("the run finished (step %d) before the kill landed; nothing to resume", killedAt)
 	}
 	if out, err := cli(t, "train", "-config", cfg, "-out", run).CombinedOutput(); err == nil {

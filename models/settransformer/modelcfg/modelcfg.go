@@ -19,6 +19,9 @@ const (
 	TaskRetrieval Task = "retrieval"
 	// TaskUnmix decodes slot queries into estimated clean rows (SPEC §4, unmixing head).
 	TaskUnmix Task = "unmix"
+	// TaskLM trains a decoder language model (the run config's lm section) instead of an
+	// attack; the set model's keys are not used.
+	TaskLM Task = "lm"
 )
 
 // DefaultTemperature is the InfoNCE temperature tau of SPEC §5.
@@ -144,10 +147,11 @@ func (c Config) Validate() error {
 		if c.Slots <= 0 {
 			return field.Errorf("slots", "%d, want > 0 for task %q", c.Slots, c.Task)
 		}
+	case TaskLM:
 	case "":
-		return field.Errorf("task", "empty, want retrieval or unmix")
+		return field.Errorf("task", "empty, want retrieval, unmix or lm")
 	default:
-		return field.Errorf("task", "%q, want retrieval or unmix", c.Task)
+		return field.Errorf("task", "%q, want retrieval, unmix or lm", c.Task)
 	}
 	return nil
 }

@@ -1,0 +1,147 @@
+package runner
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"path/filepath"
+	"runtime"
+
+	"github.com/gelo-research/geloattack/checkpoints"
+	"github.com/gelo-research/geloattack/config"
+	"github.com/gelo-research/geloattack/data"
+	"github.com/gelo-research/geloattack/data/bpe"
+	"github.com/gelo-research/geloattack/data/extract"
+	"github.com/gelo-research/geloattack/data/tokens"
+	"github.com/gelo-research/geloattack/engine"
+	"github.com/gelo-research/geloattack/engine/device"
+	"github.com/gelo-research/geloattack/models/causallm"
+	"github.com/gelo-research/geloattack/tasks/lm"
+	"github.com/gelo-research/geloattack/train"
+)
+
+// LMSession is what a language-model config (model.task lm) builds: the tokenizer, the token
+// stream, the decoder on its device and the task.
+type LMSession struct {
+	Cfg       config.Run
+	Tokenizer *bpe.Tokenizer
+	Stream    *tokens.Stream
+	Task      *lm.Task
+	Backend   engine.Backend
+	DeviceLog []string
+}
+
+// OpenLM reads the texts and the tokenizer of cfg.LM, tokenizes and splits them, and builds the
+// decoder on the configured device.
+func OpenLM(ctx context.Context, cfg config.Run) (*LMSession, error) {
+	c := cfg.LM
+	tok, err := bpe.Load(ExpandPath(c.Tokenizer))
+	if err != nil {
+		return nil, fmt.Errorf("lm.tokenizer: %w", err)
+	}
+	src, err := extract.ReadSource(ExpandPath(c.Texts), c.Corpora)
+	if err != nil {
+		return nil, fmt.Errorf("lm.texts: %w", err)
+	}
+	texts := src.Texts
+	if c.MaxTexts > 0 && len(texts) > c.MaxTexts {
+		texts = texts[:c.MaxTexts]
+	}
+	bos := -1
+	if id, ok := tok.BOS(); ok {
+		bos = id
+	}
+	stream, err := tokens.Build(ctx, texts, tok, bos, c.Model.Seq, c.ValFrac, runtime.GOMAXPROCS(0))
+	if err != nil {
+		return nil, fmt.Errorf("lm.texts %s: %w", c.Texts, err)
+	}
+	var lines []string
+	be, err := device.Open(cfg.Device, cfg.Precision, func(l string) { lines = append(lines, l) })
+	if err != nil {
+		return nil, err
+	}
+	model, err := causallm.New(be, c.Model, tok.VocabSize(), cfg.Seed)
+	if err != nil {
+		device.Close(be)
+		return nil, err
+	}
+	task, err := lm.New(model, stream, cfg.Seed, cfg.Train.BatchSize, cfg.Train.EvalBatches)
+	if err != nil {
+		device.Close(be)
+		return nil, err
+	}
+	return &LMSession{Cfg: cfg, Tokenizer: tok, Stream: stream, Task: task, Backend: be, DeviceLog: lines}, nil
+}
+
+// Close releases the device; the model's tensors must not be used afterwards.
+func (s *LMSession) Close() { device.Close(s.Backend) }
+
+// Describe is a one-line summary of the session for logs.
+func (s *LMSession) Describe() string {
+	st := s.Stream
+	return fmt.Sprintf("language model on %s (%d train texts, %d tokens; %d val texts, %d tokens), tokenizer %s (%d ids), decoder %s with %d parameters, %d steps of %d windows",
+		s.Cfg.LM.Texts, st.Texts[data.Train], st.Tokens[data.Train], st.Texts[data.Val], st.Tokens[data.Val],
+		s.Cfg.LM.Tokenizer, st.Vocab, s.Cfg.LM.Model, s.Task.Params().Len(), s.Cfg.Train.Steps, s.Cfg.Train.BatchSize)
+}
+
+// metadata is what every checkpoint of an LM run carries.
+func (s *LMSession) metadata() (map[string]string, error) {
+	model, err := json.Marshal(s.Cfg.LM.Model)
+	if err != nil {
+		return nil, err
+	}
+	run, err := json.Marshal(s.Cfg)
+	if err != nil {
+		return nil, err
+	}
+	return map[string]string{checkpoints.MetaConfig: string(model), MetaRunConfig: string(run), MetaDevice: s.Backend.Name()}, nil
+}
+
+// trainLM is TrainLocked for model.task lm, from the point where the directory and any resume
+// checkpoint have been checked.
+func trainLM(ctx context.Context, cfg config.Run, dir string, from *checkpoints.Checkpoint, progress io.Writer) (train.Result, error) {
+	sess, err := OpenLM(ctx, cfg)
+	if err != nil {
+		return train.Result{}, err
+	}
+	defer sess.Close()
+	if err := recordRun(dir, cfg, sess.Task.Params(), from); err != nil {
+		return train.Result{}, err
+	}
+	meta, err := sess.metadata()
+	if err != nil {
+		return train.Result{}, err
+	}
+	fmt.Fprintf(progress, "run %s: %s\n", dir, sess.Describe())
+	for _, l := range sess.DeviceLog {
+		fmt.Fprintf(progress, "  %s\n", l)
+	}
+	res, err := train.TrainLM(ctx, train.LMRun{Dir: dir, Options: cfg.Train, Task: sess.Task, Metadata: meta,
+		From: from, Seed: cfg.Seed, Progress: progress})
+	if err != nil {
+		return res, err
+	}
+	return res, train.WriteReport(dir, "geloattack language model "+cfg.Name, res)
+}
+
+// recordRun writes the run's identity (on a fresh run, or a resumed one made before identities)
+// and its resolved config.yaml.
+func recordRun(dir string, cfg config.Run, ps *engine.Params, from *checkpoints.Checkpoint) error {
+	if from == nil {
+		if err := writeIdentity(dir, cfg, ps); err != nil {
+			return err
+		}
+	} else if _, err := readIdentity(dir); errors.Is(err, fs.ErrNotExist) {
+		if err := writeIdentity(dir, cfg, ps); err != nil {
+			return err
+		}
+	}
+	resolved, err := cfg.Marshal()
+	if err != nil {
+		return err
+	}
+	return checkpoints.WriteFileAtomic(filepath.Join(dir, "config.yaml"), resolved)
+}
