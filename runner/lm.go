@@ -19,6 +19,9 @@ import (
 	"github.com/gelo-research/geloattack/engine"
 	"github.com/gelo-research/geloattack/engine/device"
 	"github.com/gelo-research/geloattack/models/causallm"
+	"github.com/gelo-research/geloattack/models/hf"
+	"github.com/gelo-research/geloattack/models/llama"
+	"github.com/gelo-research/geloattack/models/settransformer/modelcfg"
 	"github.com/gelo-research/geloattack/tasks/lm"
 	"github.com/gelo-research/geloattack/train"
 )
@@ -144,4 +147,75 @@ func recordRun(dir string, cfg config.Run, ps *engine.Params, from *checkpoints.
 		return err
 	}
 	return checkpoints.WriteFileAtomic(filepath.Join(dir, "config.yaml"), resolved)
+}
+
+// Exported is what ExportLM wrote.
+type Exported struct {
+	// Step is the training step of the checkpoint exported; Checkpoint its file.
+	Step       int64
+	Checkpoint string
+	// Config is the decoder's architecture.
+	Config llama.Config
+}
+
+// ExportLM writes the newest good checkpoint of the language-model run in runDir as a Hugging
+// Face directory out (config.json, model.safetensors in dtype, the run's tokenizer files and
+// geloattack-run.json naming the run, step and config), which models/hf loads and `store
+// extract -model` and `decode -model` read. out must not hold a model already.
+func ExportLM(runDir, out, dtype string) (Exported, error) {
+	if err := hf.RefuseModel(out); err != nil {
+		return Exported{}, err
+	}
+	ck, _, err := checkpoints.LoadLatestGood(runDir)
+	if err != nil {
+		return Exported{}, fmt.Errorf("export %s: %w", runDir, err)
+	}
+	cfg, err := ConfigOf(ck)
+	if err != nil {
+		return Exported{}, fmt.Errorf("export %s: %w", ck.Path, err)
+	}
+	if cfg.Model.Task != modelcfg.TaskLM {
+		return Exported{}, fmt.Errorf("export %s: a run of task %q, not a language model (task lm)", runDir, cfg.Model.Task)
+	}
+	tok, err := bpe.Load(ExpandPath(cfg.LM.Tokenizer))
+	if err != nil {
+		return Exported{}, fmt.Errorf("export %s: the run's tokenizer: %w", runDir, err)
+	}
+	be, err := device.Open("cpu", "fp32", nil)
+	if err != nil {
+		return Exported{}, err
+	}
+	defer device.Close(be)
+	model, err := causallm.New(be, cfg.LM.Model, tok.VocabSize(), cfg.Seed)
+	if err != nil {
+		return Exported{}, err
+	}
+	if err := checkpoints.Restore(ck, model.Params(), nil); err != nil {
+		return Exported{}, fmt.Errorf("export: %w", err)
+	}
+	host, err := model.Export(nil)
+	if err != nil {
+		return Exported{}, err
+	}
+	bos, eos := -1, -1
+	if id, ok := tok.BOS(); ok {
+		bos = id
+	}
+	if id, ok := tok.TokenID("</s>"); ok {
+		eos = id
+	}
+	if err := hf.Save(out, model.HFConfig(bos, eos), host, dtype); err != nil {
+		return Exported{}, err
+	}
+	if err := hf.CopyTokenizer(ExpandPath(cfg.LM.Tokenizer), out); err != nil {
+		return Exported{}, err
+	}
+	prov, err := json.MarshalIndent(map[string]any{"run": runDir, "checkpoint": ck.Path, "step": ck.State.Step, "config": cfg}, "", "  ")
+	if err != nil {
+		return Exported{}, err
+	}
+	if err := checkpoints.WriteFileAtomic(filepath.Join(out, "geloattack-run.json"), append(prov, '\n')); err != nil {
+		return Exported{}, err
+	}
+	return Exported{Step: ck.State.Step, Checkpoint: ck.Path, Config: model.LlamaConfig()}, nil
 }

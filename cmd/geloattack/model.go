@@ -17,13 +17,14 @@ import (
 	"github.com/gelo-research/geloattack/data/store"
 	"github.com/gelo-research/geloattack/models/hf"
 	"github.com/gelo-research/geloattack/models/llama"
+	"github.com/gelo-research/geloattack/runner"
 )
 
 var cmdModel = &Command{
 	Name:     "model",
-	Short:    "decoder models: init (a random-init Hugging Face directory like llama2-7b, llama3-8b, qwen3-8b, ...)",
+	Short:    "decoder models: init (a random-init Hugging Face directory like llama2-7b, ...), export (a trained task-lm run)",
 	Long:     "Decoder models in Hugging Face's directory layout (docs/decoders.md): what tests, benchmarks and attacks\nuse until a user brings real weights.",
-	Commands: []*Command{cmdModelInit},
+	Commands: []*Command{cmdModelInit, cmdModelExport},
 }
 
 var cmdModelInit = &Command{
@@ -33,6 +34,43 @@ var cmdModelInit = &Command{
 	Long: "Writes a random-init Hugging Face directory (config.json + model.safetensors) with the public config of\n" +
 		"a Llama-family model, optionally cut in depth, width and vocabulary. Seeded and deterministic.",
 	Flags: modelInitFlags,
+}
+
+var cmdModelExport = &Command{
+	Name:      "export",
+	UsageLine: "-run DIR -out DIR [-dtype f32|bf16|f16]",
+	Short:     "write a trained language model (a task-lm run) as a Hugging Face decoder directory",
+	Long: "Writes the newest good checkpoint of a `geloattack train` run of task lm (configs/lm/) as a Hugging Face\n" +
+		"directory: config.json (LlamaForCausalLM, tied embeddings), model.safetensors, the run's tokenizer.json\n" +
+		"and tokenizer_config.json, and geloattack-run.json (run, checkpoint, step, config). `store extract\n" +
+		"-model`, `decode -model` and bench/torch_llama.py read it. The directory must not hold a model already.",
+	Flags: modelExportFlags,
+}
+
+// modelExportFlags defines the flags of `geloattack model export` and returns what runs it.
+func modelExportFlags(fs *flag.FlagSet) runFunc {
+	var (
+		run   = fs.String("run", "", "run directory of a task-lm training run (required)")
+		out   = fs.String("out", "", "directory to write (required)")
+		dtype = fs.String("dtype", "f32", "tensor type in model.safetensors: f32, bf16 or f16")
+	)
+	return func(ctx context.Context, _ []string) error {
+		if *run == "" || *out == "" {
+			return errors.New("model export: -run and -out are required (see -h)")
+		}
+		dt := map[string]string{"bf16": hf.BF16, "f16": hf.F16, "f32": hf.F32}[*dtype]
+		if dt == "" {
+			return fmt.Errorf("model export: -dtype %q: want f32, bf16 or f16", *dtype)
+		}
+		ex, err := runner.ExportLM(*run, *out, dt)
+		if err != nil {
+			return fmt.Errorf("model export: %w", err)
+		}
+		c := ex.Config
+		fmt.Fprintf(os.Stderr, "model export: wrote %s from %s (step %d): %d layers, d %d, %d heads, vocab %d, %.3g parameters (%s)\n",
+			*out, ex.Checkpoint, ex.Step, c.Layers, c.Hidden, c.Heads, c.VocabSize, float64(c.Params()), dt)
+		return nil
+	}
 }
 
 // modelInitFlags defines the flags of `geloattack model init` and returns what runs it.

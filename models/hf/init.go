@@ -25,10 +25,8 @@ type InitOptions struct {
 // Init writes a random-init Hugging Face directory, the model llama.Random draws (the standard
 // deviation is the config's initializer_range, 0.02 when absent), and returns its config.
 func Init(opt InitOptions) (llama.Config, error) {
-	for _, f := range []string{ConfigFile, WeightsFile, IndexFile} {
-		if _, err := os.Stat(filepath.Join(opt.Out, f)); err == nil {
-			return llama.Config{}, fmt.Errorf("%s already holds %s: not overwriting a model", opt.Out, f)
-		}
+	if err := RefuseModel(opt.Out); err != nil {
+		return llama.Config{}, err
 	}
 	base, err := LikeConfig(opt.Like)
 	if err != nil {
@@ -78,17 +76,35 @@ func Init(opt InitOptions) (llama.Config, error) {
 		return cfg, err
 	}
 	if opt.Tokenizer != "" {
-		if err := copyFile(opt.Tokenizer, filepath.Join(opt.Out, "tokenizer.json")); err != nil {
+		if err := CopyTokenizer(opt.Tokenizer, opt.Out); err != nil {
 			return cfg, err
-		}
-		tc := filepath.Join(filepath.Dir(opt.Tokenizer), "tokenizer_config.json")
-		if _, err := os.Stat(tc); err == nil {
-			if err := copyFile(tc, filepath.Join(opt.Out, "tokenizer_config.json")); err != nil {
-				return cfg, err
-			}
 		}
 	}
 	return cfg, nil
+}
+
+// RefuseModel fails when dir already holds a model's config or weights: writers of model
+// directories never overwrite one.
+func RefuseModel(dir string) error {
+	for _, f := range []string{ConfigFile, WeightsFile, IndexFile} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err == nil {
+			return fmt.Errorf("%s already holds %s: not overwriting a model", dir, f)
+		}
+	}
+	return nil
+}
+
+// CopyTokenizer copies a tokenizer.json into the model directory dir, with the
+// tokenizer_config.json beside it when there is one.
+func CopyTokenizer(tokenizerJSON, dir string) error {
+	if err := copyFile(tokenizerJSON, filepath.Join(dir, "tokenizer.json")); err != nil {
+		return err
+	}
+	tc := filepath.Join(filepath.Dir(tokenizerJSON), "tokenizer_config.json")
+	if _, err := os.Stat(tc); err == nil {
+		return copyFile(tc, filepath.Join(dir, "tokenizer_config.json"))
+	}
+	return nil
 }
 
 func copyFile(src, dst string) error {

@@ -164,41 +164,69 @@ func TestTorchCrossCheck(t *testing.T) {
 			if dtype == hf.F32 && !equal(m2.Embed, m.Embed) {
 				t.Fatal("F32 round trip changed the embedding")
 			}
-			texts := randomTexts(5, m.Cfg.VocabSize, 1, 17, 40)
-			ids := map[string][][]int32{"texts": texts}
-			raw, _ := json.Marshal(ids)
-			idsPath, outPath := filepath.Join(dir, "ids.json"), filepath.Join(dir, "ref.safetensors")
-			if err := os.WriteFile(idsPath, raw, 0o644); err != nil {
-				t.Fatal(err)
-			}
-			cmd := exec.Command("/usr/bin/python3", script, "--model", dir, "--ids", idsPath, "--out", outPath, "--logits")
-			if out, err := cmd.CombinedOutput(); err != nil {
-				t.Fatalf("%s: %v\n%s", script, err, out)
-			}
-			ref, err := hf.ReadTensors(outPath)
-			if err != nil {
-				t.Fatal(err)
-			}
-			got := capture(t, m2, texts, true)
-			want := len(texts) * (2*m.Cfg.Layers + 2)
-			if len(ref) != want || len(got) != want {
-				t.Fatalf("reference has %d tensors, Go %d, want %d", len(ref), len(got), want)
-			}
-			worst := 0.0
-			for k, r := range ref {
-				g, ok := got[k]
-				if !ok || len(g) != len(r.Data) {
-					t.Fatalf("tensor %s: Go has %d values, reference %d (shape %v)", k, len(g), len(r.Data), r.Shape)
-				}
-				e := relDiff(g, r.Data)
-				worst = math.Max(worst, e)
-				if e > tol {
-					t.Errorf("%s: max abs diff / max abs value = %.3g > %g", k, e, tol)
-				}
-			}
-			t.Logf("worst relative difference over %d tensors: %.3g", len(ref), worst)
+			compareWithTorch(t, script, dir, m2, randomTexts(5, m.Cfg.VocabSize, 1, 17, 40), tol)
 		})
 	}
+}
+
+// compareWithTorch runs bench/torch_llama.py (script) on the model directory dir over texts and
+// checks every layer's residual and attention-input rows and the logits of m (dir, loaded by Go)
+// against it: max |go - torch| / max |torch| per tensor at most tol.
+func compareWithTorch(t *testing.T, script, dir string, m *llama.Model, texts [][]int32, tol float64) {
+	t.Helper()
+	ids := map[string][][]int32{"texts": texts}
+	raw, _ := json.Marshal(ids)
+	tmp := t.TempDir()
+	idsPath, outPath := filepath.Join(tmp, "ids.json"), filepath.Join(tmp, "ref.safetensors")
+	if err := os.WriteFile(idsPath, raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("/usr/bin/python3", script, "--model", dir, "--ids", idsPath, "--out", outPath, "--logits")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%s: %v\n%s", script, err, out)
+	}
+	ref, err := hf.ReadTensors(outPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := capture(t, m, texts, true)
+	want := len(texts) * (2*m.Cfg.Layers + 2)
+	if len(ref) != want || len(got) != want {
+		t.Fatalf("reference has %d tensors, Go %d, want %d", len(ref), len(got), want)
+	}
+	worst := 0.0
+	for k, r := range ref {
+		g, ok := got[k]
+		if !ok || len(g) != len(r.Data) {
+			t.Fatalf("tensor %s: Go has %d values, reference %d (shape %v)", k, len(g), len(r.Data), r.Shape)
+		}
+		e := relDiff(g, r.Data)
+		worst = math.Max(worst, e)
+		if e > tol {
+			t.Errorf("%s: max abs diff / max abs value = %.3g > %g", k, e, tol)
+		}
+	}
+	t.Logf("worst relative difference over %d tensors: %.3g", len(ref), worst)
+}
+
+// TestTorchCrossCheckModelDir checks the model directory named by GELOATTACK_CROSSCHECK_MODEL
+// (scripts/build-decoder.sh sets it to the decoder it trained and exported) against
+// bench/torch_llama.py as TestTorchCrossCheck checks random ones, on three texts of random ids.
+// Skipped when the variable is unset.
+func TestTorchCrossCheckModelDir(t *testing.T) {
+	dir := os.Getenv("GELOATTACK_CROSSCHECK_MODEL")
+	if dir == "" {
+		t.Skip("GELOATTACK_CROSSCHECK_MODEL not set")
+	}
+	script, err := filepath.Abs("../../bench/torch_llama.py")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := hf.Load(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	compareWithTorch(t, script, dir, m, randomTexts(9, m.Cfg.VocabSize, 1, 23, m.Cfg.MaxLen()), 1e-5)
 }
 
 func equal(a, b []float32) bool {
