@@ -310,6 +310,9 @@ func (r Run) Validate() error {
 	if r.Precision == "" || devspec.ValidPrecision(r.Precision) != nil {
 		return field.Errorf("precision", "%q, want %s", r.Precision, devspec.PrecisionHelp)
 	}
+	if err := r.LM.CheckValues(); err != nil {
+		return field.In("lm", err)
+	}
 	if r.Model.Task == modelcfg.TaskLM {
 		if r.Store.Path != "" {
 			return field.Errorf("store.path", "%q: task lm reads the texts of lm.texts, not a store", r.Store.Path)

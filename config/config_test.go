@@ -160,6 +160,11 @@ func TestBadConfigsNameKeyLineAndRange(t *testing.T) {
 		{"tiny norm_mean", "store:\n  synth:\n    norm_mean: 1.0e-300\n", "bad.yaml:3:", []string{"store.synth.norm_mean", "1e-300"}},
 		{"infinite zipf", "store:\n  synth:\n    zipf_s: .inf\n", "bad.yaml:3:", []string{"store.synth.zipf_s", "(1, 10]"}},
 		{"eval tau NaN", "eval:\n  tau: .nan\n", "bad.yaml:2:", []string{"eval.tau", "NaN"}},
+		{"unknown task", "model:\n  task: lmx\n", "bad.yaml:2:", []string{"model.task", "lmx", "retrieval, unmix or lm"}},
+		{"lm without texts", "model: {task: lm}\nlm:\n  tokenizer: t.json\n", "bad.yaml:3:", []string{"lm.texts", "empty"}},
+		{"lm with a store", "model: {task: lm}\nstore: {path: /s}\nlm: {texts: x, tokenizer: t.json}\n", "bad.yaml:2:", []string{"store.path", "lm.texts"}},
+		{"lm odd head dim", "model: {task: lm}\nlm:\n  texts: x\n  tokenizer: t\n  model: {hidden: 30, heads: 2}\n", "bad.yaml:5:", []string{"lm.model.heads", "15", "even"}},
+		{"lm val_frac 1", "model: {task: lm}\nlm:\n  texts: x\n  tokenizer: t\n  val_frac: 1\n", "bad.yaml:5:", []string{"lm.val_frac", "(0, 1)"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

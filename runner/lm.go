@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"path/filepath"
 	"runtime"
+	"strings"
 
 	"github.com/gelo-research/geloattack/checkpoints"
 	"github.com/gelo-research/geloattack/config"
@@ -18,6 +19,7 @@ import (
 	"github.com/gelo-research/geloattack/data/tokens"
 	"github.com/gelo-research/geloattack/engine"
 	"github.com/gelo-research/geloattack/engine/device"
+	"github.com/gelo-research/geloattack/engine/device/devspec"
 	"github.com/gelo-research/geloattack/models/causallm"
 	"github.com/gelo-research/geloattack/models/hf"
 	"github.com/gelo-research/geloattack/models/llama"
@@ -45,7 +47,11 @@ func OpenLM(ctx context.Context, cfg config.Run) (*LMSession, error) {
 	if err != nil {
 		return nil, fmt.Errorf("lm.tokenizer: %w", err)
 	}
-	src, err := extract.ReadSource(ExpandPath(c.Texts), c.Corpora)
+	var corpora []string
+	if c.Corpora != "" {
+		corpora = strings.Split(c.Corpora, ",")
+	}
+	src, err := extract.ReadSource(ExpandPath(c.Texts), corpora)
 	if err != nil {
 		return nil, fmt.Errorf("lm.texts: %w", err)
 	}
@@ -65,6 +71,15 @@ func OpenLM(ctx context.Context, cfg config.Run) (*LMSession, error) {
 	be, err := device.Open(cfg.Device, cfg.Precision, func(l string) { lines = append(lines, l) })
 	if err != nil {
 		return nil, err
+	}
+	if err := causallm.CheckBackend(be); err != nil && cfg.Device == devspec.Auto {
+		// auto means "the best device that runs this": the CUDA backend lacks the decoder's
+		// kernels so far, so the CPU it is, said once.
+		lines = append(lines, fmt.Sprintf("task lm: the CPU computes (%s has no kernels for the language model's ops yet)", be.Name()))
+		device.Close(be)
+		if be, err = device.Open("cpu", cfg.Precision, func(l string) { lines = append(lines, l) }); err != nil {
+			return nil, err
+		}
 	}
 	model, err := causallm.New(be, c.Model, tok.VocabSize(), cfg.Seed)
 	if err != nil {

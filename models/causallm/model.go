@@ -66,6 +66,9 @@ func New(be engine.Backend, cfg Config, vocab int, seed uint64) (*Model, error) 
 	if vocab < 2 || vocab >= 1<<24 {
 		return nil, fmt.Errorf("causallm: vocabulary of %d tokens, want 2 .. 2^24-1", vocab)
 	}
+	if err := CheckBackend(be); err != nil {
+		return nil, err
+	}
 	m := &Model{cfg: cfg, vocab: vocab, ps: engine.NewParams()}
 	d, f := cfg.Hidden, cfg.MLP
 	outStd := InitStd / math.Sqrt(2*float64(cfg.Layers))
@@ -108,6 +111,27 @@ func New(be engine.Backend, cfg Config, vocab int, seed uint64) (*Model, error) 
 	}
 	m.tape = engine.NewTape(be)
 	return m, nil
+}
+
+// CheckBackend fails, naming the first missing kernel, when be lacks a fused kernel the decoder
+// runs (embedding, rotary embeddings, causal attention, vocabulary cross-entropy): so far only the
+// CPU backend has them all.
+func CheckBackend(be engine.Backend) error {
+	errs := []error{}
+	_, err := engine.KernelOf[engine.EmbeddingKernels](be, engine.KernelEmbedding)
+	errs = append(errs, err)
+	_, err = engine.KernelOf[engine.RoPEKernels](be, engine.KernelRoPE)
+	errs = append(errs, err)
+	_, err = engine.KernelOf[engine.CausalAttentionKernels](be, engine.KernelCausalAttention)
+	errs = append(errs, err)
+	_, err = engine.KernelOf[engine.CrossEntropyKernels](be, engine.KernelCrossEntropy)
+	errs = append(errs, err)
+	for _, err := range errs {
+		if err != nil {
+			return fmt.Errorf("causallm: the language model cannot run on %s: %w (task lm runs on the CPU: device cpu)", be.Name(), err)
+		}
+	}
+	return nil
 }
 
 // fill draws dst from N(0, std²) on the stream of (seed, name), or sets it to 1 when std is 0.

@@ -15,8 +15,9 @@ type Config struct {
 	// Texts is the text source: a directory made by scripts/fetch-data.sh, a .jsonl file or a
 	// text file of one text per line (see data/extract.ReadSource). Required for task lm.
 	Texts string `yaml:"texts" json:"texts"`
-	// Corpora selects corpora of a fetch-script directory (fortunes, wordnet, sotu); empty: all.
-	Corpora []string `yaml:"corpora" json:"corpora"`
+	// Corpora selects corpora of a fetch-script directory, comma-separated (fortunes,wordnet,sotu,
+	// as `store extract -corpora`); empty: all.
+	Corpora string `yaml:"corpora" json:"corpora"`
 	// MaxTexts keeps the first MaxTexts texts of the source (its stable hashed order); 0 keeps all.
 	MaxTexts int `yaml:"max_texts" json:"max_texts"`
 	// Tokenizer is a Hugging Face tokenizer.json (tokenizer_config.json beside it is read when
@@ -95,9 +96,19 @@ func (m Model) Validate() error {
 	return nil
 }
 
+// CheckValues checks every numeric field and the model's shape, but not that texts and tokenizer
+// are named: a run config checks the lm section's values whatever its task, as it checks every
+// section, and requires the sources only for task lm.
+func (c Config) CheckValues() error {
+	if err := Rules.Check(c); err != nil {
+		return err
+	}
+	return field.In("model", c.Model.Validate())
+}
+
 // Validate checks every field; texts and tokenizer must be named.
 func (c Config) Validate() error {
-	if err := Rules.Check(c); err != nil {
+	if err := c.CheckValues(); err != nil {
 		return err
 	}
 	if c.Texts == "" {
@@ -105,9 +116,6 @@ func (c Config) Validate() error {
 	}
 	if c.Tokenizer == "" {
 		return field.Errorf("tokenizer", "empty: name a tokenizer.json")
-	}
-	if err := c.Model.Validate(); err != nil {
-		return field.In("model", err)
 	}
 	return nil
 }
