@@ -152,11 +152,14 @@ func listCells(sw *sweep.Sweep, dir string, shard sweep.Shard, chosen []int) err
 
 var cmdReport = &Command{
 	Name:      "report",
-	UsageLine: "[-q] DIR",
+	UsageLine: "[-q] [-paper] DIR",
 	Short:     "merge a sweep's cells into tables and plots",
 	Long: "Merges the cells of the sweep in DIR (their report.json and config.yaml) into " + report.MarkdownFile + " and " + report.CSVFile + " in\n" +
 		"the layout of the paper's tables, and plots val mass against shield scale (mass_vs_scale-<task>.png).\n" +
-		"Cells that have not finished are listed with their state. Prints the Markdown unless -q.",
+		"Cells that have not finished are listed with their state. Prints the Markdown unless -q. -paper then\n" +
+		"compares the cells that carry the paper's figures with them: the share of the paper's mass above\n" +
+		"chance each reaches, the pairs of cells ordered against the paper with their distance in standard\n" +
+		"errors, and for unmixing the distance to the random-rows floor (docs/paper-reproduction.md).",
 	Args:  true,
 	Flags: reportFlags,
 }
@@ -164,6 +167,10 @@ var cmdReport = &Command{
 // reportFlags defines the flags of `geloattack report` and returns what runs it.
 func reportFlags(flags *flag.FlagSet) runFunc {
 	quiet := flags.Bool("q", false, "do not print the Markdown report")
+	paper := flags.Bool("paper", false, "print the comparison with the paper's figures (of cells that carry them) after the report")
+	var paperChance float64
+	floatVar(flags, &paperChance, "paper-chance", report.PaperChance, field.Bounds{Min: 0, Max: 1, MaxOpen: true},
+		"the paper's chance level, subtracted from its figures by -paper (the paper's tables: 0.0625)")
 	return func(ctx context.Context, args []string) error {
 		if len(args) != 1 {
 			return &argsError{"want exactly one sweep directory"}
@@ -180,6 +187,17 @@ func reportFlags(flags *flag.FlagSet) runFunc {
 			}
 			// Cell names and labels come from the sweep file.
 			fmt.Print(termtext.Escape(string(r.Markdown(plots))))
+		}
+		if *paper {
+			cs := r.Compare()
+			if len(cs) == 0 {
+				return fmt.Errorf("-paper: no finished cell of %s carries the paper's figures (a cell's paper entry in the sweep file)", dir)
+			}
+			if !*quiet {
+				fmt.Println()
+			}
+			// Cell names and labels come from the sweep file.
+			fmt.Print(termtext.Escape(string(report.PaperMarkdown(cs, paperChance))))
 		}
 		for _, f := range files {
 			fmt.Fprintf(os.Stderr, "wrote %s\n", f)

@@ -173,4 +173,10 @@ func TestSweepCellsFlag(t *testing.T) {
 	if !strings.Contains(md, "3 cells: 1 finished, 2 not finished") {
 		t.Fatalf("report.md:\n%s", md)
 	}
+	// -paper compares the cells that carry the paper's figures with them.
+	o, err = cli(t, "report", "-q", "-paper", out).Output()
+	if err != nil || !strings.Contains(string(o), "## retrieval: against the paper") || !strings.Contains(string(o), "| R7 | ") ||
+		!strings.Contains(string(o), "(paper − 0.0625)") || strings.Contains(string(o), "# Sweep") {
+		t.Fatalf("report -paper: %v\n%s", err, o)
+	}
 }
