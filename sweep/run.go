@@ -29,6 +29,10 @@ type Options struct {
 	Out string
 	// Shard selects the cells to run; the zero value means All.
 	Shard Shard
+	// Cells, when not nil, are the 0-based indices of the only cells to run, in increasing order
+	// (see Sweep.SelectCells); Shard must then be All. The plan still lists every cell, so the
+	// report names the others as not finished rather than dropping them.
+	Cells []int
 	// Progress receives one line per cell and the cells' training progress; nil discards it.
 	Progress io.Writer
 	// Train trains one cell in a directory whose lock Run already holds; nil means
@@ -98,6 +102,9 @@ func Run(ctx context.Context, sw *Sweep, o Options) (Summary, error) {
 	if err := o.Shard.validate(); err != nil {
 		return sum, err
 	}
+	if err := checkChosen(o.Cells, len(sw.Cells), o.Shard); err != nil {
+		return sum, err
+	}
 	if o.Progress == nil {
 		o.Progress = io.Discard
 	}
@@ -119,17 +126,24 @@ func Run(ctx context.Context, sw *Sweep, o Options) (Summary, error) {
 			mine = append(mine, i)
 		}
 	}
+	part := "in this shard"
+	if o.Cells != nil {
+		mine, part = o.Cells, "chosen"
+	}
 	n := len(sw.Cells)
 	head := "sweep " + sw.Name
 	if o.Shard.Count > 1 {
 		head += " shard " + o.Shard.String()
 	}
-	fmt.Fprintf(o.Progress, "%s: %d cells, %d in this shard, output %s\n", head, n, len(mine), o.Out)
+	fmt.Fprintf(o.Progress, "%s: %d cells, %d %s, output %s\n", head, n, len(mine), part, o.Out)
 	for k, i := range mine {
 		c := sw.Cells[i]
 		tag := fmt.Sprintf("%s: cell %d/%d", head, i+1, n)
-		if o.Shard.Count > 1 {
+		switch {
+		case o.Shard.Count > 1:
 			tag += fmt.Sprintf(" (%d of %d in shard)", k+1, len(mine))
+		case o.Cells != nil:
+			tag += fmt.Sprintf(" (%d of %d chosen)", k+1, len(mine))
 		}
 		tag += " " + c.Name
 		if ctx.Err() != nil {
@@ -159,6 +173,24 @@ func Run(ctx context.Context, sw *Sweep, o Options) (Summary, error) {
 		return sum, fmt.Errorf("%s: %d of %d cells failed or are held by another process: %s", head, f, len(mine), strings.Join(names, "; "))
 	}
 	return sum, nil
+}
+
+// checkChosen checks Options.Cells against a sweep of n cells: indices in range and increasing,
+// and no shard beside them (a shard is every N-th cell of the whole sweep, a job array's share of
+// it; which of the chosen cells a shard should then run has no one obvious answer).
+func checkChosen(cells []int, n int, shard Shard) error {
+	if cells == nil {
+		return nil
+	}
+	if shard.Count > 1 {
+		return fmt.Errorf("sweep: chosen cells and shard %s together: run the chosen cells without a shard", shard)
+	}
+	for k, i := range cells {
+		if i < 0 || i >= n || (k > 0 && i <= cells[k-1]) {
+			return fmt.Errorf("sweep: chosen cells %v: want increasing indices in [0, %d)", cells, n)
+		}
+	}
+	return nil
 }
 
 // runCell skips, resumes or starts one cell.

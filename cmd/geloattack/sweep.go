@@ -17,13 +17,15 @@ import (
 
 var cmdSweep = &Command{
 	Name:      "sweep",
-	UsageLine: "-config FILE [-out DIR] [-shard i/N | -shards N] [flags]",
+	UsageLine: "-config FILE [-out DIR] [-shard i/N | -shards N | -cells LABEL,...] [flags]",
 	Short:     "run a grid of training runs over shield settings",
 	Long: "Runs every cell of a sweep (a grid over config fields) as a training run in DIR/<cell>, one after\n" +
 		"another. Finished cells are skipped, interrupted ones resume from their checkpoint, and a failed\n" +
 		"cell does not stop the others. SIGINT/SIGTERM checkpoints the running cell and stops; run the same\n" +
 		"command again to continue. As a Slurm job array (SLURM_ARRAY_TASK_ID/COUNT) or a Kubernetes\n" +
-		"Indexed Job (JOB_COMPLETION_INDEX with -shards N) each task runs its own shard. Then:\n" +
+		"Indexed Job (JOB_COMPLETION_INDEX with -shards N) each task runs its own shard. -cells R4,R7 runs\n" +
+		"only the cells of those labels (or of the names -list prints), skipping and resuming them as a\n" +
+		"whole sweep does, e.g. to run single rows of the paper's tables. Then:\n" +
 		"geloattack report DIR. -device and -precision apply to every cell; a cell's device may change\n" +
 		"between runs of the sweep, its precision may not (cells of another precision are other runs).\n" +
 		"See docs/sweeps.md.",
@@ -39,7 +41,8 @@ func sweepFlags(flags *flag.FlagSet) runFunc {
 	shards := intFlag(flags, "shards", 0, field.Bounds{Int: true, Min: 1, Max: 1 << 20},
 		"shard count when the index comes from $JOB_COMPLETION_INDEX (Kubernetes Indexed Job); left out: $"+sweep.EnvShards)
 	workers := overrideInt(flags, "workers", "train.workers", "of every cell; does not change results")
-	list := flags.Bool("list", false, "list the cells, their shard and their state, and run nothing")
+	cellsFlag := flags.String("cells", "", "run only these cells: labels (R4,R7) or names as -list prints them, comma-separated, run in -list order; not with a shard")
+	list := flags.Bool("list", false, "list the cells (with -cells: those only), their shard and their state, and run nothing")
 	dev := addDeviceFlags(flags)
 	return func(ctx context.Context, args []string) error {
 		if *cfgPath == "" {
@@ -56,37 +59,72 @@ func sweepFlags(flags *flag.FlagSet) runFunc {
 				return err
 			}
 		}
+		var chosen []int
+		if isSet(flags, "cells") {
+			// A shard is a job array's share of the whole sweep; which of the chosen cells each
+			// task should then run has no one obvious answer, so the two are not combined.
+			if *shardFlag != "" || isSet(flags, "shards") {
+				return errors.New("-cells and -shard/-shards both select cells: give one (-cells runs the cells it names in this one process)")
+			}
+			if chosen, err = sw.SelectCells(*cellsFlag); err != nil {
+				return fmt.Errorf("-%w", err)
+			}
+		}
 		shard, source := sweep.All, ""
-		if *shardFlag != "" {
+		switch {
+		case chosen != nil:
+		case *shardFlag != "":
 			if shard, err = sweep.ParseShard(*shardFlag); err != nil {
 				return fmt.Errorf("-shard: %w", err)
 			}
-		} else if shard, source, err = sweep.ShardFromEnv(os.Getenv, *shards); err != nil {
-			return err
+		default:
+			if shard, source, err = sweep.ShardFromEnv(os.Getenv, *shards); err != nil {
+				return err
+			}
 		}
 		dir := *out
 		if dir == "" {
 			dir = filepath.Join("sweeps", sw.Name)
 		}
 		if *list {
-			return listCells(sw, dir, shard)
+			return listCells(sw, dir, shard, chosen)
+		}
+		if chosen != nil {
+			if _, source, err := sweep.ShardFromEnv(os.Getenv, 0); err != nil || source != "" {
+				return errors.New("-cells inside a job array (a Slurm or Kubernetes job index is set in the environment): " +
+					"every task would run the same cells; run -cells as one process outside the array")
+			}
 		}
 		if source != "" {
 			fmt.Fprintf(os.Stderr, "sweep %s: shard %s from the %s environment\n", sw.Name, shard, source)
 		}
-		_, err = sweep.Run(ctx, sw, sweep.Options{Out: dir, Shard: shard, Progress: os.Stderr})
+		_, err = sweep.Run(ctx, sw, sweep.Options{Out: dir, Shard: shard, Cells: chosen, Progress: os.Stderr})
 		if err != nil {
 			return err
 		}
-		fmt.Printf("sweep %s: shard %s done in %s; merge the cells with: geloattack report %s\n", sw.Name, shard, dir, dir)
+		what := "shard " + shard.String()
+		if chosen != nil {
+			what = fmt.Sprintf("%d chosen cells", len(chosen))
+		}
+		fmt.Printf("sweep %s: %s done in %s; merge the cells with: geloattack report %s\n", sw.Name, what, dir, dir)
 		return nil
 	}
 }
 
-// listCells prints every cell with the shard that runs it and its state in dir.
-func listCells(sw *sweep.Sweep, dir string, shard sweep.Shard) error {
-	fmt.Printf("sweep %s: %d cells in %s (shard %s marked *)\n", sw.Name, len(sw.Cells), dir, shard)
-	for i, c := range sw.Cells {
+// listCells prints every cell (or, when chosen is not nil, the chosen cells only) with the shard
+// that runs it and its state in dir.
+func listCells(sw *sweep.Sweep, dir string, shard sweep.Shard, chosen []int) error {
+	show := chosen
+	if chosen == nil {
+		fmt.Printf("sweep %s: %d cells in %s (shard %s marked *)\n", sw.Name, len(sw.Cells), dir, shard)
+		for i := range sw.Cells {
+			show = append(show, i)
+		}
+	} else {
+		fmt.Printf("sweep %s: %d cells in %s, %d chosen by -cells (marked *)\n", sw.Name, len(sw.Cells), dir, len(chosen))
+	}
+	for _, i := range show {
+		c := sw.Cells[i]
 		st, err := sweep.Inspect(filepath.Join(dir, c.Name))
 		if err != nil {
 			return err
@@ -114,11 +152,14 @@ func listCells(sw *sweep.Sweep, dir string, shard sweep.Shard) error {
 
 var cmdReport = &Command{
 	Name:      "report",
-	UsageLine: "[-q] DIR",
+	UsageLine: "[-q] [-paper] DIR",
 	Short:     "merge a sweep's cells into tables and plots",
 	Long: "Merges the cells of the sweep in DIR (their report.json and config.yaml) into " + report.MarkdownFile + " and " + report.CSVFile + " in\n" +
 		"the layout of the paper's tables, and plots val mass against shield scale (mass_vs_scale-<task>.png).\n" +
-		"Cells that have not finished are listed with their state. Prints the Markdown unless -q.",
+		"Cells that have not finished are listed with their state. Prints the Markdown unless -q. -paper then\n" +
+		"compares the cells that carry the paper's figures with them: the share of the paper's mass above\n" +
+		"chance each reaches, the pairs of cells ordered against the paper with their distance in standard\n" +
+		"errors, and for unmixing the distance to the random-rows floor (docs/paper-reproduction.md).",
 	Args:  true,
 	Flags: reportFlags,
 }
@@ -126,6 +167,10 @@ var cmdReport = &Command{
 // reportFlags defines the flags of `geloattack report` and returns what runs it.
 func reportFlags(flags *flag.FlagSet) runFunc {
 	quiet := flags.Bool("q", false, "do not print the Markdown report")
+	paper := flags.Bool("paper", false, "print the comparison with the paper's figures (of cells that carry them) after the report")
+	var paperChance float64
+	floatVar(flags, &paperChance, "paper-chance", report.PaperChance, field.Bounds{Min: 0, Max: 1, MaxOpen: true},
+		"the paper's chance level, subtracted from its figures by -paper (the paper's tables: 0.0625)")
 	return func(ctx context.Context, args []string) error {
 		if len(args) != 1 {
 			return &argsError{"want exactly one sweep directory"}
@@ -143,9 +188,28 @@ func reportFlags(flags *flag.FlagSet) runFunc {
 			// Cell names and labels come from the sweep file.
 			fmt.Print(termtext.Escape(string(r.Markdown(plots))))
 		}
+		if *paper {
+			cs := r.Compare()
+			if len(cs) == 0 {
+				return fmt.Errorf("-paper: no finished cell of %s carries the paper's figures (a cell's paper entry in the sweep file)", dir)
+			}
+			if !*quiet {
+				fmt.Println()
+			}
+			// Cell names and labels come from the sweep file.
+			fmt.Print(termtext.Escape(string(report.PaperMarkdown(cs, paperChance))))
+		}
 		for _, f := range files {
 			fmt.Fprintf(os.Stderr, "wrote %s\n", f)
 		}
 		return nil
 	}
+}
+
+// isSet reports whether the flag was given on the command line, so that an explicitly empty value
+// (-cells "" from an unset shell variable) is refused rather than taken for "not given".
+func isSet(flags *flag.FlagSet, name string) bool {
+	set := false
+	flags.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }

@@ -123,3 +123,60 @@ func TestSweepCLIErrors(t *testing.T) {
 		t.Fatalf("report of a missing directory succeeded:\n%s", out)
 	}
 }
+
+// -cells picks cells by label or name: it lists only them with -list, runs only them (the report
+// names the others as not finished), refuses unknown names with the valid ones, and refuses a
+// shard beside it, given by flag or by a job array's environment.
+func TestSweepCellsFlag(t *testing.T) {
+	dir := t.TempDir()
+	cfg := writeSweep(t, dir, strings.Replace(tinySweep, "axes:\n  sampler.shield_kind: [gaussian, manifold]\n", "", 1)+
+		"  - {label: R7, sampler.shield_scale: 2, paper: {train: 0.3641, val: 0.3737}}\n")
+	out := filepath.Join(dir, "out")
+	refused := func(want string, env []string, args ...string) {
+		t.Helper()
+		c := cli(t, append([]string{"sweep", "-config", cfg, "-out", out}, args...)...)
+		c.Env = append(c.Env, env...)
+		o, err := c.CombinedOutput()
+		if err == nil || !strings.Contains(string(o), want) {
+			t.Errorf("%v %v: %v, want an error with %q:\n%s", args, env, err, want, o)
+		}
+	}
+	refused(`has no cell "R8"; its cells are shield_scale=0.5, shield_scale=8, R7 (see -list)`, nil, "-cells", "R7,R8")
+	refused("an empty name", nil, "-cells", "")
+	refused("-cells and -shard/-shards both select cells", nil, "-cells", "R7", "-shard", "0/2")
+	refused("-cells and -shard/-shards both select cells", nil, "-cells", "R7", "-shards", "2")
+	refused("-cells inside a job array", []string{"SLURM_ARRAY_TASK_ID=0", "SLURM_ARRAY_TASK_COUNT=2"}, "-cells", "R7")
+	refused("-cells inside a job array", []string{"JOB_COMPLETION_INDEX=1"}, "-cells", "R7")
+	if _, err := os.Stat(out); err == nil {
+		t.Fatal("a refused -cells created the sweep directory")
+	}
+
+	o, err := cli(t, "sweep", "-config", cfg, "-out", out, "-cells", "R7,shield_scale=8", "-list").CombinedOutput()
+	if err != nil || !strings.Contains(string(o), "3 cells in "+out+", 2 chosen by -cells") ||
+		!strings.Contains(string(o), "*   2  shard 0  shield_scale=8 ") ||
+		!strings.Contains(string(o), "*   3  shard 0  R7 shield_scale=2 (paper train 0.3641, val 0.3737)") ||
+		strings.Contains(string(o), "shield_scale=0.5") {
+		t.Fatalf("-cells -list: %v\n%s", err, o)
+	}
+	if testing.Short() {
+		return
+	}
+	o, err = cli(t, "sweep", "-config", cfg, "-out", out, "-cells", "R7").CombinedOutput()
+	if err != nil || !strings.Contains(string(o), "3 cells, 1 chosen") || !strings.Contains(string(o), "cell 3/3 (1 of 1 chosen) R7: started and finished") ||
+		!strings.Contains(string(o), "1 chosen cells done in") {
+		t.Fatalf("-cells R7: %v\n%s", err, o)
+	}
+	if o, err := cli(t, "report", "-q", out).CombinedOutput(); err != nil {
+		t.Fatalf("report: %v\n%s", err, o)
+	}
+	md := string(mustRead(t, filepath.Join(out, report.MarkdownFile)))
+	if !strings.Contains(md, "3 cells: 1 finished, 2 not finished") {
+		t.Fatalf("report.md:\n%s", md)
+	}
+	// -paper compares the cells that carry the paper's figures with them.
+	o, err = cli(t, "report", "-q", "-paper", out).Output()
+	if err != nil || !strings.Contains(string(o), "## retrieval: against the paper") || !strings.Contains(string(o), "| R7 | ") ||
+		!strings.Contains(string(o), "(paper − 0.0625)") || strings.Contains(string(o), "# Sweep") {
+		t.Fatalf("report -paper: %v\n%s", err, o)
+	}
+}
