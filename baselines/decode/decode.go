@@ -34,7 +34,17 @@ type Options struct {
 	// ClaimLead is the lead in decades, over the best extension left out, that every step of a
 	// claimed text needs (0: 1).
 	ClaimLead float64
+	// Rank searches by ranking alone (rankSearch) instead of certification: for rows dropped
+	// (obs_rows < 1) and margins that rounding leaves thin. Its bag is the n_obs best-scoring
+	// vocabulary tokens at block 0. The claim rule is unchanged, so a text is claimed only when
+	// every step of it was certified after all.
+	Rank bool
 }
+
+// RankStop is the jump, in decades over the median of a prefix's steps, beyond which the ranking
+// search calls an extension a miss: the true continuation scores like the steps before it, and
+// once a text has ended every extension is wrong.
+const RankStop = 1
 
 // Text is one decoded text.
 type Text struct {
@@ -156,7 +166,7 @@ func Run(ctx context.Context, m Model, texts [][]int, opt Options) ([]BatchResul
 		samplers[l] = s
 	}
 	a := &attack{m: m, d: d, blocks: blocks, upto: upto, u: u, beam: beam, branch: branch, claimLead: claimLead,
-		allObserved: cfg.ObsRows == 1}
+		allObserved: cfg.ObsRows == 1, rank: opt.Rank}
 	var out []BatchResult
 	ws := new(gelo.Workspace)
 	for b := 0; b < opt.Batches; b++ {
@@ -181,6 +191,7 @@ type attack struct {
 	beam              int
 	branch, claimLead float64
 	allObserved       bool
+	rank              bool
 	spaces            map[int]*membership.Space
 	leftOutThr        float64 // excess a left-out extension needs for its step to count towards a claim
 	forwards          int
@@ -229,7 +240,11 @@ func (a *attack) batch(ctx context.Context, samplers map[int]*gelo.Sampler, ws *
 			truthSet[v] = true
 		}
 	}
-	res.Bag = a.bag(bagScores, res.NObs)
+	if a.rank {
+		res.Bag = rankBag(bagScores, res.NObs)
+	} else {
+		res.Bag = a.bag(bagScores, res.NObs)
+	}
 	hit := 0
 	for _, v := range res.Bag {
 		if truthSet[v] {
@@ -242,7 +257,11 @@ func (a *attack) batch(ctx context.Context, samplers map[int]*gelo.Sampler, ws *
 	res.BagRecall = float64(hit) / float64(len(truthSet))
 	res.BagMargin = separation(bagScores, truthSet)
 
-	decoded, err := a.search(ctx, res.Bag, res.NObs)
+	search := a.search
+	if a.rank {
+		search = a.rankSearch
+	}
+	decoded, err := search(ctx, res.Bag, res.NObs)
 	if err != nil {
 		return nil, err
 	}
@@ -356,6 +375,18 @@ func (a *attack) bag(scores []float64, nObs int) []int {
 	return bag
 }
 
+// rankBag is the nObs best-scoring tokens, best first: the bag as ranking alone gives it, without
+// a bound (a batch of nObs observed rows shows at most that many distinct tokens; the order
+// search then uses only those its ranking picks).
+func rankBag(scores []float64, nObs int) []int {
+	order := make([]int, len(scores))
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(i, j int) bool { return scores[order[i]] < scores[order[j]] })
+	return order[:min(nObs, len(order))]
+}
+
 // node is a live prefix of the search.
 type node struct {
 	p      Prefix
@@ -446,6 +477,143 @@ func (a *attack) search(ctx context.Context, bag []int, nObs int) ([]Text, error
 	}
 	for _, nd := range live { // ran out of steps
 		done = append(done, Text{Tokens: nd.toks, Excess: nd.excess, Lead: nd.lead})
+	}
+	for i := range done {
+		done[i].Claimed = done[i].Excess <= 0 && done[i].Lead >= a.claimLead && a.certifiable()
+	}
+	return done, nil
+}
+
+// rankNode is a live prefix of the ranking search.
+type rankNode struct {
+	node
+	steps   []float64 // excess of each step that was not a miss
+	misses  int       // misses so far; pending says the last step was one
+	pending bool
+}
+
+// median of the steps so far (-Inf before the first).
+func (n *rankNode) median() float64 {
+	if len(n.steps) == 0 {
+		return math.Inf(-1)
+	}
+	s := slices.Clone(n.steps)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+// key orders the beam: the mean step score, each miss counting RankStop decades above the median.
+func (n *rankNode) key() float64 {
+	if len(n.steps) == 0 {
+		return math.Inf(-1)
+	}
+	var sum float64
+	for _, e := range n.steps {
+		sum += e
+	}
+	return (sum + float64(n.misses)*(n.median()+RankStop)) / float64(len(n.steps)+n.misses)
+}
+
+// rankSearch reads texts from the bag by ranking alone. Each prefix keeps its best extensions
+// (within branch decades of the best); an extension scoring more than RankStop decades above the
+// median of the prefix's steps is a miss, which a text may make once in a row (a row the deployer
+// dropped from U, or a step rounding blurred) and not twice: a prefix whose best extension is a
+// second miss in a row ends as the text before the first. The beam keeps the prefixes of the best
+// mean step score. Texts are claimed by the rule of search (every step certified), so dropped rows
+// give none.
+func (a *attack) rankSearch(ctx context.Context, bag []int, nObs int) ([]Text, error) {
+	if len(bag) == 0 {
+		return nil, nil
+	}
+	live := []rankNode{{node: node{p: a.m.NewPrefix(), excess: math.Inf(-1), lead: math.Inf(1)}}}
+	var done []Text
+	seen := map[string]bool{}
+	finish := func(n rankNode) {
+		toks := n.toks
+		if n.pending {
+			toks = toks[:len(toks)-1]
+		}
+		if len(toks) == 0 || seen[fmt.Sprint(toks)] {
+			return
+		}
+		seen[fmt.Sprint(toks)] = true
+		done = append(done, Text{Tokens: toks, Excess: n.excess, Lead: n.lead})
+	}
+	w := (a.upto - 1) * a.d
+	for step := 0; step < min(nObs, a.m.MaxLen()) && len(live) > 0; step++ {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		var next []rankNode
+		for _, nd := range live {
+			ex, rows, err := a.extend(nd.p, bag)
+			if err != nil {
+				return nil, err
+			}
+			for i := range bag {
+				for _, prev := range nd.rows {
+					if sameRows(rows[i*w:(i+1)*w], prev) {
+						ex[i] = math.Inf(1)
+						break
+					}
+				}
+			}
+			order := make([]int, len(bag))
+			for i := range order {
+				order[i] = i
+			}
+			sort.SliceStable(order, func(i, j int) bool { return ex[order[i]] < ex[order[j]] })
+			best := ex[order[0]]
+			if math.IsInf(best, 1) {
+				finish(nd)
+				continue
+			}
+			thr := nd.median() + RankStop
+			miss := len(nd.steps) > 0 && best > thr
+			if miss && nd.pending {
+				finish(nd)
+				continue
+			}
+			if miss {
+				// The text may end here, or a row of it was lost: keep both readings.
+				finish(nd)
+			}
+			kept := 0
+			for kept < len(order) && !math.IsInf(ex[order[kept]], 1) && ex[order[kept]] <= best+a.branch {
+				kept++
+			}
+			lead := math.Inf(-1)
+			if kept < len(order) {
+				if out := ex[order[kept]]; out > a.leftOutThr {
+					lead = out - ex[order[kept-1]]
+				}
+			}
+			for _, i := range order[:kept] {
+				p, err := nd.p.Append(bag[i])
+				if err != nil {
+					return nil, err
+				}
+				c := rankNode{node: node{p: p, toks: append(slices.Clone(nd.toks), bag[i]),
+					excess: max(nd.excess, ex[i]), lead: min(nd.lead, lead),
+					rows: append(slices.Clip(nd.rows), rows[i*w:(i+1)*w])},
+					steps: nd.steps, misses: nd.misses}
+				if len(nd.steps) > 0 && ex[i] > thr {
+					c.misses++
+					c.pending = true
+				} else {
+					c.steps = append(slices.Clip(nd.steps), ex[i])
+				}
+				next = append(next, c)
+			}
+		}
+		sort.SliceStable(next, func(i, j int) bool { return next[i].key() < next[j].key() })
+		if len(next) > a.beam {
+			next = next[:a.beam]
+		}
+		live = next
+	}
+	for _, nd := range live {
+		finish(nd)
 	}
 	for i := range done {
 		done[i].Claimed = done[i].Excess <= 0 && done[i].Lead >= a.claimLead && a.certifiable()

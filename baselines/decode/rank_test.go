@@ -1,0 +1,52 @@
+package decode
+
+import (
+	"context"
+	"testing"
+
+	"github.com/gelo-research/geloattack/data"
+	"github.com/gelo-research/geloattack/data/gelo"
+)
+
+// With a fifth of U's rows dropped (obs_rows 0.8) the true rows leave rowspace(U_obs): the
+// threshold search certifies no token and stops, while the ranking search still reads the bag
+// from the scores alone (every distinct token of the batch among its n_obs best, when there are
+// at most n_obs). Neither claims anything, since nothing could be certified. The order does not
+// come back on this toy: each true row sits as far outside the dropped-row space as the rows of
+// bag tokens at wrong positions (both about 10 decades over the bound), so the ranking has
+// nothing to go on there (docs/prompt-decoding.md).
+func TestToyRankingReadsTheBagPastDroppedRows(t *testing.T) {
+	m := newToy(200, 64, 3, 1)
+	cfg := gelo.DefaultConfig()
+	cfg.Positives, cfg.ValFrac = gelo.Fixed(4), 0.3
+	cfg.ShieldFrac, cfg.ShieldScale = gelo.Fixed(0.05), gelo.Fixed(1)
+	cfg.ObsRows = 0.8
+	texts := sourceTexts(40, 200, 2)
+	for _, rank := range []bool{false, true} {
+		res, err := Run(context.Background(), m, texts, Options{Sampler: cfg, Split: data.Train, Batches: 2, Blocks: []int{0, 1, 2}, Rank: rank})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range res {
+			distinct := map[int]bool{}
+			for _, tx := range r.Truth {
+				for _, v := range tx {
+					distinct[v] = true
+				}
+			}
+			t.Logf("rank %v batch %d: n %d obs %d, %d distinct tokens; bag %d (P %.2f R %.2f, margin %.2f) order margin %.2f exact %.2f acc %.2f claims %d",
+				rank, r.Index, r.N, r.NObs, len(distinct), len(r.Bag), r.BagPrecision, r.BagRecall, r.BagMargin, r.OrderMargin, r.Exact, r.TokenAcc, r.Claims)
+			if r.Claims != 0 {
+				t.Errorf("rank %v batch %d: %d claims with rows dropped, want none", rank, r.Index, r.Claims)
+			}
+			switch {
+			case !rank && len(r.Bag) != 0:
+				t.Errorf("threshold search certified %d bag tokens with rows dropped", len(r.Bag))
+			case rank && r.BagMargin > 0 && len(distinct) <= r.NObs && r.BagRecall != 1:
+				t.Errorf("ranking bag recall %.2f although the ranking separates the bag (margin %.2f)", r.BagRecall, r.BagMargin)
+			case rank && r.BagMargin <= 0:
+				t.Errorf("batch %d: bag margin %.2f: the toy no longer separates the bag by ranking", r.Index, r.BagMargin)
+			}
+		}
+	}
+}
