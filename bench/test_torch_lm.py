@@ -278,6 +278,29 @@ def test_adamw_step_clipped_and_not():
             assert np.max(np.abs(lr * wd * w0)) > 0.1 * lr, n
 
 
+def test_optimizer_two_steps_closed_form():
+    # One step cannot see the betas (bias correction cancels them); two steps with set gradients can.
+    rng = np.random.default_rng(8)
+    w0 = {"a.weight": rng.standard_normal((3, 4)), "a.norm.weight": rng.standard_normal((4, 5)),
+          "b.weight": rng.standard_normal(6), "c.bias": rng.standard_normal((2, 2))}
+    grads = [{n: rng.standard_normal(v.shape) for n, v in w0.items()} for _ in range(2)]
+    params = {n: torch.tensor(v, requires_grad=True) for n, v in w0.items()}
+    lr, wd = 0.1, 0.3
+    opt = lm.make_optimizer(params, lr, wd)
+    for gs in grads:
+        for n, t in params.items():
+            t.grad = torch.tensor(gs[n])
+        opt.step()
+    b1, b2, eps = 0.9, 0.95, 1e-8
+    for n, v in w0.items():
+        m = s = 0
+        for k, gs in enumerate(grads, 1):
+            g = gs[n]
+            m, s = b1 * m + (1 - b1) * g, b2 * s + (1 - b2) * g * g
+            v = v * (1 - (lr * wd if n == "a.weight" else 0)) - lr * (m / (1 - b1 ** k)) / (np.sqrt(s / (1 - b2 ** k)) + eps)
+        assert rel(params[n].detach().numpy(), v) < 1e-12, (n, rel(params[n].detach().numpy(), v))
+
+
 def test_float32_close_to_float64():
     d, w = write_case("f32", seed=4, clip=0.1)
     a = run_check(d)
