@@ -29,7 +29,7 @@ Loss: the batch is a (B, T+1) int32 token array; inputs [:, :T], targets [:, 1:]
 all B*T positions of cross-entropy(logits, target).
 Init (--bench only): every matrix N(0, 0.02), except o_proj and down_proj N(0, 0.02/sqrt(2L));
 norm weights 1.
-Step: zero_grad, forward, loss, backward, torch.nn.utils.clip_grad_norm_(clip) over all gradients
+Step: zero_grad (set_to_none, torch 2's default), forward, loss, backward, torch.nn.utils.clip_grad_norm_(clip) over all gradients
 (total L2 norm), torch.optim.AdamW(lr, betas (0.9, 0.95), eps 1e-8, weight_decay wd) with decoupled
 decay only on 2-D parameters whose name ends in ".weight" and does not contain "norm" (the project's
 engine.DefaultDecay: the tied embedding is decayed, the norm weights are not).
@@ -215,7 +215,7 @@ def make_optimizer(params, lr, weight_decay):
 
 def train_step(params, opt, batch, heads, layers, rope, clip, on_grads=None):
     """One step; returns (loss, grad norm before clipping). on_grads(params) sees the raw gradients."""
-    opt.zero_grad(set_to_none=False)
+    opt.zero_grad(set_to_none=True)  # torch 2.x default; fresh gradients, no fill
     loss = forward_loss(params, batch, heads, layers, rope)
     loss.backward()
     if on_grads is not None:
