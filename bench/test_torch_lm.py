@@ -356,11 +356,25 @@ def test_refusals():
     w4 = dict(tiny_weights(1), **{"lm_head.weight": np.zeros((V, D), np.float32)})
     d, _ = write_case("bad-extra", weights=w4)
     cases.append((d, [], "lm_head.weight"))
+    d, _ = write_case("bad-batch", step_extra={"batch": B + 1, "seq": T})
+    cases.append((d, [], "step.json: batch 3, but --batch 2"))
     for d, flags, needle in cases:
         err = io.StringIO()
         with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
             rc = lm.main(["--check", d, "--batch", str(B), "--seq", str(T)] + flags)
         assert rc == 1 and needle in err.getvalue(), (d, rc, err.getvalue())
+
+
+def test_shape_from_step_json():
+    # batch, seq and heads from step.json alone (no flags) give the same step as the flags.
+    d, w = write_case("from-json", seed=9, step_extra={"batch": B, "seq": T})
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert lm.main(["--check", d, "--double", "--threads", "1"]) == 0
+    with open(os.path.join(d, "torch_out.json")) as f:
+        a = json.load(f)
+    b = run_check(d, "--double", "--heads", str(H))
+    assert a["batch"] == B and a["seq"] == T and a["heads"] == H and a["loss"] == b["loss"], (a["loss"], b["loss"])
+    assert a["grads"] == b["grads"] and a["after"] == b["after"]
 
 
 def test_bench_init_and_decay_rule():
