@@ -7,10 +7,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/gelo-research/geloattack/config/field"
 	"github.com/gelo-research/geloattack/internal/termtext"
+	"github.com/gelo-research/geloattack/models/settransformer/modelcfg"
 	"github.com/gelo-research/geloattack/sweep"
 	"github.com/gelo-research/geloattack/sweep/report"
 )
@@ -41,6 +43,8 @@ func sweepFlags(flags *flag.FlagSet) runFunc {
 	shards := intFlag(flags, "shards", 0, field.Bounds{Int: true, Min: 1, Max: 1 << 20},
 		"shard count when the index comes from $JOB_COMPLETION_INDEX (Kubernetes Indexed Job); left out: $"+sweep.EnvShards)
 	workers := overrideInt(flags, "workers", "train.workers", "of every cell; does not change results")
+	storeFlag := flags.String("store", "", "run every cell on this store instead of its store.path (the paper twins on a decoder store, say); changes the results: give its own -out")
+	seedFlag := flags.String("seed", "", "seed of every cell instead of its own (and its sampler's, where that followed it); changes the results: one -out per seed gives a spread over training and draws")
 	cellsFlag := flags.String("cells", "", "run only these cells: labels (R4,R7) or names as -list prints them, comma-separated, run in -list order; not with a shard")
 	list := flags.Bool("list", false, "list the cells (with -cells: those only), their shard and their state, and run nothing")
 	dev := addDeviceFlags(flags)
@@ -52,9 +56,27 @@ func sweepFlags(flags *flag.FlagSet) runFunc {
 		if err != nil {
 			return err
 		}
+		var seed uint64
+		if *seedFlag != "" {
+			if seed, err = strconv.ParseUint(*seedFlag, 10, 64); err != nil {
+				return fmt.Errorf("-seed %q: want an unsigned integer", *seedFlag)
+			}
+		}
 		for i := range sw.Cells {
 			c := &sw.Cells[i].Config
 			workers.apply(&c.Train.Workers)
+			if *storeFlag != "" {
+				if c.Model.Task == modelcfg.TaskLM {
+					return fmt.Errorf("-store: cell %s is a language model (task lm), which reads lm.texts", sw.Cells[i].Name)
+				}
+				c.Store.Path = *storeFlag
+			}
+			if *seedFlag != "" {
+				if c.Sampler.Seed == c.Seed {
+					c.Sampler.Seed = seed
+				}
+				c.Seed = seed
+			}
 			if err := dev.apply(c); err != nil {
 				return err
 			}

@@ -180,3 +180,30 @@ func TestSweepCellsFlag(t *testing.T) {
 		t.Fatalf("report -paper: %v\n%s", err, o)
 	}
 }
+
+// -seed reseeds every cell (its sampler too, where that followed the seed) and -store moves every
+// cell to another store: the cell's recorded config says so, and a missing store is named.
+func TestSweepSeedAndStoreFlags(t *testing.T) {
+	if testing.Short() {
+		t.Skip("trains a cell")
+	}
+	dir := t.TempDir()
+	cfg := writeSweep(t, dir, strings.Replace(tinySweep, "axes:\n  sampler.shield_kind: [gaussian, manifold]\n", "", 1)+
+		"  - {label: R7, sampler.shield_scale: 2}\n")
+	out := filepath.Join(dir, "s9")
+	if o, err := cli(t, "sweep", "-config", cfg, "-out", out, "-cells", "R7", "-seed", "9").CombinedOutput(); err != nil {
+		t.Fatalf("-seed 9: %v\n%s", err, o)
+	}
+	got := string(mustRead(t, filepath.Join(out, "R7", "config.yaml")))
+	if !strings.Contains(got, "\nseed: 9\n") || !strings.Contains(got, "  seed: 9\n") {
+		t.Errorf("-seed 9: the cell's config.yaml does not carry seed 9 for the run and its sampler:\n%s", got)
+	}
+	missing := filepath.Join(dir, "no-such-store")
+	o, err := cli(t, "sweep", "-config", cfg, "-out", filepath.Join(dir, "st"), "-cells", "R7", "-store", missing).CombinedOutput()
+	if err == nil || !strings.Contains(string(o), missing) {
+		t.Errorf("-store %s: %v, want a failure naming the store:\n%s", missing, err, o)
+	}
+	if o, err := cli(t, "sweep", "-config", cfg, "-seed", "x", "-list").CombinedOutput(); err == nil || !strings.Contains(string(o), `-seed "x"`) {
+		t.Errorf("-seed x: %v\n%s", err, o)
+	}
+}
