@@ -4,7 +4,11 @@
 # Markdown row per cell (the totals line of each run).
 #
 #   scripts/decode-defence.sh MODEL_DIR [BATCHES] > table.md
-#   AXES="texts full" scripts/decode-defence.sh ...   # only those axes (base dtype shield mix obs_rows texts full)
+#   AXES="texts full" scripts/decode-defence.sh ...   # only those axes (base dtype shield mix obs_rows texts full rank)
+#   SPLIT=val MAXTEXTS=2000 scripts/decode-defence.sh ...   # the split (default train) and the source
+#                                                          # texts (the first N; default 200, 400 for the texts axis)
+# Texts are split by their source ids (data.SplitOf, val_frac 0.1), as the stores and the language
+# model of configs/lm split them: with SPLIT=val a trained decoder's batches hold texts it never saw.
 #
 # Base cell: 4 texts per batch cut to 16 tokens, 10% gaussian shields at scale 1, orthogonal A, every
 # row observed, fp32; the attacker sees blocks 0, 1 and 2. D is read from MODEL_DIR/config.json.
@@ -13,7 +17,9 @@ model=$1
 batches=${2:-2}
 bin=${GELOATTACK:-geloattack}
 d=$(sed -n 's/.*"hidden_size": *\([0-9]*\).*/\1/p' "$model/config.json" | head -1)
-base=(-model "$model" -blocks 0,1,2 -batches "$batches" -max-tokens 16 -positives 4 -shield-frac 0.1 -shield-scale 1 -split train)
+split=${SPLIT:-train}
+maxtexts=${MAXTEXTS:-200}
+base=(-model "$model" -blocks 0,1,2 -batches "$batches" -max-tokens 16 -positives 4 -shield-frac 0.1 -shield-scale 1 -split "$split" -max-texts "$maxtexts")
 axes=" ${AXES:-base dtype shield mix obs_rows texts full} "
 echo "| axis | setting | result (texts exact, token accuracy, claims) | s |"
 echo "|---|---|---|---|"
@@ -34,10 +40,13 @@ cell shield "none" -shield-frac 0
 cell shield "bf16, gaussian 10 (5%)" -observe-dtype bf16 -shield-frac 0.05 -shield-scale 10
 cell mix "kappa 100" -kappa 100
 for f in 0.96 0.8; do cell obs_rows "$f" -obs-rows "$f"; done
-for p in 8 16 24; do cell texts "$p texts x 16" -positives "$p" -max-texts 400; done
+for p in 8 16 24; do cell texts "$p texts x 16" -positives "$p" -max-texts "$((maxtexts > 400 ? maxtexts : 400))"; done
 for mult in 1 2 4; do
   for sc in 1 3 10; do cell "full rank" "+$((mult * d)) gaussian $sc" -shield-rows $((mult * d)) -shield-scale "$sc"; done
 done
 cell "full rank" "+$d gaussian 1, bf16" -shield-rows "$d" -observe-dtype bf16
 cell "full rank" "+$d gaussian 1, kappa 100" -shield-rows "$d" -kappa 100
 cell "full rank" "+$d gaussian 1, obs_rows 0.96" -shield-rows "$d" -obs-rows 0.96
+cell rank "obs_rows 0.8, ranking" -obs-rows 0.8 -rank
+cell rank "bf16, ranking" -observe-dtype bf16 -rank
+cell rank "+$d gaussian 1, ranking" -shield-rows "$d" -rank

@@ -34,6 +34,10 @@ type Options struct {
 	// ClaimLead is the lead in decades, over the best extension left out, that every step of a
 	// claimed text needs (0: 1).
 	ClaimLead float64
+	// TextIDs are the texts' ids (data.SplitOf splits by them with the sampler's ValFrac), one per
+	// text; nil numbers them 0, 1, ... Give the source's ids to keep a trained decoder's held-out
+	// texts on the val side.
+	TextIDs []int64
 	// Rank searches by ranking alone (rankSearch) instead of certification: for rows dropped
 	// (obs_rows < 1) and margins that rounding leaves thin. Its bag is the n_obs best-scoring
 	// vocabulary tokens at block 0. The claim rule is unchanged, so a text is claimed only when
@@ -114,6 +118,9 @@ func Run(ctx context.Context, m Model, texts [][]int, opt Options) ([]BatchResul
 	if opt.Batches < 1 {
 		return nil, fmt.Errorf("decode: batches %d, want >= 1", opt.Batches)
 	}
+	if opt.TextIDs != nil && len(opt.TextIDs) != len(texts) {
+		return nil, fmt.Errorf("decode: %d text ids for %d texts", len(opt.TextIDs), len(texts))
+	}
 	beam, branch, claimLead := opt.Beam, opt.Branch, opt.ClaimLead
 	if beam == 0 {
 		beam = 4 * max(1, int(opt.Sampler.Positives.Max))
@@ -146,8 +153,12 @@ func Run(ctx context.Context, m Model, texts [][]int, opt Options) ([]BatchResul
 		if err != nil {
 			return nil, fmt.Errorf("decode: text %d: %w", i, err)
 		}
+		id := int64(i)
+		if opt.TextIDs != nil {
+			id = opt.TextIDs[i]
+		}
 		for l := range corpora {
-			if err := corpora[l].Add(int64(i), rows[l], []float32{0}); err != nil {
+			if err := corpora[l].Add(id, rows[l], []float32{0}); err != nil {
 				return nil, fmt.Errorf("decode: text %d: %w", i, err)
 			}
 		}

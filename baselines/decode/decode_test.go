@@ -52,7 +52,7 @@ func TestToyGenerationReadsEveryToken(t *testing.T) {
 	cfg.ValFrac = 0.3
 	cfg.ShieldRows, cfg.ShieldScale = 3, gelo.Fixed(10)
 	cfg.ObserveDtype = gelo.ObserveBF16
-	r, err := Generation(context.Background(), m, sourceTexts(40, 200, 2), cfg, data.Train, 20, 0)
+	r, err := Generation(context.Background(), m, sourceTexts(40, 200, 2), nil, cfg, data.Train, 20, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

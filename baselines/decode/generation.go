@@ -28,8 +28,11 @@ type GenerationResult struct {
 
 // Generation observes steps generation steps drawn from texts: each step one token's block-0 row
 // (a row of a text, as the sampler draws it: positives 1, tokens_per_text 1) mixed with the
-// config's shields.
-func Generation(ctx context.Context, m Model, texts [][]int, cfg gelo.Config, split data.Split, steps int, claimLead float64) (*GenerationResult, error) {
+// config's shields. textIDs are the texts' ids for the split (nil: 0, 1, ...), as Options.TextIDs.
+func Generation(ctx context.Context, m Model, texts [][]int, textIDs []int64, cfg gelo.Config, split data.Split, steps int, claimLead float64) (*GenerationResult, error) {
+	if textIDs != nil && len(textIDs) != len(texts) {
+		return nil, fmt.Errorf("decode: %d text ids for %d texts", len(textIDs), len(texts))
+	}
 	if steps < 1 {
 		return nil, fmt.Errorf("decode generation: steps %d, want >= 1", steps)
 	}
@@ -47,7 +50,11 @@ func Generation(ctx context.Context, m Model, texts [][]int, cfg gelo.Config, sp
 		if err != nil {
 			return nil, fmt.Errorf("decode generation: text %d: %w", i, err)
 		}
-		if err := corpus.Add(int64(i), rows[0], []float32{0}); err != nil {
+		id := int64(i)
+		if textIDs != nil {
+			id = textIDs[i]
+		}
+		if err := corpus.Add(id, rows[0], []float32{0}); err != nil {
 			return nil, fmt.Errorf("decode generation: text %d: %w", i, err)
 		}
 	}

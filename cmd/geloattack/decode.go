@@ -54,6 +54,7 @@ func decodeFlags(fs *flag.FlagSet) runFunc {
 		beam       = intFlag(fs, "beam", 0, field.Bounds{Int: true, Min: 1, Max: 1 << 16, Zero: "4 per text"}, "live prefixes kept at each step")
 		branch     = fs.Float64("branch", 1, "per prefix, keep the certified extensions within this many decades of its best one")
 		claimLead  = fs.Float64("claim-lead", 1, "decades by which every step of a claimed text must lead the best extension left out")
+		rank       = fs.Bool("rank", false, "search by ranking alone where certification fails (rows dropped, thin margins): the bag is the n_obs best block-0 tokens, prefixes are kept by mean step score; claims keep their rule, so uncertified texts are never claimed")
 		generation = intFlag(fs, "generation", 0, field.Bounds{Int: true, Min: 1, Max: 1 << 20, Zero: "decode prompts"}, "observe this many generation steps (one row of block 0 plus shields each) instead")
 		out        = fs.String("out", "", "write the per-batch results as JSON to this file")
 	)
@@ -106,6 +107,7 @@ func decodeFlags(fs *flag.FlagSet) runFunc {
 			return fmt.Errorf("decode: %w", err)
 		}
 		var ids [][]int
+		var textIDs []int64 // the source's ids, so the split is the stores' and a trained decoder's
 		for _, t := range src.Texts {
 			if len(ids) == *maxTexts {
 				break
@@ -118,6 +120,7 @@ func decodeFlags(fs *flag.FlagSet) runFunc {
 				continue
 			}
 			ids = append(ids, enc[:min(len(enc), *maxTokens)])
+			textIDs = append(textIDs, t.ID)
 		}
 		if len(ids) < 8 {
 			return fmt.Errorf("decode: %s gave %d texts of at least 2 tokens, want at least 8", *texts, len(ids))
@@ -129,7 +132,7 @@ func decodeFlags(fs *flag.FlagSet) runFunc {
 		fmt.Fprintf(os.Stderr, "decode: %s (%s, %d blocks, d %d, vocab %d), %d texts of at most %d tokens\n",
 			*modelDir, m.Cfg.Architecture, m.Cfg.Layers, m.Cfg.Hidden, m.Cfg.VocabSize, len(ids), *maxTokens)
 		if *generation > 0 {
-			g, err := decode.Generation(ctx, lm, ids, sc, split, *generation, *claimLead)
+			g, err := decode.Generation(ctx, lm, ids, textIDs, sc, split, *generation, *claimLead)
 			if err != nil {
 				return err
 			}
@@ -138,7 +141,7 @@ func decodeFlags(fs *flag.FlagSet) runFunc {
 			return writeJSON(*out, g)
 		}
 		res, err := decode.Run(ctx, lm, ids, decode.Options{Sampler: sc, Split: split, Batches: *batches, Blocks: blocks,
-			Beam: *beam, Branch: *branch, ClaimLead: *claimLead})
+			Beam: *beam, Branch: *branch, ClaimLead: *claimLead, TextIDs: textIDs, Rank: *rank})
 		if err != nil {
 			return err
 		}
