@@ -7,6 +7,7 @@
 #   AXES="texts full" scripts/decode-defence.sh ...   # only those axes (base dtype shield mix obs_rows texts full rank)
 #   SPLIT=val MAXTEXTS=2000 scripts/decode-defence.sh ...   # the split (default train) and the source
 #                                                          # texts (the first N; default 200, 400 for the texts axis)
+#   EXTRA="-joint" scripts/decode-defence.sh ...          # flags added to every cell
 # Texts are split by their source ids (data.SplitOf, val_frac 0.1), as the stores and the language
 # model of configs/lm split them: with SPLIT=val a trained decoder's batches hold texts it never saw.
 #
@@ -20,6 +21,8 @@ d=$(sed -n 's/.*"hidden_size": *\([0-9]*\).*/\1/p' "$model/config.json" | head -
 split=${SPLIT:-train}
 maxtexts=${MAXTEXTS:-200}
 base=(-model "$model" -blocks 0,1,2 -batches "$batches" -max-tokens 16 -positives 4 -shield-frac 0.1 -shield-scale 1 -split "$split" -max-texts "$maxtexts")
+# shellcheck disable=SC2206
+base+=(${EXTRA:-})
 axes=" ${AXES:-base dtype shield mix obs_rows texts full} "
 echo "| axis | setting | result (texts exact, token accuracy, claims) | s |"
 echo "|---|---|---|---|"

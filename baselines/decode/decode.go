@@ -34,6 +34,11 @@ type Options struct {
 	// ClaimLead is the lead in decades, over the best extension left out, that every step of a
 	// claimed text needs (0: 1).
 	ClaimLead float64
+	// Joint ranks the extensions of a prefix, and measures a claim's lead, by the sum over the
+	// attacked blocks >= 1 of their excesses (each block's U is a separate observation of the
+	// same prefix) instead of the worst block's; certification is unchanged (every block's
+	// excess <= 0), so a wrong extension is still refused by any one block.
+	Joint bool
 	// TextIDs are the texts' ids (data.SplitOf splits by them with the sampler's ValFrac), one per
 	// text; nil numbers them 0, 1, ... Give the source's ids to keep a trained decoder's held-out
 	// texts on the val side.
@@ -177,7 +182,7 @@ func Run(ctx context.Context, m Model, texts [][]int, opt Options) ([]BatchResul
 		samplers[l] = s
 	}
 	a := &attack{m: m, d: d, blocks: blocks, upto: upto, u: u, beam: beam, branch: branch, claimLead: claimLead,
-		allObserved: cfg.ObsRows == 1, rank: opt.Rank}
+		allObserved: cfg.ObsRows == 1, rank: opt.Rank, joint: opt.Joint}
 	var out []BatchResult
 	ws := new(gelo.Workspace)
 	for b := 0; b < opt.Batches; b++ {
@@ -202,7 +207,7 @@ type attack struct {
 	beam              int
 	branch, claimLead float64
 	allObserved       bool
-	rank              bool
+	rank, joint       bool
 	spaces            map[int]*membership.Space
 	leftOutThr        float64 // excess a left-out extension needs for its step to count towards a claim
 	forwards          int
@@ -423,7 +428,7 @@ func (a *attack) search(ctx context.Context, bag []int, nObs int) ([]Text, error
 		var next []node
 		rejected := false // some extension of some prefix was not certified
 		for _, nd := range live {
-			ex, rows, err := a.extend(nd.p, bag)
+			ex, joint, rows, err := a.extend(nd.p, bag)
 			if err != nil {
 				return nil, err
 			}
@@ -434,38 +439,48 @@ func (a *attack) search(ctx context.Context, bag []int, nObs int) ([]Text, error
 			for i := range bag {
 				for _, prev := range nd.rows {
 					if sameRows(rows[i*w:(i+1)*w], prev) {
-						ex[i] = math.Inf(1)
+						ex[i], joint[i] = math.Inf(1), math.Inf(1)
 						break
 					}
 				}
+			}
+			// ex certifies (every attacked block's excess <= 0); score ranks and leads: ex
+			// itself, or with Joint the sum of the blocks' excesses.
+			score := ex
+			if a.joint {
+				score = joint
 			}
 			order := make([]int, len(bag))
 			for i := range order {
 				order[i] = i
 			}
-			sort.SliceStable(order, func(i, j int) bool { return ex[order[i]] < ex[order[j]] })
-			rejected = rejected || ex[order[len(order)-1]] > 0
-			best := ex[order[0]]
-			if best > 0 {
+			sort.SliceStable(order, func(i, j int) bool { return score[order[i]] < score[order[j]] })
+			certified := func(i int) bool { return ex[i] <= 0 }
+			rejected = rejected || slices.ContainsFunc(order, func(i int) bool { return !certified(i) })
+			first := slices.IndexFunc(order, certified)
+			if first < 0 {
 				if len(nd.toks) > 0 {
 					done = append(done, Text{Tokens: nd.toks, Excess: nd.excess, Lead: nd.lead})
 				}
 				continue
 			}
-			kept := 0
-			for kept < len(order) && ex[order[kept]] <= 0 && ex[order[kept]] <= best+a.branch {
-				kept++
+			best := score[order[first]]
+			var kept, out []int // kept: certified within branch of the best; out: the rest
+			for _, i := range order {
+				if certified(i) && score[i] <= best+a.branch {
+					kept = append(kept, i)
+				} else {
+					out = append(out, i)
+				}
 			}
 			// The step's lead: how far the best extension left out lies beyond the kept ones,
 			// counted only when that extension is itself outside the certification bound (by
 			// LeftOutAbove past full rank): a choice between certified extensions proves nothing.
 			lead := math.Inf(-1) // nothing left out: the step proves nothing
-			if kept < len(order) {
-				if out := ex[order[kept]]; out > a.leftOutThr {
-					lead = out - ex[order[kept-1]]
-				}
+			if len(out) > 0 && ex[out[0]] > a.leftOutThr {
+				lead = score[out[0]] - score[kept[len(kept)-1]]
 			}
-			for _, i := range order[:kept] {
+			for _, i := range kept {
 				p, err := nd.p.Append(bag[i])
 				if err != nil {
 					return nil, err
@@ -557,9 +572,12 @@ func (a *attack) rankSearch(ctx context.Context, bag []int, nObs int) ([]Text, e
 		}
 		var next []rankNode
 		for _, nd := range live {
-			ex, rows, err := a.extend(nd.p, bag)
+			ex, joint, rows, err := a.extend(nd.p, bag)
 			if err != nil {
 				return nil, err
+			}
+			if a.joint {
+				ex = joint
 			}
 			for i := range bag {
 				for _, prev := range nd.rows {
@@ -643,35 +661,38 @@ func (a *attack) certifiable() bool {
 }
 
 // extend scores every candidate token appended to p: the worst excess over the attacked blocks
-// >= 1, and the candidates' rows (cands, upto-1, d).
-func (a *attack) extend(p Prefix, cands []int) ([]float64, []float32, error) {
+// >= 1 (the certification), their sum (the joint score: every block's U is seen, and each adds its
+// evidence), and the candidates' rows (cands, upto-1, d).
+func (a *attack) extend(p Prefix, cands []int) (worst, joint []float64, rows []float32, err error) {
 	d := a.d
 	buf := make([]float32, len(cands)*(a.upto-1)*d) // (cands, upto-1, d)
 	if err := p.Extend(cands, a.upto, buf); err != nil {
-		return nil, nil, fmt.Errorf("extending a prefix of %d tokens: %w", p.Len(), err)
+		return nil, nil, nil, fmt.Errorf("extending a prefix of %d tokens: %w", p.Len(), err)
 	}
 	a.forwards += len(cands)
-	out := make([]float64, len(cands))
-	for i := range out {
-		out[i] = math.Inf(-1)
+	worst = make([]float64, len(cands))
+	joint = make([]float64, len(cands))
+	for i := range worst {
+		worst[i] = math.Inf(-1)
 	}
-	rows := make([]float32, len(cands)*d)
+	blockRows := make([]float32, len(cands)*d)
 	for _, l := range a.blocks {
 		if l == 0 {
 			continue
 		}
 		for c := range cands {
-			copy(rows[c*d:(c+1)*d], buf[(c*(a.upto-1)+l-1)*d:(c*(a.upto-1)+l)*d])
+			copy(blockRows[c*d:(c+1)*d], buf[(c*(a.upto-1)+l-1)*d:(c*(a.upto-1)+l)*d])
 		}
-		e, err := a.excess(l, toDense(rows, len(cands), d))
+		e, err := a.excess(l, toDense(blockRows, len(cands), d))
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
-		for c := range out {
-			out[c] = max(out[c], e[c])
+		for c := range worst {
+			worst[c] = max(worst[c], e[c])
+			joint[c] += e[c]
 		}
 	}
-	return out, buf, nil
+	return worst, joint, buf, nil
 }
 
 // sameRows says two rows agree to float32 round-off (relative 1e-6 of their norm).
@@ -708,7 +729,10 @@ func (a *attack) orderMargin(truth [][]int, bag []int) (float64, error) {
 					right[o[pos]] = true
 				}
 			}
-			ex, rows, err := a.extend(p, cands)
+			ex, joint, rows, err := a.extend(p, cands)
+			if a.joint {
+				ex = joint
+			}
 			if err != nil {
 				return 0, err
 			}

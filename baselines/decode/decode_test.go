@@ -31,10 +31,19 @@ func TestToyDecodeRecoversEveryText(t *testing.T) {
 	cfg.Positives, cfg.ValFrac = gelo.Fixed(4), 0.3
 	cfg.ShieldFrac, cfg.ShieldScale = gelo.Fixed(0.05), gelo.Fixed(10)
 	cfg.ObserveDtype = gelo.ObserveBF16
-	res, err := Run(context.Background(), m, sourceTexts(40, 200, 2), Options{Sampler: cfg, Split: data.Train, Batches: 3, Blocks: []int{0, 1, 2}})
-	if err != nil {
-		t.Fatal(err)
+	for _, joint := range []bool{false, true} {
+		res, err := Run(context.Background(), m, sourceTexts(40, 200, 2), Options{Sampler: cfg, Split: data.Train, Batches: 3, Blocks: []int{0, 1, 2}, Joint: joint})
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkAllClaimed(t, res)
 	}
+}
+
+// checkAllClaimed fails unless every batch's texts were all read back exactly and claimed, and
+// nothing else was claimed.
+func checkAllClaimed(t *testing.T, res []BatchResult) {
+	t.Helper()
 	for _, r := range res {
 		t.Logf("batch %d: n %d rank %v bag %d (P %.2f R %.2f, margin %.2f) order margin %.2f exact %.2f acc %.2f claims %d/%d decoded %d",
 			r.Index, r.N, r.Rank, len(r.Bag), r.BagPrecision, r.BagRecall, r.BagMargin, r.OrderMargin, r.Exact, r.TokenAcc, r.ClaimsRight, r.Claims, len(r.Decoded))

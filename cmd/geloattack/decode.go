@@ -54,6 +54,7 @@ func decodeFlags(fs *flag.FlagSet) runFunc {
 		beam       = intFlag(fs, "beam", 0, field.Bounds{Int: true, Min: 1, Max: 1 << 16, Zero: "4 per text"}, "live prefixes kept at each step")
 		branch     = fs.Float64("branch", 1, "per prefix, keep the certified extensions within this many decades of its best one")
 		claimLead  = fs.Float64("claim-lead", 1, "decades by which every step of a claimed text must lead the best extension left out")
+		joint      = fs.Bool("joint", false, "rank a prefix's extensions, and measure a claim's lead, by the sum of the attacked blocks' excesses (>= 1) instead of the worst block's; certification unchanged")
 		rank       = fs.Bool("rank", false, "search by ranking alone where certification fails (rows dropped, thin margins): the bag is the n_obs best block-0 tokens, prefixes are kept by mean step score; claims keep their rule, so uncertified texts are never claimed")
 		generation = intFlag(fs, "generation", 0, field.Bounds{Int: true, Min: 1, Max: 1 << 20, Zero: "decode prompts"}, "observe this many generation steps (one row of block 0 plus shields each) instead")
 		out        = fs.String("out", "", "write the per-batch results as JSON to this file")
@@ -141,7 +142,7 @@ func decodeFlags(fs *flag.FlagSet) runFunc {
 			return writeJSON(*out, g)
 		}
 		res, err := decode.Run(ctx, lm, ids, decode.Options{Sampler: sc, Split: split, Batches: *batches, Blocks: blocks,
-			Beam: *beam, Branch: *branch, ClaimLead: *claimLead, TextIDs: textIDs, Rank: *rank})
+			Beam: *beam, Branch: *branch, ClaimLead: *claimLead, TextIDs: textIDs, Rank: *rank, Joint: *joint})
 		if err != nil {
 			return err
 		}
