@@ -2,6 +2,7 @@ package decode
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math"
 	"slices"
@@ -63,8 +64,40 @@ type Text struct {
 	Excess  float64 `json:"excess"`
 	Lead    float64 `json:"lead"`
 	Claimed bool    `json:"claimed"`
+	// Open marks a text whose end is not proven (the ranking search ended it while certified
+	// extensions remained, or cut it back before a miss): never claimed.
+	Open bool `json:"open,omitempty"`
 	// Match is the true text it equals (-1: none).
 	Match int `json:"match"`
+}
+
+// MarshalJSON writes an infinite Excess or Lead (a text of one step: nothing left out, or nothing
+// certified) as null, which JSON can hold.
+func (t Text) MarshalJSON() ([]byte, error) {
+	type plain Text
+	return json.Marshal(struct {
+		plain
+		Excess *float64 `json:"excess"`
+		Lead   *float64 `json:"lead"`
+	}{plain(t), finite(t.Excess), finite(t.Lead)})
+}
+
+// finite is &x, or nil for an infinite or NaN x.
+func finite(x float64) *float64 {
+	if math.IsInf(x, 0) || math.IsNaN(x) {
+		return nil
+	}
+	return &x
+}
+
+// MarshalJSON writes an infinite margin (nothing to separate) as null.
+func (r BatchResult) MarshalJSON() ([]byte, error) {
+	type plain BatchResult
+	return json.Marshal(struct {
+		plain
+		BagMargin   *float64 `json:"bag_margin"`
+		OrderMargin *float64 `json:"order_margin"`
+	}{plain(r), finite(r.BagMargin), finite(r.OrderMargin)})
 }
 
 // BatchResult is the outcome of one batch.
@@ -513,9 +546,11 @@ func (a *attack) search(ctx context.Context, bag []int, nObs int) ([]Text, error
 // rankNode is a live prefix of the ranking search.
 type rankNode struct {
 	node
-	steps   []float64 // excess of each step that was not a miss
+	steps   []float64 // score of each step after the first that was not a miss
 	misses  int       // misses so far; pending says the last step was one
 	pending bool
+	// prevExcess and prevLead are the parent's, for a text cut back before a pending miss.
+	prevExcess, prevLead float64
 }
 
 // median of the steps so far (-Inf before the first).
@@ -554,16 +589,19 @@ func (a *attack) rankSearch(ctx context.Context, bag []int, nObs int) ([]Text, e
 	live := []rankNode{{node: node{p: a.m.NewPrefix(), excess: math.Inf(-1), lead: math.Inf(1)}}}
 	var done []Text
 	seen := map[string]bool{}
-	finish := func(n rankNode) {
-		toks := n.toks
+	// finish records n as a text. proven says its end is: no extension of it was certified, or
+	// it reached the longest text; a text the ranking ended while certified extensions remained,
+	// or cut back before a miss, is open and never claimed.
+	finish := func(n rankNode, proven bool) {
+		toks, excess, lead := n.toks, n.excess, n.lead
 		if n.pending {
-			toks = toks[:len(toks)-1]
+			toks, excess, lead, proven = toks[:len(toks)-1], n.prevExcess, n.prevLead, false
 		}
 		if len(toks) == 0 || seen[fmt.Sprint(toks)] {
 			return
 		}
 		seen[fmt.Sprint(toks)] = true
-		done = append(done, Text{Tokens: toks, Excess: n.excess, Lead: n.lead})
+		done = append(done, Text{Tokens: toks, Excess: excess, Lead: lead, Open: !proven})
 	}
 	w := (a.upto - 1) * a.d
 	for step := 0; step < min(nObs, a.m.MaxLen()) && len(live) > 0; step++ {
@@ -572,17 +610,18 @@ func (a *attack) rankSearch(ctx context.Context, bag []int, nObs int) ([]Text, e
 		}
 		var next []rankNode
 		for _, nd := range live {
-			ex, joint, rows, err := a.extend(nd.p, bag)
+			cert, joint, rows, err := a.extend(nd.p, bag)
 			if err != nil {
 				return nil, err
 			}
+			score := cert
 			if a.joint {
-				ex = joint
+				score = joint
 			}
 			for i := range bag {
 				for _, prev := range nd.rows {
 					if sameRows(rows[i*w:(i+1)*w], prev) {
-						ex[i] = math.Inf(1)
+						cert[i], score[i] = math.Inf(1), math.Inf(1)
 						break
 					}
 				}
@@ -591,31 +630,30 @@ func (a *attack) rankSearch(ctx context.Context, bag []int, nObs int) ([]Text, e
 			for i := range order {
 				order[i] = i
 			}
-			sort.SliceStable(order, func(i, j int) bool { return ex[order[i]] < ex[order[j]] })
-			best := ex[order[0]]
+			sort.SliceStable(order, func(i, j int) bool { return score[order[i]] < score[order[j]] })
+			anyCertified := slices.ContainsFunc(cert, func(e float64) bool { return e <= 0 })
+			best := score[order[0]]
 			if math.IsInf(best, 1) {
-				finish(nd)
+				finish(nd, true)
 				continue
 			}
 			thr := nd.median() + RankStop
 			miss := len(nd.steps) > 0 && best > thr
 			if miss && nd.pending {
-				finish(nd)
+				finish(nd, false)
 				continue
 			}
 			if miss {
 				// The text may end here, or a row of it was lost: keep both readings.
-				finish(nd)
+				finish(nd, !anyCertified)
 			}
 			kept := 0
-			for kept < len(order) && !math.IsInf(ex[order[kept]], 1) && ex[order[kept]] <= best+a.branch {
+			for kept < len(order) && !math.IsInf(score[order[kept]], 1) && score[order[kept]] <= best+a.branch {
 				kept++
 			}
 			lead := math.Inf(-1)
-			if kept < len(order) {
-				if out := ex[order[kept]]; out > a.leftOutThr {
-					lead = out - ex[order[kept-1]]
-				}
+			if kept < len(order) && cert[order[kept]] > a.leftOutThr {
+				lead = score[order[kept]] - score[order[kept-1]]
 			}
 			for _, i := range order[:kept] {
 				p, err := nd.p.Append(bag[i])
@@ -623,14 +661,17 @@ func (a *attack) rankSearch(ctx context.Context, bag []int, nObs int) ([]Text, e
 					return nil, err
 				}
 				c := rankNode{node: node{p: p, toks: append(slices.Clone(nd.toks), bag[i]),
-					excess: max(nd.excess, ex[i]), lead: min(nd.lead, lead),
+					excess: max(nd.excess, cert[i]), lead: min(nd.lead, lead),
 					rows: append(slices.Clip(nd.rows), rows[i*w:(i+1)*w])},
-					steps: nd.steps, misses: nd.misses}
-				if len(nd.steps) > 0 && ex[i] > thr {
+					steps: nd.steps, misses: nd.misses, prevExcess: nd.excess, prevLead: nd.lead}
+				switch {
+				case len(nd.steps) > 0 && score[i] > thr:
 					c.misses++
 					c.pending = true
-				} else {
-					c.steps = append(slices.Clip(nd.steps), ex[i])
+				case len(nd.toks) > 0:
+					// The first token's rows are a function of the token alone (BOS's, identical
+					// in every text, lie far inside): they say nothing of the order's scale.
+					c.steps = append(slices.Clip(nd.steps), score[i])
 				}
 				next = append(next, c)
 			}
@@ -642,10 +683,10 @@ func (a *attack) rankSearch(ctx context.Context, bag []int, nObs int) ([]Text, e
 		live = next
 	}
 	for _, nd := range live {
-		finish(nd)
+		finish(nd, true)
 	}
 	for i := range done {
-		done[i].Claimed = done[i].Excess <= 0 && done[i].Lead >= a.claimLead && a.certifiable()
+		done[i].Claimed = !done[i].Open && done[i].Excess <= 0 && done[i].Lead >= a.claimLead && a.certifiable()
 	}
 	return done, nil
 }

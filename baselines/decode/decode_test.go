@@ -2,7 +2,10 @@ package decode
 
 import (
 	"context"
+	"encoding/json"
+	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/gelo-research/geloattack/data"
@@ -97,6 +100,22 @@ func checkPastFullRank(t *testing.T, m Model, texts [][]int) {
 			if scale == 0.1 && r.Exact != 1 {
 				t.Errorf("weak shields past full rank: exact %.2f, want every text ranked back by leverage", r.Exact)
 			}
+		}
+	}
+}
+
+// Results with infinite scores (a one-step text leads nothing) encode as JSON, the infinities as
+// null, every finite field kept.
+func TestResultJSONHoldsInfinities(t *testing.T) {
+	r := BatchResult{Index: 3, BagMargin: math.Inf(1), OrderMargin: 0.5,
+		Decoded: []Text{{Tokens: []int{1, 2}, Excess: -2, Lead: math.Inf(-1), Match: 0}}}
+	b, err := json.Marshal([]BatchResult{r})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"bag_margin":null`, `"order_margin":0.5`, `"lead":null`, `"excess":-2`, `"index":3`, `"tokens":[1,2]`} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("JSON lacks %s: %s", want, b)
 		}
 	}
 }

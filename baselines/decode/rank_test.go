@@ -50,3 +50,31 @@ func TestToyRankingReadsTheBagPastDroppedRows(t *testing.T) {
 		}
 	}
 }
+
+// On the fully observed toy of TestToyDecodeRecoversEveryText the ranking search reads every text
+// back too, and whatever it claims is right: a text it ended by ranking while certified
+// extensions remained is open and never claimed.
+func TestToyRankingClaimsOnlyProvenTexts(t *testing.T) {
+	m := newToy(200, 64, 3, 1)
+	cfg := gelo.DefaultConfig()
+	cfg.Positives, cfg.ValFrac = gelo.Fixed(4), 0.3
+	cfg.ShieldFrac, cfg.ShieldScale = gelo.Fixed(0.05), gelo.Fixed(10)
+	cfg.ObserveDtype = gelo.ObserveBF16
+	for _, joint := range []bool{false, true} {
+		res, err := Run(context.Background(), m, sourceTexts(40, 200, 2), Options{Sampler: cfg, Split: data.Train, Batches: 3, Blocks: []int{0, 1, 2}, Rank: true, Joint: joint})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range res {
+			t.Logf("joint %v batch %d: exact %.2f acc %.2f claims %d (%d right) decoded %d", joint, r.Index, r.Exact, r.TokenAcc, r.Claims, r.ClaimsRight, len(r.Decoded))
+			if r.Exact != 1 || r.Claims != r.ClaimsRight {
+				t.Errorf("joint %v batch %d: exact %.2f, %d claims of which %d right", joint, r.Index, r.Exact, r.Claims, r.ClaimsRight)
+			}
+			for _, d := range r.Decoded {
+				if d.Open && d.Claimed {
+					t.Errorf("joint %v batch %d: open text %v claimed", joint, r.Index, d.Tokens)
+				}
+			}
+		}
+	}
+}

@@ -381,7 +381,7 @@ func writeJSON(path string, v any) error {
 	}
 	b, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
-		return fmt.Errorf("recover: encoding the result: %w", err)
+		return fmt.Errorf("encoding the result for %s: %w", path, err)
 	}
 	if err := checkpoints.WriteFileAtomic(path, append(b, '\n')); err != nil {
 		return err
