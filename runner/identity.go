@@ -186,3 +186,22 @@ func describeSpecs(s []paramSpec, name string) string {
 	}
 	return fmt.Sprintf("%d tensors of %d values, %s %s", len(s), values, name, what)
 }
+
+// recordRun writes the run's identity (on a fresh run, or a resumed one made before identities,
+// so that its later resumes are checked) and its resolved config.yaml: every task's run does.
+func recordRun(dir string, cfg config.Run, ps *engine.Params, from *checkpoints.Checkpoint) error {
+	if from == nil {
+		if err := writeIdentity(dir, cfg, ps); err != nil {
+			return err
+		}
+	} else if _, err := readIdentity(dir); errors.Is(err, fs.ErrNotExist) {
+		if err := writeIdentity(dir, cfg, ps); err != nil {
+			return err
+		}
+	}
+	resolved, err := cfg.Marshal()
+	if err != nil {
+		return err
+	}
+	return checkpoints.WriteFileAtomic(filepath.Join(dir, "config.yaml"), resolved)
+}

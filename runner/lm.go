@@ -3,10 +3,8 @@ package runner
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -143,25 +141,6 @@ func trainLM(ctx context.Context, cfg config.Run, dir string, from *checkpoints.
 		return res, err
 	}
 	return res, train.WriteReport(dir, "geloattack language model "+cfg.Name, res)
-}
-
-// recordRun writes the run's identity (on a fresh run, or a resumed one made before identities)
-// and its resolved config.yaml.
-func recordRun(dir string, cfg config.Run, ps *engine.Params, from *checkpoints.Checkpoint) error {
-	if from == nil {
-		if err := writeIdentity(dir, cfg, ps); err != nil {
-			return err
-		}
-	} else if _, err := readIdentity(dir); errors.Is(err, fs.ErrNotExist) {
-		if err := writeIdentity(dir, cfg, ps); err != nil {
-			return err
-		}
-	}
-	resolved, err := cfg.Marshal()
-	if err != nil {
-		return err
-	}
-	return checkpoints.WriteFileAtomic(filepath.Join(dir, "config.yaml"), resolved)
 }
 
 // Exported is what ExportLM wrote.

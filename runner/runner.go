@@ -382,21 +382,7 @@ func TrainLocked(ctx context.Context, cfg config.Run, dir string, resume bool, p
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return train.Result{}, err
 	}
-	if from == nil {
-		if err := writeIdentity(dir, sess.Cfg, sess.Task.Params()); err != nil {
-			return train.Result{}, err
-		}
-	} else if _, err := readIdentity(dir); errors.Is(err, fs.ErrNotExist) {
-		// A run made before identities: record it now, so its later resumes are checked.
-		if err := writeIdentity(dir, sess.Cfg, sess.Task.Params()); err != nil {
-			return train.Result{}, err
-		}
-	}
-	resolved, err := sess.Cfg.Marshal()
-	if err != nil {
-		return train.Result{}, err
-	}
-	if err := checkpoints.WriteFileAtomic(filepath.Join(dir, "config.yaml"), resolved); err != nil {
+	if err := recordRun(dir, sess.Cfg, sess.Task.Params(), from); err != nil {
 		return train.Result{}, err
 	}
 	meta, err := sess.Metadata()

@@ -3,16 +3,15 @@ package causallm
 import (
 	"encoding/binary"
 	"encoding/json"
-	"fmt"
 	"math"
 	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/gelo-research/geloattack/engine"
+	"github.com/gelo-research/geloattack/internal/torchcheck"
 	"github.com/gelo-research/geloattack/models/hf"
 )
 
@@ -23,23 +22,7 @@ import (
 // and every updated weight must agree. Skipped without /usr/bin/python3 and torch, unless
 // GELOATTACK_REQUIRE_TORCH=1 (CI) makes that a failure.
 func TestTrainStepMatchesTorch(t *testing.T) {
-	script, err := filepath.Abs("../../bench/torch_lm.py")
-	if err != nil {
-		t.Fatal(err)
-	}
-	need := os.Getenv("GELOATTACK_REQUIRE_TORCH") == "1"
-	skip := func(why string) {
-		if need {
-			t.Fatalf("GELOATTACK_REQUIRE_TORCH=1 but %s", why)
-		}
-		t.Skip(why)
-	}
-	if _, err := os.Stat(script); err != nil {
-		skip("bench/torch_lm.py not present: " + err.Error())
-	}
-	if out, err := exec.Command("/usr/bin/python3", "-c", "import torch").CombinedOutput(); err != nil {
-		skip(fmt.Sprintf("/usr/bin/python3 has no torch (%v: %s)", err, strings.TrimSpace(string(out))))
-	}
+	script := torchcheck.Script(t, "../../bench/torch_lm.py")
 	m, cfg := tinyModel(t)
 	const B = 3
 	const lr, wd, clip = 1e-2, 0.1, 0.5
@@ -66,7 +49,7 @@ func TestTrainStepMatchesTorch(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if out, err := exec.Command("/usr/bin/python3", script, "--check", dir).CombinedOutput(); err != nil {
+	if out, err := exec.Command(torchcheck.Python, script, "--check", dir).CombinedOutput(); err != nil {
 		t.Fatalf("%s --check: %v\n%s", script, err, out)
 	}
 	var ref struct {

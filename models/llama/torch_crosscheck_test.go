@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gelo-research/geloattack/internal/torchcheck"
 	"github.com/gelo-research/geloattack/models/hf"
 	"github.com/gelo-research/geloattack/models/llama"
 )
@@ -131,23 +132,7 @@ func randomTexts(seed uint64, vocab int, lens ...int) [][]int32 {
 // TestTorchCrossCheck compares every layer's residual and attention-input rows, and the logits,
 // with bench/torch_llama.py, an independent PyTorch implementation, on random-init checkpoints.
 func TestTorchCrossCheck(t *testing.T) {
-	script, err := filepath.Abs("../../bench/torch_llama.py")
-	if err != nil {
-		t.Fatal(err)
-	}
-	need := os.Getenv("GELOATTACK_REQUIRE_TORCH") == "1"
-	skip := func(why string) {
-		if need {
-			t.Fatalf("GELOATTACK_REQUIRE_TORCH=1 but %s", why)
-		}
-		t.Skip(why)
-	}
-	if _, err := os.Stat(script); err != nil {
-		skip("bench/torch_llama.py not present: " + err.Error())
-	}
-	if out, err := exec.Command("/usr/bin/python3", "-c", "import torch").CombinedOutput(); err != nil {
-		skip(fmt.Sprintf("/usr/bin/python3 has no torch (%v: %s)", err, strings.TrimSpace(string(out))))
-	}
+	script := torchcheck.Script(t, "../../bench/torch_llama.py")
 	const tol = 1e-5
 	for name, config := range crossConfigs {
 		t.Run(name, func(t *testing.T) {
@@ -181,7 +166,7 @@ func compareWithTorch(t *testing.T, script, dir string, m *llama.Model, texts []
 	if err := os.WriteFile(idsPath, raw, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command("/usr/bin/python3", script, "--model", dir, "--ids", idsPath, "--out", outPath, "--logits")
+	cmd := exec.Command(torchcheck.Python, script, "--model", dir, "--ids", idsPath, "--out", outPath, "--logits")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("%s: %v\n%s", script, err, out)
 	}
