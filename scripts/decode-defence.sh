@@ -29,7 +29,7 @@ echo "|---|---|---|---|"
 cell() {
   local axis=$1 label=$2; shift 2
   local t0 line key=${axis// /_}
-  [[ "$axes" == *" ${key%%_*} "* ]] || return 0
+  [[ "$axes" == *" $key "* || "$axes" == *" ${key%%_*} "* ]] || return 0
   t0=$(date +%s.%N)
   line=$("$bin" decode "${base[@]}" "$@" 2>/dev/null | sed -n 's/^total: //p') || true
   printf '| %s | %s | %s | %.0f |\n' "$axis" "$label" "${line:-failed}" "$(echo "$(date +%s.%N) - $t0" | bc)"
