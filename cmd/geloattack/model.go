@@ -23,7 +23,7 @@ import (
 var cmdModel = &Command{
 	Name:     "model",
 	Short:    "decoder models: init (a random-init Hugging Face directory like llama2-7b, ...), export (a trained task-lm run)",
-	Long:     "Decoder models in Hugging Face's directory layout (docs/decoders.md): what tests, benchmarks and attacks\nuse until a user brings real weights.",
+	Long:     "Decoder models in Hugging Face's directory layout (docs/decoders.md): random-init ones for tests and\nbenchmarks, and the decoder geloattack trains itself (docs/language-model.md), until a user brings real weights.",
 	Commands: []*Command{cmdModelInit, cmdModelExport},
 }
 

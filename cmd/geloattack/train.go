@@ -21,7 +21,10 @@ var cmdTrain = &Command{
 	Long: "Trains a learned attack on obfuscated batches sampled on the fly, evaluates it on train and val\n" +
 		"with chance levels, and writes config.yaml, metrics.jsonl, checkpoints and report.{json,md}\n" +
 		"to the run directory. SIGINT/SIGTERM writes a checkpoint and exits; -resume continues (on any\n" +
-		"device, and with another -precision if asked). The run header names the device.",
+		"device, and with another -precision if asked). The run header names the device.\n" +
+		"A config with model.task lm (configs/lm/small.yaml) trains a decoder language model instead: next-token\n" +
+		"cross-entropy over lm.texts, val perplexity beside the add-one unigram and bigram's (docs/language-model.md);\n" +
+		"geloattack model export turns the run into a Hugging Face directory.",
 	Flags:            trainFlags,
 	SavesOnInterrupt: true,
 }
