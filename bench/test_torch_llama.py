@@ -10,16 +10,15 @@ rotations with angles from exp/log) written from the same equations, against the
 import json
 import math
 import os
-import shutil
 import struct
 import sys
 import tempfile
-import traceback
 
 import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import minitest  # noqa: E402
 import torch_llama as tl  # noqa: E402
 
 TMP = tempfile.mkdtemp(prefix="test_torch_llama.")
@@ -513,21 +512,7 @@ def test_bench_line():
 
 
 def main():
-    tests = [(k, v) for k, v in globals().items() if k.startswith("test_") and callable(v)]
-    passed = failed = 0
-    for name, fn in tests:
-        try:
-            fn()
-        except Exception:  # report every failure, keep going
-            failed += 1
-            print(f"FAIL {name}\n{traceback.format_exc()}", flush=True)
-        else:
-            passed += 1
-            print(f"ok   {name}", flush=True)
-    shutil.rmtree(TMP, ignore_errors=True)
-    print(f"{passed} passed, {failed} failed")
-    return 1 if failed else 0
-
+    return minitest.run(globals(), TMP)
 
 if __name__ == "__main__":
     sys.exit(main())

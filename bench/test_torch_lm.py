@@ -17,16 +17,15 @@ import io
 import json
 import math
 import os
-import shutil
 import struct
 import sys
 import tempfile
-import traceback
 
 import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import minitest  # noqa: E402
 import torch_llama as tl  # noqa: E402
 import torch_lm as lm  # noqa: E402
 
@@ -412,21 +411,7 @@ def test_bench_line():
 
 def main():
     torch.set_num_threads(1)
-    tests = [(k, v) for k, v in globals().items() if k.startswith("test_") and callable(v)]
-    passed = failed = 0
-    for name, fn in tests:
-        try:
-            fn()
-        except Exception:  # report every failure, keep going
-            failed += 1
-            print(f"FAIL {name}\n{traceback.format_exc()}", flush=True)
-        else:
-            passed += 1
-            print(f"ok   {name}", flush=True)
-    shutil.rmtree(TMP, ignore_errors=True)
-    print(f"{passed} passed, {failed} failed")
-    return 1 if failed else 0
-
+    return minitest.run(globals(), TMP)
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -105,15 +105,7 @@ func (s *LMSession) Describe() string {
 
 // metadata is what every checkpoint of an LM run carries.
 func (s *LMSession) metadata() (map[string]string, error) {
-	model, err := json.Marshal(s.Cfg.LM.Model)
-	if err != nil {
-		return nil, err
-	}
-	run, err := json.Marshal(s.Cfg)
-	if err != nil {
-		return nil, err
-	}
-	return map[string]string{checkpoints.MetaConfig: string(model), MetaRunConfig: string(run), MetaDevice: s.Backend.Name()}, nil
+	return runMetadata(s.Cfg.LM.Model, s.Cfg, s.Backend)
 }
 
 // trainLM is TrainLocked for model.task lm, from the point where the directory and any resume

@@ -236,15 +236,21 @@ func (s *Session) Close() error { return s.close() }
 
 // Metadata is what every checkpoint of the session carries.
 func (s *Session) Metadata() (map[string]string, error) {
-	model, err := json.Marshal(s.Cfg.Model)
+	return runMetadata(s.Cfg.Model, s.Cfg, s.Backend)
+}
+
+// runMetadata is the checkpoint metadata of a run of cfg on be whose model's config is model: the
+// model config under checkpoints.MetaConfig, the whole run config and the device's name.
+func runMetadata(model any, cfg config.Run, be engine.Backend) (map[string]string, error) {
+	m, err := json.Marshal(model)
 	if err != nil {
 		return nil, err
 	}
-	run, err := json.Marshal(s.Cfg)
+	run, err := json.Marshal(cfg)
 	if err != nil {
 		return nil, err
 	}
-	return map[string]string{checkpoints.MetaConfig: string(model), MetaRunConfig: string(run), MetaDevice: s.Backend.Name()}, nil
+	return map[string]string{checkpoints.MetaConfig: string(m), MetaRunConfig: string(run), MetaDevice: be.Name()}, nil
 }
 
 // Describe is a one-line summary of the session for logs.

@@ -424,16 +424,49 @@ func (a *attack) bag(scores []float64, nObs int) []int {
 	return bag
 }
 
-// rankBag is the nObs best-scoring tokens, best first: the bag as ranking alone gives it, without
-// a bound (a batch of nObs observed rows shows at most that many distinct tokens; the order
-// search then uses only those its ranking picks).
-func rankBag(scores []float64, nObs int) []int {
+// scoreExtensions scores every bag token appended to nd's prefix: cert certifies (every attacked
+// block's excess <= 0), score ranks and measures leads (cert itself, or with Joint the sum of the
+// blocks' excesses); rows are the extensions' rows (bag, upto-1, d) and order the extensions by
+// ascending score.
+func (a *attack) scoreExtensions(nd node, bag []int) (cert, score []float64, rows []float32, order []int, err error) {
+	cert, joint, rows, err := a.extend(nd.p, bag)
+	if err != nil {
+		return nil, nil, nil, nil, err
+	}
+	// An extension whose rows repeat a row of its own prefix adds nothing the row space can see
+	// (a token repeated from the start, "A A", attends to identical keys and values and gives
+	// position 0's rows again): it is not evidence of a longer text.
+	w := (a.upto - 1) * a.d
+	for i := range bag {
+		for _, prev := range nd.rows {
+			if sameRows(rows[i*w:(i+1)*w], prev) {
+				cert[i], joint[i] = math.Inf(1), math.Inf(1)
+				break
+			}
+		}
+	}
+	score = cert
+	if a.joint {
+		score = joint
+	}
+	return cert, score, rows, ascending(score), nil
+}
+
+// ascending is the indices of scores, best (lowest) first; ties keep their order.
+func ascending(scores []float64) []int {
 	order := make([]int, len(scores))
 	for i := range order {
 		order[i] = i
 	}
 	sort.SliceStable(order, func(i, j int) bool { return scores[order[i]] < scores[order[j]] })
-	return order[:min(nObs, len(order))]
+	return order
+}
+
+// rankBag is the nObs best-scoring tokens, best first: the bag as ranking alone gives it, without
+// a bound (a batch of nObs observed rows shows at most that many distinct tokens; the order
+// search then uses only those its ranking picks).
+func rankBag(scores []float64, nObs int) []int {
+	return ascending(scores)[:min(nObs, len(scores))]
 }
 
 // node is a live prefix of the search.
@@ -461,33 +494,11 @@ func (a *attack) search(ctx context.Context, bag []int, nObs int) ([]Text, error
 		var next []node
 		rejected := false // some extension of some prefix was not certified
 		for _, nd := range live {
-			ex, joint, rows, err := a.extend(nd.p, bag)
+			ex, score, rows, order, err := a.scoreExtensions(nd, bag)
 			if err != nil {
 				return nil, err
 			}
-			// An extension whose rows repeat a row of its own prefix adds nothing the row space
-			// can see (a token repeated from the start, "A A", attends to identical keys and
-			// values and gives position 0's rows again): it is not evidence of a longer text.
 			w := (a.upto - 1) * a.d
-			for i := range bag {
-				for _, prev := range nd.rows {
-					if sameRows(rows[i*w:(i+1)*w], prev) {
-						ex[i], joint[i] = math.Inf(1), math.Inf(1)
-						break
-					}
-				}
-			}
-			// ex certifies (every attacked block's excess <= 0); score ranks and leads: ex
-			// itself, or with Joint the sum of the blocks' excesses.
-			score := ex
-			if a.joint {
-				score = joint
-			}
-			order := make([]int, len(bag))
-			for i := range order {
-				order[i] = i
-			}
-			sort.SliceStable(order, func(i, j int) bool { return score[order[i]] < score[order[j]] })
 			certified := func(i int) bool { return ex[i] <= 0 }
 			rejected = rejected || slices.ContainsFunc(order, func(i int) bool { return !certified(i) })
 			first := slices.IndexFunc(order, certified)
@@ -610,27 +621,10 @@ func (a *attack) rankSearch(ctx context.Context, bag []int, nObs int) ([]Text, e
 		}
 		var next []rankNode
 		for _, nd := range live {
-			cert, joint, rows, err := a.extend(nd.p, bag)
+			cert, score, rows, order, err := a.scoreExtensions(nd.node, bag)
 			if err != nil {
 				return nil, err
 			}
-			score := cert
-			if a.joint {
-				score = joint
-			}
-			for i := range bag {
-				for _, prev := range nd.rows {
-					if sameRows(rows[i*w:(i+1)*w], prev) {
-						cert[i], score[i] = math.Inf(1), math.Inf(1)
-						break
-					}
-				}
-			}
-			order := make([]int, len(bag))
-			for i := range order {
-				order[i] = i
-			}
-			sort.SliceStable(order, func(i, j int) bool { return score[order[i]] < score[order[j]] })
 			anyCertified := slices.ContainsFunc(cert, func(e float64) bool { return e <= 0 })
 			best := score[order[0]]
 			if math.IsInf(best, 1) {

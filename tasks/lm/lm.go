@@ -38,15 +38,19 @@ func New(model *causallm.Model, stream *tokens.Stream, seed uint64, batch, evalB
 		return nil, fmt.Errorf("lm: stream vocabulary %d, model vocabulary %d", stream.Vocab, model.Vocab())
 	}
 	t := &Task{model: model, stream: stream, seed: seed, batch: batch}
+	var pairs [2][2][]int32 // per split: the previous and the target token of every scored position
 	for _, sp := range []data.Split{data.Train, data.Val} {
 		t.evalWins[sp] = stream.EvalWindows(sp, evalBatches*batch)
-		var prev, tgt []int32
 		for _, w := range t.evalWins[sp] {
 			win := stream.Window(nil, sp, w)
-			prev = append(prev, win[:len(win)-1]...)
-			tgt = append(tgt, win[1:]...)
+			pairs[sp][0] = append(pairs[sp][0], win[:len(win)-1]...)
+			pairs[sp][1] = append(pairs[sp][1], win[1:]...)
 		}
-		t.base[sp][0], t.base[sp][1] = ngramPPL(stream.Split(data.Train), stream.Vocab, prev, tgt)
+	}
+	// One pass over the train stream counts what both splits' baselines need.
+	g := countNgrams(stream.Split(data.Train), stream.Vocab, pairs[:])
+	for sp := range pairs {
+		t.base[sp][0], t.base[sp][1] = g.ppl(pairs[sp][0], pairs[sp][1])
 	}
 	return t, nil
 }
