@@ -43,6 +43,7 @@ func sweepFlags(flags *flag.FlagSet) runFunc {
 	shards := intFlag(flags, "shards", 0, field.Bounds{Int: true, Min: 1, Max: 1 << 20},
 		"shard count when the index comes from $JOB_COMPLETION_INDEX (Kubernetes Indexed Job); left out: $"+sweep.EnvShards)
 	workers := overrideInt(flags, "workers", "train.workers", "of every cell; does not change results")
+	steps := overrideInt(flags, "steps", "train.steps", "of every cell, its cosine schedule following; changes the results: give its own -out (the paper twins trained longer, say)")
 	storeFlag := flags.String("store", "", "run every cell on this store instead of its store.path (the paper twins on a decoder store, say); changes the results: give its own -out")
 	seedFlag := flags.String("seed", "", "seed of every cell instead of its own (and its sampler's, where that followed it); changes the results: one -out per seed gives a spread over training and draws")
 	cellsFlag := flags.String("cells", "", "run only these cells: labels (R4,R7) or names as -list prints them, comma-separated, run in -list order; not with a shard")
@@ -65,6 +66,7 @@ func sweepFlags(flags *flag.FlagSet) runFunc {
 		for i := range sw.Cells {
 			c := &sw.Cells[i].Config
 			workers.apply(&c.Train.Workers)
+			steps.apply(&c.Train.Steps)
 			if *storeFlag != "" {
 				if c.Model.Task == modelcfg.TaskLM {
 					return fmt.Errorf("-store: cell %s is a language model (task lm), which reads lm.texts", sw.Cells[i].Name)

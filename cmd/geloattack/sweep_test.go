@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -191,12 +193,18 @@ func TestSweepSeedAndStoreFlags(t *testing.T) {
 	cfg := writeSweep(t, dir, strings.Replace(tinySweep, "axes:\n  sampler.shield_kind: [gaussian, manifold]\n", "", 1)+
 		"  - {label: R7, sampler.shield_scale: 2}\n")
 	out := filepath.Join(dir, "s9")
-	if o, err := cli(t, "sweep", "-config", cfg, "-out", out, "-cells", "R7", "-seed", "9").CombinedOutput(); err != nil {
-		t.Fatalf("-seed 9: %v\n%s", err, o)
+	if o, err := cli(t, "sweep", "-config", cfg, "-out", out, "-cells", "R7", "-seed", "9", "-steps", "7").CombinedOutput(); err != nil {
+		t.Fatalf("-seed 9 -steps 7: %v\n%s", err, o)
 	}
 	got := string(mustRead(t, filepath.Join(out, "R7", "config.yaml")))
 	if !strings.Contains(got, "\nseed: 9\n") || !strings.Contains(got, "  seed: 9\n") {
 		t.Errorf("-seed 9: the cell's config.yaml does not carry seed 9 for the run and its sampler:\n%s", got)
+	}
+	if !strings.Contains(got, "  steps: 7\n") {
+		t.Errorf("-steps 7: the cell's config.yaml does not carry 7 steps:\n%s", got)
+	}
+	if last := lastMetricsStep(t, filepath.Join(out, "R7")); last != 7 {
+		t.Errorf("-steps 7: the cell's last logged step is %d", last)
 	}
 	missing := filepath.Join(dir, "no-such-store")
 	o, err := cli(t, "sweep", "-config", cfg, "-out", filepath.Join(dir, "st"), "-cells", "R7", "-store", missing).CombinedOutput()
@@ -206,4 +214,24 @@ func TestSweepSeedAndStoreFlags(t *testing.T) {
 	if o, err := cli(t, "sweep", "-config", cfg, "-seed", "x", "-list").CombinedOutput(); err == nil || !strings.Contains(string(o), `-seed "x"`) {
 		t.Errorf("-seed x: %v\n%s", err, o)
 	}
+	if o, err := cli(t, "sweep", "-config", cfg, "-steps", "0", "-list").CombinedOutput(); err == nil || !strings.Contains(string(o), "-steps") {
+		t.Errorf("-steps 0: %v\n%s", err, o)
+	}
+}
+
+// lastMetricsStep is the largest step a run directory's metrics.jsonl logged.
+func lastMetricsStep(t *testing.T, run string) int {
+	t.Helper()
+	last := -1
+	sc := bufio.NewScanner(bytes.NewReader(mustRead(t, filepath.Join(run, "metrics.jsonl"))))
+	for sc.Scan() {
+		var rec struct {
+			Step int `json:"step"`
+		}
+		if err := json.Unmarshal(sc.Bytes(), &rec); err != nil {
+			t.Fatalf("%s: metrics line %q: %v", run, sc.Text(), err)
+		}
+		last = max(last, rec.Step)
+	}
+	return last
 }
