@@ -25,9 +25,15 @@ const CrossEntropyChunk = 128
 // h: (..., d) hidden rows (T of them), w: (V, d) the output embedding (the
 // input embedding table itself when tied), targets: T ids in [0, V) ->
 // scalar (). The logits are computed CrossEntropyChunk rows at a time and
-// never held whole; the backward recomputes each chunk's logits (one more
-// GEMM) from the saved per-row log-sum-exp. Saves lse (T), the targets and
-// one (chunk, V) scratch block.
+// never held whole.
+//
+// When h or w needs a gradient (and the tape is not forward-only) the
+// forward also turns each chunk's logits into their gradient for dy = 1,
+// (softmax - onehot) / T, and multiplies it out at once: gh (T, d) =
+// dlogits . w and gw (V, d) = sum over chunks of dlogits^T . h. The backward
+// then only scales them by dy and adds them. Holding gh and gw (T·d + V·d
+// floats) instead of recomputing each chunk's logits in the backward saves
+// one (T, V, d) GEMM of the four, about 15% of the small decoder's step.
 func (tp *Tape) VocabCrossEntropy(h, w *Tensor, targets []int32) *Tensor {
 	if !tp.usable("VocabCrossEntropy", h, w) {
 		return tp.placeholder()
@@ -64,46 +70,74 @@ func (tp *Tape) VocabCrossEntropy(h, w *Tensor, targets []int32) *Tensor {
 		return y
 	}
 	d := w.shape[1]
-	for r0 := 0; r0 < T; r0 += CrossEntropyChunk {
-		c := min(CrossEntropyChunk, T-r0)
-		lc := tp.rowView(logits, 0, c)
-		// logits: (c, V) = h[r0:r0+c] (c, d) . w^T (d, V)
-		tp.be.Gemm(false, true, 1, c, V, d, 1, tp.rowView(h, r0, c), w, 0, lc)
-		k.Forward(tp.rowView(nll, r0, c), tp.rowView(lse, r0, c), lc, tp.rowView(tgt, r0, c))
+	var op crossEntropyOp
+	var one *Tensor
+	if !tp.forwardOnly && (h.needGrad || w.needGrad) {
+		if one, ok = tp.alloc("xent.one"); !ok {
+			return one
+		}
+		tp.be.Fill(one, 1)
+		if h.needGrad {
+			if op.gh, ok = tp.alloc("xent.gh", T, d); !ok {
+				return op.gh
+			}
+		}
+		if w.needGrad {
+			if op.gw, ok = tp.alloc("xent.gw", V, d); !ok {
+				return op.gw
+			}
+		}
 	}
-	tp.be.Reduce(ReduceSum, y, nll)
-	tp.be.Unary(UnaryScale, y, y, 1/float32(T))
-	return tp.record(node{op: crossEntropyOp{}, out: y, in: [4]*Tensor{h, w, tgt, logits}, saved: lse})
-}
-
-// crossEntropyOp is VocabCrossEntropy's node: in = h, w, targets (T), the
-// logits scratch (chunk, V); saved = lse (T).
-type crossEntropyOp struct{}
-
-func (crossEntropyOp) backward(tp *Tape, n *node) {
-	k, ok := kernel[CrossEntropyKernels](tp, KernelCrossEntropy)
-	if !ok {
-		return
-	}
-	h, w, tgt, logits := n.in[0], n.in[1], n.in[2], n.in[3]
-	dh, dw := tp.accumGrad(h), tp.accumGrad(w)
-	if dh == nil && dw == nil {
-		return
-	}
-	T, V, d := h.Rows(), w.shape[0], w.shape[1]
 	for r0 := 0; r0 < T; r0 += CrossEntropyChunk {
 		c := min(CrossEntropyChunk, T-r0)
 		lc, hc := tp.rowView(logits, 0, c), tp.rowView(h, r0, c)
+		// logits: (c, V) = h[r0:r0+c] (c, d) . w^T (d, V)
 		tp.be.Gemm(false, true, 1, c, V, d, 1, hc, w, 0, lc)
-		k.Backward(lc, tp.rowView(n.saved, r0, c), tp.rowView(tgt, r0, c), n.out.grad, 1/float32(T))
-		if dh != nil {
-			// dh[r0:r0+c] (c, d) += dlogits (c, V) . w (V, d)
-			tp.be.Gemm(false, false, 1, c, d, V, 1, lc, w, 1, tp.rowView(dh, r0, c))
+		k.Forward(tp.rowView(nll, r0, c), tp.rowView(lse, r0, c), lc, tp.rowView(tgt, r0, c))
+		if one == nil {
+			continue
 		}
-		if dw != nil {
-			// dw (V, d) += dlogits^T (V, c) . h[r0:r0+c] (c, d)
-			tp.be.Gemm(true, false, 1, V, d, c, 1, lc, hc, 1, dw)
+		// lc becomes dlogits for dy = 1: (softmax - onehot) / T.
+		k.Backward(lc, tp.rowView(lse, r0, c), tp.rowView(tgt, r0, c), one, 1/float32(T))
+		if op.gh != nil {
+			// gh[r0:r0+c] (c, d) = dlogits (c, V) . w (V, d)
+			tp.be.Gemm(false, false, 1, c, d, V, 1, lc, w, 0, tp.rowView(op.gh, r0, c))
 		}
+		if op.gw != nil {
+			// gw (V, d) (+)= dlogits^T (V, c) . h[r0:r0+c] (c, d)
+			beta := float32(1)
+			if r0 == 0 {
+				beta = 0
+			}
+			tp.be.Gemm(true, false, 1, V, d, c, 1, lc, hc, beta, op.gw)
+		}
+	}
+	tp.be.Reduce(ReduceSum, y, nll)
+	tp.be.Unary(UnaryScale, y, y, 1/float32(T))
+	return tp.record(node{op: op, out: y, in: [4]*Tensor{h, w, tgt, logits}, saved: lse})
+}
+
+// crossEntropyOp is VocabCrossEntropy's node: in = h, w, targets (T), the
+// logits scratch (chunk, V); saved = lse (T). gh (T, d) and gw (V, d) are the
+// gradients for dy = 1 the forward prepared (nil: not needed, or a
+// forward-only tape).
+type crossEntropyOp struct {
+	gh, gw *Tensor
+}
+
+func (op crossEntropyOp) backward(tp *Tape, n *node) {
+	h, w := n.in[0], n.in[1]
+	dh, dw := tp.accumGrad(h), tp.accumGrad(w)
+	dy := n.out.grad // ()
+	// The prepared gradients are linear in dy: scale them in place (each node's backward runs
+	// once) and add them.
+	if dh != nil && op.gh != nil {
+		tp.be.Binary(BinaryMul, op.gh, op.gh, dy)
+		tp.be.Axpy(dh, 1, op.gh)
+	}
+	if dw != nil && op.gw != nil {
+		tp.be.Binary(BinaryMul, op.gw, op.gw, dy)
+		tp.be.Axpy(dw, 1, op.gw)
 	}
 }
 

@@ -50,6 +50,8 @@ type Tape struct {
 	nt     int // tensors handed out this step
 	grads  gradPool
 	err    error
+	// forwardOnly: no Backward will follow, so ops skip the work only a backward uses.
+	forwardOnly bool
 }
 
 // NewTape returns an empty tape whose tensors live on be.
@@ -64,6 +66,11 @@ func (tp *Tape) Backend() Backend { return tp.be }
 // out of range, memory exhausted). After an error every op returns a
 // placeholder scalar without computing; Backward returns the error.
 func (tp *Tape) Err() error { return tp.err }
+
+// SetForwardOnly marks the tape as used for forward passes only (evaluation) or
+// not: ops then skip the work only a backward pass uses (VocabCrossEntropy's
+// gradient, which its forward otherwise prepares), and Backward refuses.
+func (tp *Tape) SetForwardOnly(on bool) { tp.forwardOnly = on }
 
 // Reset starts a new step: forgets the recorded ops, rewinds the arena and
 // clears the error. Tensors made by this tape before Reset become invalid.
@@ -252,6 +259,9 @@ func (tp *Tape) Backward(loss *Tensor) error {
 	}
 	if loss.size != 1 {
 		return fmt.Errorf("engine: Backward: loss %v is not a scalar", loss)
+	}
+	if tp.forwardOnly {
+		return errors.New("engine: Backward on a forward-only tape (SetForwardOnly)")
 	}
 	if !loss.needGrad {
 		return errors.New("engine: Backward: loss does not depend on any parameter or variable")

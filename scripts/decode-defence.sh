@@ -8,11 +8,13 @@
 #   SPLIT=val MAXTEXTS=2000 scripts/decode-defence.sh ...   # the split (default train) and the source
 #                                                          # texts (the first N; default 200, 400 for the texts axis)
 #   EXTRA="-joint" scripts/decode-defence.sh ...          # flags added to every cell
+#   BLOCKS=0,1 scripts/decode-defence.sh ...              # the attacked blocks (default 0,1,2; a 2-block
+#                                                          # checkpoint at d = 4096 has only 0,1)
 # Texts are split by their source ids (data.SplitOf, val_frac 0.1), as the stores and the language
 # model of configs/lm split them: with SPLIT=val a trained decoder's batches hold texts it never saw.
 #
 # Base cell: 4 texts per batch cut to 16 tokens, 10% gaussian shields at scale 1, orthogonal A, every
-# row observed, fp32; the attacker sees blocks 0, 1 and 2. D is read from MODEL_DIR/config.json.
+# row observed, fp32; the attacker sees blocks 0, 1 and 2 (BLOCKS). D is read from MODEL_DIR/config.json.
 set -euo pipefail
 model=$1
 batches=${2:-2}
@@ -20,7 +22,7 @@ bin=${GELOATTACK:-geloattack}
 d=$(sed -n 's/.*"hidden_size": *\([0-9]*\).*/\1/p' "$model/config.json" | head -1)
 split=${SPLIT:-train}
 maxtexts=${MAXTEXTS:-200}
-base=(-model "$model" -blocks 0,1,2 -batches "$batches" -max-tokens 16 -positives 4 -shield-frac 0.1 -shield-scale 1 -split "$split" -max-texts "$maxtexts")
+base=(-model "$model" -blocks "${BLOCKS:-0,1,2}" -batches "$batches" -max-tokens 16 -positives 4 -shield-frac 0.1 -shield-scale 1 -split "$split" -max-texts "$maxtexts")
 # shellcheck disable=SC2206
 base+=(${EXTRA:-})
 axes=" ${AXES:-base dtype shield mix obs_rows texts full} "

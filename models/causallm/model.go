@@ -218,6 +218,8 @@ func (m *Model) ForwardBackward(windows []int32, B int) (float64, error) {
 
 // Loss is the mean next-token cross-entropy of windows (B, T+1), forward only.
 func (m *Model) Loss(windows []int32, B int) (float64, error) {
+	m.tape.SetForwardOnly(true)
+	defer m.tape.SetForwardOnly(false)
 	loss, err := m.forward(windows, B)
 	if err != nil {
 		return 0, err
