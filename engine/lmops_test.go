@@ -259,3 +259,46 @@ func TestVocabCrossEntropyHoldsOneChunk(t *testing.T) {
 		t.Fatalf("gradient pool %d bytes: a (T, V) gradient was allocated", pool)
 	}
 }
+
+// TestVocabCrossEntropyForwardOnly: a forward-only tape gives the same loss,
+// bit for bit, without preparing the gradient (less arena), and refuses
+// Backward.
+func TestVocabCrossEntropyForwardOnly(t *testing.T) {
+	c, err := cpu.New(cpu.Config{Workers: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	const T, V, d = engine.CrossEntropyChunk + 9, 300, 8
+	r := rand.New(rand.NewPCG(7, 7))
+	hh, ww := make([]float32, T*d), make([]float32, V*d)
+	for i := range hh {
+		hh[i] = float32(r.NormFloat64())
+	}
+	for i := range ww {
+		ww[i] = float32(r.NormFloat64())
+	}
+	ids := seededIDs(5, T, V)
+	run := func(forwardOnly bool) (float32, int64, error) {
+		tp := engine.NewTape(c)
+		tp.SetForwardOnly(forwardOnly)
+		loss := tp.VocabCrossEntropy(tp.Variable(hh, T, d), tp.Variable(ww, V, d), ids)
+		l := loss.Item()
+		_, peak := tp.ArenaBytes()
+		return l, peak, tp.Backward(loss)
+	}
+	lt, peakT, errT := run(false)
+	lf, peakF, errF := run(true)
+	if errT != nil {
+		t.Fatalf("training tape: Backward: %v", errT)
+	}
+	if errF == nil || !strings.Contains(errF.Error(), "forward-only") {
+		t.Errorf("forward-only tape: Backward gave %v, want a refusal", errF)
+	}
+	if lt != lf {
+		t.Errorf("loss %v on a training tape, %v forward-only", lt, lf)
+	}
+	if prepared := int64((T + V) * d * 4); peakT-peakF < prepared {
+		t.Errorf("arena peak %d training, %d forward-only: want the forward-only tape %d bytes (gh, gw) smaller", peakT, peakF, prepared)
+	}
+}
