@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
@@ -40,6 +41,38 @@ func TestToyDecodeRecoversEveryText(t *testing.T) {
 			t.Fatal(err)
 		}
 		checkAllClaimed(t, res)
+	}
+}
+
+// -no-order-margin skips only the evaluation's passes along the true texts: the same texts are
+// decoded and claimed, with fewer candidate passes, and the order margin is NaN.
+func TestToyDecodeWithoutOrderMargin(t *testing.T) {
+	m := newToy(200, 64, 3, 1)
+	cfg := gelo.DefaultConfig()
+	cfg.Positives, cfg.ValFrac = gelo.Fixed(4), 0.3
+	var runs [2][]BatchResult
+	for i, skip := range []bool{false, true} {
+		res, err := Run(context.Background(), m, sourceTexts(40, 200, 2), Options{Sampler: cfg, Split: data.Train, Batches: 2, Blocks: []int{0, 1, 2}, NoOrderMargin: skip})
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkAllClaimed(t, res)
+		runs[i] = res
+	}
+	for b := range runs[0] {
+		with, without := runs[0][b], runs[1][b]
+		if math.IsNaN(with.OrderMargin) || !math.IsNaN(without.OrderMargin) {
+			t.Errorf("batch %d: order margin %v measured, %v skipped: want a number, then NaN", b, with.OrderMargin, without.OrderMargin)
+		}
+		if without.Forwards >= with.Forwards {
+			t.Errorf("batch %d: %d candidate passes without the order margin, %d with", b, without.Forwards, with.Forwards)
+		}
+		for i := range with.Decoded {
+			if !slices.Equal(with.Decoded[i].Tokens, without.Decoded[i].Tokens) || with.Decoded[i].Claimed != without.Decoded[i].Claimed {
+				t.Errorf("batch %d text %d: decoded %v (claimed %v) with the margin, %v (claimed %v) without", b, i,
+					with.Decoded[i].Tokens, with.Decoded[i].Claimed, without.Decoded[i].Tokens, without.Decoded[i].Claimed)
+			}
+		}
 	}
 }
 

@@ -56,6 +56,7 @@ func decodeFlags(fs *flag.FlagSet) runFunc {
 		claimLead  = fs.Float64("claim-lead", 1, "decades by which every step of a claimed text must lead the best extension left out")
 		joint      = fs.Bool("joint", false, "rank a prefix's extensions, and measure a claim's lead, by the sum of the attacked blocks' excesses (>= 1) instead of the worst block's; certification unchanged")
 		rank       = fs.Bool("rank", false, "search by ranking alone where certification fails (rows dropped, thin margins): the bag is the n_obs best block-0 tokens, prefixes are kept by mean step score; claims keep their rule, so uncertified texts are never claimed")
+		noOrder    = fs.Bool("no-order-margin", false, "skip the order margin's passes along the true texts (about half the candidate passes; only an evaluation knowing the truth runs them): its column shows -")
 		generation = intFlag(fs, "generation", 0, field.Bounds{Int: true, Min: 1, Max: 1 << 20, Zero: "decode prompts"}, "observe this many generation steps (one row of block 0 plus shields each) instead")
 		out        = fs.String("out", "", "write the per-batch results as JSON to this file")
 	)
@@ -142,7 +143,7 @@ func decodeFlags(fs *flag.FlagSet) runFunc {
 			return writeJSON(*out, g)
 		}
 		res, err := decode.Run(ctx, lm, ids, decode.Options{Sampler: sc, Split: split, Batches: *batches, Blocks: blocks,
-			Beam: *beam, Branch: *branch, ClaimLead: *claimLead, TextIDs: textIDs, Rank: *rank, Joint: *joint})
+			Beam: *beam, Branch: *branch, ClaimLead: *claimLead, TextIDs: textIDs, Rank: *rank, Joint: *joint, NoOrderMargin: *noOrder})
 		if err != nil {
 			return err
 		}
@@ -162,8 +163,12 @@ func printDecode(w io.Writer, res []decode.BatchResult) {
 		for i, k := range r.Rank {
 			rank[i] = strconv.Itoa(k)
 		}
-		fmt.Fprintf(w, "| %d | %d | %d | %s of %d | %.2f / %.2f | %.2f | %.2f | %.2f | %.2f | %d (%d) | %.0f | %.1f |\n",
-			r.Index, len(r.Truth), r.N, strings.Join(rank, ","), r.D, r.BagPrecision, r.BagRecall, r.BagMargin, r.OrderMargin,
+		order := "-"
+		if !math.IsNaN(r.OrderMargin) {
+			order = fmt.Sprintf("%.2f", r.OrderMargin)
+		}
+		fmt.Fprintf(w, "| %d | %d | %d | %s of %d | %.2f / %.2f | %.2f | %s | %.2f | %.2f | %d (%d) | %.0f | %.1f |\n",
+			r.Index, len(r.Truth), r.N, strings.Join(rank, ","), r.D, r.BagPrecision, r.BagRecall, r.BagMargin, order,
 			r.Exact, r.TokenAcc, r.Claims, r.ClaimsRight, float64(r.Forwards)/r.Seconds, r.Seconds)
 		exact += r.Exact * float64(len(r.Truth))
 		acc += r.TokenAcc * float64(len(r.Truth))
