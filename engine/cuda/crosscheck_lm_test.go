@@ -12,6 +12,9 @@ package cuda
 import (
 	"fmt"
 	"math"
+	"slices"
+	"strings"
+	"testing"
 
 	"github.com/gelo-research/geloattack/engine"
 )
@@ -450,5 +453,35 @@ func brokenLMKernel(inner engine.Backend, fault string, k any) any {
 		return k
 	default:
 		return k
+	}
+}
+
+// TestBackendLMKernelsCUDA: with lm.ptx loaded (embedded, or in the folder
+// GELOATTACK_CUDA_PTX names) the backend registers the four LM ops and
+// Name() does not list them as missing; without it the engine refuses each
+// op with an error naming its kernel, and the test skips after checking
+// that (the ops' numbers are TestBackendCrossCheck*'s LM cases).
+func TestBackendLMKernelsCUDA(t *testing.T) {
+	be := newTestBackend(t, PrecisionFP32) // skips without a GPU
+	t.Logf("%s", be.Name())
+	loaded := slices.Contains(be.Device().Kernels(), "ga_rope")
+	if !loaded {
+		tp := engine.NewTape(be)
+		tp.Embedding(tp.Variable(make([]float32, 6), 3, 2), []int32{1})
+		if err := tp.Err(); err == nil || !strings.Contains(err.Error(), `"embedding"`) {
+			t.Errorf("Embedding without lm.ptx: tape error %v, want one naming the kernel \"embedding\"", err)
+		}
+		if !strings.Contains(be.Name(), "without") {
+			t.Errorf("Name() %q does not say which kernels are missing", be.Name())
+		}
+		t.Skipf("no %s loaded: the four LM ops are refused (build it with scripts/build-ptx.sh)", lmModule)
+	}
+	for _, k := range lmCaseKernels {
+		if be.Kernel(k) == nil {
+			t.Errorf("kernel %q not registered although lm.cu's entry points are loaded", k)
+		}
+	}
+	if strings.Contains(be.Name(), "without") {
+		t.Errorf("Name() %q lists missing kernels", be.Name())
 	}
 }
