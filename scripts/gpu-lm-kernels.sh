@@ -10,6 +10,7 @@
 #      fused-kernel tables and TestBackendLMKernelsCUDA, -test.v;
 #   4. copies lm.ptx, every fresh .ptx (fresh-ptx/, to compare with the committed ones) and
 #      gpu-lm.log to $OUT (default ./gpu-lm-out).
+# GELOATTACK_LM_TEST_TIMEOUT: seconds for the tests (default 420).
 # Exit status 0 only when the PTX built, every selected test passed, none of the crosschecks
 # skipped and the LM cases ran (not skipped for want of the kernels).
 set -uo pipefail
@@ -75,7 +76,7 @@ done
 sel='^(TestBackendCrossCheck(FP32|TF32|BF16)|TestBackendDeterminism|TestBackendLMKernelsCUDA|TestFusedKernelTable|TestOptionalKernels|TestKernelSources)$'
 say "running: GELOATTACK_CUDA_PTX=<committed + fresh lm.ptx> engine_cuda.test -test.run '$sel' -test.v"
 start=$(date +%s)
-(cd engine/cuda && GELOATTACK_CUDA_PTX=$ship timeout 420 "$testbin" -test.run "$sel" -test.v -test.timeout=415s) >>"$log" 2>&1
+(cd engine/cuda && GELOATTACK_CUDA_PTX=$ship timeout "${GELOATTACK_LM_TEST_TIMEOUT:-420}" "$testbin" -test.run "$sel" -test.v -test.timeout="$((${GELOATTACK_LM_TEST_TIMEOUT:-420} - 5))s") >>"$log" 2>&1
 rc=$?
 say "tests: exit $rc after $(($(date +%s) - start)) s"
 
