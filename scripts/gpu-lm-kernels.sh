@@ -5,14 +5,16 @@
 #      $NVCC, PATH, /usr/local/cuda*/bin or a pip nvidia-cuda-nvcc wheel);
 #   2. assembles what a commit of lm.ptx would embed: the committed engine/cuda/ptx/*.ptx plus the
 #      fresh lm.ptx;
-#   3. runs the engine/cuda test binary with GELOATTACK_CUDA_PTX pointing there: every op's
+#   3. runs scripts/gpu-lm-torch-check.py on the fresh lm.ptx when PyTorch with CUDA is there (each
+#      kernel against float64 PyTorch, no Go involved);
+#   4. runs the engine/cuda test binary with GELOATTACK_CUDA_PTX pointing there: every op's
 #      crosscheck at fp32, tf32 and bf16 (the LM ops among them), the determinism runs, the
 #      fused-kernel tables and TestBackendLMKernelsCUDA, -test.v;
-#   4. copies lm.ptx, every fresh .ptx (fresh-ptx/, to compare with the committed ones) and
+#   5. copies lm.ptx, every fresh .ptx (fresh-ptx/, to compare with the committed ones) and
 #      gpu-lm.log to $OUT (default ./gpu-lm-out).
 # GELOATTACK_LM_TEST_TIMEOUT: seconds for the tests (default 420).
-# Exit status 0 only when the PTX built, every selected test passed, none of the crosschecks
-# skipped and the LM cases ran (not skipped for want of the kernels).
+# Exit status 0 only when the PTX built, the oracle (where it ran) and every selected test passed,
+# none of the crosschecks skipped and the LM cases ran (not skipped for want of the kernels).
 set -uo pipefail
 root=$(pwd)
 bindir=${1:-.gpu/lm}
@@ -72,6 +74,16 @@ for f in "$fresh"/*.ptx; do
 	fi
 done
 
+# An oracle without Go: each lm.cu kernel launched on PyTorch tensors against float64 PyTorch.
+oracle=0
+if "${PYTHON:-python3}" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' >/dev/null 2>&1; then
+	"${PYTHON:-python3}" scripts/gpu-lm-torch-check.py "$fresh/lm.ptx" 2>&1 | tee -a "$log" | sed 's/^/gpu-lm: torch: /'
+	oracle=${PIPESTATUS[0]}
+	say "torch oracle: exit $oracle"
+else
+	say "torch oracle skipped: no PyTorch with CUDA (${PYTHON:-python3})"
+fi
+
 # The test binary reads kernels/*.cu, testdata/ and ../op_*.go: run it from engine/cuda.
 sel='^(TestBackendCrossCheck(FP32|TF32|BF16)|TestBackendDeterminism|TestBackendLMKernelsCUDA|TestFusedKernelTable|TestOptionalKernels|TestKernelSources)$'
 say "running: GELOATTACK_CUDA_PTX=<committed + fresh lm.ptx> engine_cuda.test -test.run '$sel' -test.v"
@@ -82,6 +94,7 @@ say "tests: exit $rc after $(($(date +%s) - start)) s"
 
 status=0
 [ $rc -eq 0 ] || status=1
+[ "$oracle" -eq 0 ] || status=1
 for t in TestBackendCrossCheckFP32 TestBackendCrossCheckTF32 TestBackendCrossCheckBF16 TestBackendDeterminism TestBackendLMKernelsCUDA; do
 	if ! grep -q -- "^--- PASS: $t " "$log"; then
 		say "FAIL: $t did not pass ($(grep -- "^--- [A-Z]*: $t " "$log" | head -n 1))"
