@@ -4,12 +4,13 @@
 # then commit the .ptx files: engine/cuda embeds them by default (the nocudaptx
 # tag leaves them out; see engine/cuda/README.md).
 #
-# Environment: NVCC (default nvcc), ARCH (default sm_90), NVCCFLAGS (extra flags).
+# Environment: NVCC (default nvcc), ARCH (default sm_90), NVCCFLAGS (extra flags), PTX_OUT (the
+# folder to write, default engine/cuda/ptx: scripts/gpu-lm-kernels.sh builds into a scratch folder).
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 src="$root/engine/cuda/kernels"
-out="$root/engine/cuda/ptx"
+out="${PTX_OUT:-$root/engine/cuda/ptx}"
 nvcc="${NVCC:-nvcc}"
 arch="${ARCH:-sm_90}"
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"slices"
 	"sync"
 
 	"github.com/gelo-research/geloattack/engine"
@@ -150,10 +151,16 @@ func NewBackend(opts BackendOptions) (*Backend, error) {
 	for _, k := range requiredKernels {
 		if _, ok := d.funcs[k]; !ok {
 			d.Close()
-			return nil, &NoDeviceError{Why: fmt.Sprintf("kernel %s not loaded (%d kernels embedded; rebuild the PTX with scripts/build-ptx.sh)", k, len(d.funcs))}
+			return nil, &NoDeviceError{Why: fmt.Sprintf("kernel %s not loaded (%d kernels from %s; rebuild the PTX with scripts/build-ptx.sh)", k, len(d.funcs), d.ptxFrom)}
 		}
 	}
 	b := &Backend{dev: d, prec: prec, compute: cublasCompute32F, curThread: -1}
+	kernels, err := usableKernels(b.kernelTable(), func(k string) bool { _, ok := d.funcs[k]; return ok })
+	if err != nil {
+		d.Close()
+		return nil, &NoDeviceError{Why: fmt.Sprintf("%v (%d kernels from %s)", err, len(d.funcs), d.ptxFrom), Err: err}
+	}
+	b.kernels = kernels
 	if prec == PrecisionTF32 {
 		b.compute = cublasCompute32FFastTF32
 	}
@@ -161,7 +168,6 @@ func NewBackend(opts BackendOptions) (*Backend, error) {
 		b.prof = &profiler{total: map[string]*profStat{}}
 	}
 	b.flash = opts.FusedAttention || os.Getenv("GELOATTACK_CUDA_ATTENTION") == "fused"
-	b.kernels = b.kernelTable()
 	b.oneD = b.alloc(2)
 	if err := b.Err(); err != nil {
 		_ = b.Close() // the allocation error is the one to report
@@ -188,8 +194,27 @@ func (b *Backend) Device() *Device { return b.dev }
 // Precision is the GEMM precision: fp32, tf32 or bf16.
 func (b *Backend) Precision() string { return b.prec }
 
-// Name describes the device, its libraries and the precision.
-func (b *Backend) Name() string { return b.dev.Name() + "; precision " + b.prec }
+// Name describes the device, its libraries and the precision, and says
+// which optional fused kernels (optionalKernels) are missing.
+func (b *Backend) Name() string {
+	s := b.dev.Name() + "; precision " + b.prec
+	if missing := b.missingOptional(); len(missing) > 0 {
+		s += fmt.Sprintf("; without %v (no %s)", missing, lmModule)
+	}
+	return s
+}
+
+// missingOptional lists the optional fused kernels not registered, sorted.
+func (b *Backend) missingOptional() []string {
+	var out []string
+	for name := range optionalKernels {
+		if _, ok := b.kernels[name]; !ok {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
 
 // Err is the first error any call raised.
 func (b *Backend) Err() error {

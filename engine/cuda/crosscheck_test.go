@@ -412,6 +412,11 @@ var opCases = []opCase{
 	{"PrependRow", casePrependRow},
 	{"SumSquaresHost", caseSumSquaresHost},
 	{"AdamW", caseAdamW},
+	{"RoPE", caseRoPE}, // these five: crosscheck_lm_test.go
+	{"CausalAttention", caseCausalAttention},
+	{"Embedding", caseEmbedding},
+	{"CrossEntropy", caseCrossEntropy},
+	{"LMTape", caseLMTape},
 }
 
 // checkBackendOps runs every op case on ref and dut, one subtest per op.
@@ -428,6 +433,12 @@ func runOpCases(ref, dut engine.Backend, tol tolerances, run func(name string, b
 	rtp, dtp := engine.NewTape(ref), engine.NewTape(dut)
 	for _, c := range opCases {
 		run(c.name, func(r reporter) {
+			for _, k := range opCaseNeeds[c.name] {
+				if dut.Kernel(k) == nil {
+					r.Logf("%s: skipped: the device backend has no %q kernel (%s not loaded)", c.name, k, lmModule)
+					return
+				}
+			}
 			fh := fnv.New64a()
 			fh.Write([]byte(c.name))
 			h := &harness{r: r, rng: rand.New(rand.NewPCG(fh.Sum64(), 2024)), ref: ref, dut: dut, rtp: rtp, dtp: dtp, tol: tol, what: c.name}
@@ -1446,6 +1457,7 @@ func checkDeterminism(r reporter, be engine.Backend) {
 		c := tp.Input(normals(M*hh), M, hh)
 		be.Gemm(false, true, 1, M, hh, hh, 1, xm, tp.Input(normals(hh*hh), hh, hh), 0.5, c)
 		out["Gemm"] = c.ToHost()
+		lmDeterminism(be, tp, normals, rng.IntN, out)
 		if err := tp.Err(); err != nil {
 			r.Errorf("tape: %v", err)
 		}
@@ -1700,7 +1712,7 @@ func (b *brokenBackend) Kernel(name string) any {
 		}
 		return k
 	default:
-		return k
+		return brokenLMKernel(inner, b.fault, k)
 	}
 }
 
@@ -1718,7 +1730,7 @@ func (r *recorder) Errorf(format string, args ...any) {
 func TestCrossCheckDetectsFaults(t *testing.T) {
 	ref := newCPU(t, cpu.Config{Workers: 1})
 	for _, c := range []struct{ fault, opCase string }{
-		{"Gemm ignores beta", "Gemm"},
+		{"Gemm ignores beta", "Gemm,LMTape"}, // the cross-entropy backward accumulates by beta 1
 		{"Attention ignores the mask", "Attention"},
 		{"AttentionBackward drops dv", "Attention"},
 		{"SwiGLUBackward ignores accUp", "SwiGLU"},
@@ -1730,12 +1742,17 @@ func TestCrossCheckDetectsFaults(t *testing.T) {
 		{"SumSquaresHost 1e-3 off", "SumSquaresHost"},
 		{"AdamW keeps g", "AdamW"},
 		{"InfoNCEBackward ignores dy", "InfoNCE"},
+		{"RoPEBackward overwrites", "RoPE"},
+		{"CausalAttentionBackward drops dk", "CausalAttention,LMTape"},
+		{"EmbeddingBackward overwrites", "Embedding,LMTape"},
+		{"CrossEntropyBackward ignores dy", "CrossEntropy"},
 	} {
 		t.Run(c.fault, func(t *testing.T) {
 			dut := &brokenBackend{Backend: newCPU(t, cpu.Config{}), fault: c.fault}
 			failed := map[string][]string{}
+			expected := strings.Split(c.opCase, ",") // the cases that use the faulty method
 			runOpCases(ref, dut, fp32Tol, func(name string, body func(r reporter)) {
-				if testing.Short() && name != c.opCase {
+				if testing.Short() && !slices.Contains(expected, name) {
 					return
 				}
 				rec := &recorder{}
@@ -1744,13 +1761,15 @@ func TestCrossCheckDetectsFaults(t *testing.T) {
 					failed[name] = rec.errs
 				}
 			})
-			if len(failed[c.opCase]) == 0 {
-				t.Errorf("case %s passed despite the fault", c.opCase)
-			} else {
-				t.Logf("%s: %d errors, first: %s", c.opCase, len(failed[c.opCase]), failed[c.opCase][0])
+			for _, want := range expected {
+				if len(failed[want]) == 0 {
+					t.Errorf("case %s passed despite the fault", want)
+				} else {
+					t.Logf("%s: %d errors, first: %s", want, len(failed[want]), failed[want][0])
+				}
 			}
 			for name, errs := range failed {
-				if name != c.opCase {
+				if !slices.Contains(expected, name) {
 					t.Errorf("case %s failed too: %s", name, errs[0])
 				}
 			}

@@ -197,6 +197,13 @@ func TestKernelSources(t *testing.T) {
 			t.Errorf("kernel %s missing from kernels/*.cu", k)
 		}
 	}
+	for name, entries := range optionalKernels {
+		for _, k := range entries {
+			if f, ok := seen[k]; !ok || filepath.Base(f) != "lm.cu" {
+				t.Errorf("kernel %s of optional %q not defined in kernels/lm.cu (found in %q)", k, name, f)
+			}
+		}
+	}
 }
 
 func TestPTXEntries(t *testing.T) {

@@ -79,6 +79,9 @@ type Device struct {
 	cc     [2]int
 	mods   []uintptr
 	funcs  map[string]uintptr
+	// ptxFrom says where the modules came from: "the embedded PTX" or
+	// "GELOATTACK_CUDA_PTX=dir".
+	ptxFrom string
 
 	// argVals and argPtrs hold one launch's kernel arguments (the driver
 	// reads them during cuLaunchKernel). A Device is used by one goroutine
@@ -175,10 +178,12 @@ func Open(opts Options) (_ *Device, err error) {
 		return nil, fail(e)
 	}
 	ptx := embeddedPTX()
+	d.ptxFrom = "the embedded PTX"
 	if dir := os.Getenv("GELOATTACK_CUDA_PTX"); dir != "" {
 		if ptx, err = readPTXDir(dir); err != nil {
 			return nil, fail(err)
 		}
+		d.ptxFrom = "GELOATTACK_CUDA_PTX=" + dir
 	}
 	if e := d.loadKernels(ptx); e != nil {
 		return nil, fail(e)
@@ -207,6 +212,9 @@ func (d *Device) Name() string {
 		if d.Blas.LtPath != "" {
 			s += ", " + d.Blas.LtPath
 		}
+	}
+	if d.ptxFrom != "" && d.ptxFrom != "the embedded PTX" {
+		return s + fmt.Sprintf("; %d kernels from %s)", len(d.funcs), d.ptxFrom)
 	}
 	return s + fmt.Sprintf("; %d kernels)", len(d.funcs))
 }

@@ -5,7 +5,8 @@ import "github.com/gelo-research/geloattack/engine"
 // kernelTable is the backend's fused kernels (fused_*.go, launching the CUDA
 // C of kernels/) under the names the engine's ops look them up by
 // (engine.Backend.Kernel): a new op adds its line here and its entry points
-// to requiredKernels.
+// to requiredKernels (or, for the language model's kernels of lm.cu, to
+// optionalKernels: NewBackend drops those whose PTX is not loaded).
 func (b *Backend) kernelTable() map[string]any {
 	return map[string]any{
 		engine.KernelRMSNorm:      engine.RMSNormKernels{Forward: b.rmsNorm, Backward: b.rmsNormBackward},
@@ -18,6 +19,11 @@ func (b *Backend) kernelTable() map[string]any {
 		engine.KernelInfoNCE:      engine.InfoNCEKernels{Forward: b.infoNCE, Backward: b.infoNCEBackward},
 		engine.KernelBroadcastAdd: engine.BroadcastAddKernels{Forward: b.broadcastAdd, Backward: b.broadcastAddBackward},
 		engine.KernelPrependRow:   engine.PrependRowKernel(b.prependRow),
+
+		engine.KernelRoPE:            engine.RoPEKernels{Forward: b.rope, Backward: b.ropeBackward},
+		engine.KernelCausalAttention: engine.CausalAttentionKernels{Forward: b.causalAttention, Backward: b.causalAttentionBackward},
+		engine.KernelEmbedding:       engine.EmbeddingKernels{Forward: b.embedding, Backward: b.embeddingBackward},
+		engine.KernelCrossEntropy:    engine.CrossEntropyKernels{Forward: b.crossEntropy, Backward: b.crossEntropyBackward},
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"regexp"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/gelo-research/geloattack/engine/cpu"
@@ -14,27 +15,6 @@ import (
 // kernelNameRE finds the fused-kernel names the engine's op files declare
 // (const KernelInfoNCE = "infonce").
 var kernelNameRE = regexp.MustCompile(`(?m)^const Kernel\w+ = "(\w+)"`)
-
-// cpuOnlyRoPEAttention are fused kernels that only the CPU backend has so
-// far (issue 27's language model; no CUDA C written for them yet): on a GPU
-// the ops fail the tape naming the kernel. A CUDA kernel added for one of
-// them must also leave this list, or the test fails.
-var cpuOnlyRoPEAttention = []string{
-	"rope",             // engine.KernelRoPE
-	"causal_attention", // engine.KernelCausalAttention
-}
-
-// cpuOnlyEmbeddingXent are the language model's embedding lookup and chunked
-// vocabulary cross-entropy, CPU only so far in the same way.
-var cpuOnlyEmbeddingXent = []string{
-	"embedding", // engine.KernelEmbedding
-	"xent",      // engine.KernelCrossEntropy
-}
-
-// cpuOnlyKernels is every declared kernel the CUDA table may lack.
-func cpuOnlyKernels() []string {
-	return slices.Concat(cpuOnlyRoPEAttention, cpuOnlyEmbeddingXent)
-}
 
 // TestFusedKernelTable checks, without a GPU, that the CUDA backend
 // registers exactly the fused kernels the engine's ops declare, each with
@@ -47,25 +27,14 @@ func TestFusedKernelTable(t *testing.T) {
 		t.Fatalf("no engine op files: %v", err)
 	}
 	var declared []string
-	cpuOnly := cpuOnlyKernels()
-	var cpuOnlyDeclared []string
 	for _, f := range files {
 		src, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, m := range kernelNameRE.FindAllStringSubmatch(string(src), -1) {
-			if slices.Contains(cpuOnly, m[1]) {
-				cpuOnlyDeclared = append(cpuOnlyDeclared, m[1])
-				continue
-			}
 			declared = append(declared, m[1])
 		}
-	}
-	slices.Sort(cpuOnly)
-	slices.Sort(cpuOnlyDeclared)
-	if !slices.Equal(cpuOnly, cpuOnlyDeclared) {
-		t.Fatalf("CPU-only kernels %v, but the engine ops declare only %v of them", cpuOnly, cpuOnlyDeclared)
 	}
 	table := (&Backend{}).kernelTable() // method values only: no device needed
 	var registered []string
@@ -86,5 +55,67 @@ func TestFusedKernelTable(t *testing.T) {
 		if got, want := reflect.TypeOf(k), reflect.TypeOf(c.Kernel(name)); got != want {
 			t.Errorf("kernel %q: CUDA registers %v, CPU %v", name, got, want)
 		}
+	}
+}
+
+// TestOptionalKernels checks, without a GPU, the load-time rule for lm.cu's
+// kernels: the four language-model ops are registered exactly when the
+// embedded PTX holds lm.ptx (all of its entry points), and a module with
+// only some of an op's entry points is refused.
+func TestOptionalKernels(t *testing.T) {
+	table := (&Backend{}).kernelTable()
+	for name := range optionalKernels {
+		if _, ok := table[name]; !ok {
+			t.Errorf("optional kernel %q is not in kernelTable", name)
+		}
+	}
+	lm, err := os.ReadFile("kernels/lm.cu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, entries := range optionalKernels {
+		for _, e := range entries {
+			if !strings.Contains(string(lm), " "+e+"(") {
+				t.Errorf("optional kernel %q: entry point %s not in kernels/lm.cu", name, e)
+			}
+		}
+	}
+
+	// What NewBackend registers for the embedded PTX.
+	loaded := map[string]bool{}
+	ptx := embeddedPTX()
+	for _, src := range ptx {
+		for _, e := range PTXEntries(src) {
+			loaded[e] = true
+		}
+	}
+	got, err := usableKernels(table, func(e string) bool { return loaded[e] })
+	if err != nil {
+		t.Fatalf("embedded PTX: %v", err)
+	}
+	_, haveLM := ptx[lmModule]
+	for name := range optionalKernels {
+		if _, ok := got[name]; ok != haveLM {
+			t.Errorf("embedded PTX (%s present: %v): kernel %q registered %v", lmModule, haveLM, name, ok)
+		}
+	}
+	if len(got) != len(table)-len(optionalKernels) && len(got) != len(table) {
+		t.Errorf("%d kernels registered of %d", len(got), len(table))
+	}
+	t.Logf("embedded PTX: %d modules, %s present: %v; %d of %d fused kernels registered", len(ptx), lmModule, haveLM, len(got), len(table))
+
+	all := func(string) bool { return true }
+	if got, err := usableKernels(table, all); err != nil || len(got) != len(table) {
+		t.Errorf("every entry point loaded: %d of %d kernels, err %v", len(got), len(table), err)
+	}
+	none := func(e string) bool {
+		return !strings.HasPrefix(e, "ga_rope") && !strings.HasPrefix(e, "ga_causal") && !strings.HasPrefix(e, "ga_embedding") && !strings.HasPrefix(e, "ga_xent")
+	}
+	if got, err := usableKernels(table, none); err != nil || len(got) != len(table)-len(optionalKernels) {
+		t.Errorf("no lm.cu entry point loaded: %d of %d kernels, err %v", len(got), len(table), err)
+	}
+	partial := func(e string) bool { return e != "ga_xent_bwd" }
+	if _, err := usableKernels(table, partial); err == nil || !strings.Contains(err.Error(), "ga_xent_bwd") {
+		t.Errorf("ga_xent_bwd alone missing: err %v, want one naming it", err)
 	}
 }
