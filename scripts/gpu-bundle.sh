@@ -19,6 +19,7 @@ case $out in /*) ;; *) out=$root/$out ;; esac
 packages=(
 	"engine/cuda:."
 	"models/settransformer:CUDA"
+	"models/causallm:CUDA"
 	"train:CUDA"
 	"tasks:CUDA"
 	"runner:CUDA"
