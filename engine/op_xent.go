@@ -17,9 +17,11 @@ type CrossEntropyKernels struct {
 }
 
 // CrossEntropyChunk is the number of rows whose logits VocabCrossEntropy
-// holds at once: (CrossEntropyChunk, V) floats instead of (T, V), and each
-// chunk's GEMMs are still large enough to run at full speed.
-const CrossEntropyChunk = 128
+// holds at once: (CrossEntropyChunk, V) floats instead of (T, V). Each
+// chunk's (V, d) gradient GEMM reads and writes the whole of gw, so short
+// chunks are bound by memory: on 2 cores the small decoder's step (T 2048,
+// V 32000) ran 1.37x faster at 512 rows than at 128, and no faster at 1024.
+const CrossEntropyChunk = 512
 
 // VocabCrossEntropy is the mean over tokens of -log softmax(h W^T)[target]:
 // h: (..., d) hidden rows (T of them), w: (V, d) the output embedding (the

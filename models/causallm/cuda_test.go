@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/gelo-research/geloattack/engine"
 	"github.com/gelo-research/geloattack/engine/cpu"
 	"github.com/gelo-research/geloattack/engine/cuda"
 	"github.com/gelo-research/geloattack/engine/cuda/cudatest"
@@ -33,7 +34,8 @@ func TestCUDATrainStepMatchesCPU(t *testing.T) {
 			}
 			defer cpuBe.Close()
 			cfg := lmcfg.Model{Hidden: 64, Layers: 2, Heads: 4, MLP: 96, Seq: 40, RopeTheta: 10000, Eps: 1e-5}
-			const V, B = 300, 4 // B*Seq = 160 tokens: two chunks of the cross-entropy
+			const V = 300
+			B := engine.CrossEntropyChunk/cfg.Seq + 1 // B*Seq tokens: two chunks of the cross-entropy
 			ref, err := New(cpuBe, cfg, V, 5)
 			if err != nil {
 				t.Fatal(err)
