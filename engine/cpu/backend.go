@@ -252,6 +252,22 @@ func (c *Backend) parallelElems(n int, fn func(lo, hi int)) {
 	c.parallelRows(n, 1, func(_, lo, hi int) { fn(lo, hi) })
 }
 
+// parallelParts runs fn over [0, n) split into exactly parts contiguous
+// blocks, one per worker (parts <= workers), and waits: for work whose
+// blocks each pay a fixed cost (a GEMM packing its operands), where
+// parallelRows' finer chunks would pay it several times per worker.
+func (c *Backend) parallelParts(n, parts int, fn func(lo, hi int)) {
+	if parts <= 1 || c.pool == nil || n < parts {
+		fn(0, n)
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.pool.run(parts, func(worker int) {
+		fn(worker*n/parts, (worker+1)*n/parts)
+	})
+}
+
 // parallelRows runs fn(worker, lo, hi) over rows [0, n) split into chunks
 // that the workers take in turn (a few per worker, so that a worker delayed
 // by other processes does not hold the rest up). A worker may get several
