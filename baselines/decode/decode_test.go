@@ -76,6 +76,36 @@ func TestToyDecodeWithoutOrderMargin(t *testing.T) {
 	}
 }
 
+// -bag-only reads the same bag as the whole attack and stops: no candidate passes, nothing
+// decoded or claimed, exact and token accuracy NaN; it needs block 0 alone.
+func TestToyBagOnly(t *testing.T) {
+	m := newToy(200, 64, 3, 1)
+	cfg := gelo.DefaultConfig()
+	cfg.Positives, cfg.ValFrac = gelo.Fixed(4), 0.3
+	full, err := Run(context.Background(), m, sourceTexts(40, 200, 2), Options{Sampler: cfg, Split: data.Train, Batches: 2, Blocks: []int{0, 1, 2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bag, err := Run(context.Background(), m, sourceTexts(40, 200, 2), Options{Sampler: cfg, Split: data.Train, Batches: 2, Blocks: []int{0}, BagOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for b := range full {
+		f, o := full[b], bag[b]
+		if !slices.Equal(f.Bag, o.Bag) || f.BagPrecision != o.BagPrecision || f.BagRecall != o.BagRecall || f.BagMargin != o.BagMargin {
+			t.Errorf("batch %d: bag %v (P %v R %v margin %v) alone, %v (P %v R %v margin %v) in the whole attack", b,
+				o.Bag, o.BagPrecision, o.BagRecall, o.BagMargin, f.Bag, f.BagPrecision, f.BagRecall, f.BagMargin)
+		}
+		if o.BagRecall != 1 || o.Forwards != 0 || len(o.Decoded) != 0 || o.Claims != 0 || !math.IsNaN(o.Exact) || !math.IsNaN(o.TokenAcc) {
+			t.Errorf("batch %d bag only: recall %v, %d forwards, %d decoded, %d claims, exact %v, token accuracy %v",
+				b, o.BagRecall, o.Forwards, len(o.Decoded), o.Claims, o.Exact, o.TokenAcc)
+		}
+	}
+	if _, err := Run(context.Background(), m, sourceTexts(40, 200, 2), Options{Sampler: cfg, Split: data.Train, Batches: 1, Blocks: []int{1}, BagOnly: true}); err == nil {
+		t.Error("bag only without block 0: no error")
+	}
+}
+
 // checkAllClaimed fails unless every batch's texts were all read back exactly and claimed, and
 // nothing else was claimed.
 func checkAllClaimed(t *testing.T, res []BatchResult) {

@@ -57,6 +57,7 @@ func decodeFlags(fs *flag.FlagSet) runFunc {
 		joint      = fs.Bool("joint", false, "rank a prefix's extensions, and measure a claim's lead, by the sum of the attacked blocks' excesses (>= 1) instead of the worst block's; certification unchanged")
 		rank       = fs.Bool("rank", false, "search by ranking alone where certification fails (rows dropped, thin margins): the bag is the n_obs best block-0 tokens, prefixes are kept by mean step score; claims keep their rule, so uncertified texts are never claimed")
 		noOrder    = fs.Bool("no-order-margin", false, "skip the order margin's passes along the true texts (about half the candidate passes; only an evaluation knowing the truth runs them): its column shows -")
+		bagOnly    = fs.Bool("bag-only", false, "read the bag (block 0) and stop: no order search and no candidate passes (full rank at d 4096 would take hours); exact and token accuracy show -")
 		generation = intFlag(fs, "generation", 0, field.Bounds{Int: true, Min: 1, Max: 1 << 20, Zero: "decode prompts"}, "observe this many generation steps (one row of block 0 plus shields each) instead")
 		out        = fs.String("out", "", "write the per-batch results as JSON to this file")
 	)
@@ -143,7 +144,7 @@ func decodeFlags(fs *flag.FlagSet) runFunc {
 			return writeJSON(*out, g)
 		}
 		res, err := decode.Run(ctx, lm, ids, decode.Options{Sampler: sc, Split: split, Batches: *batches, Blocks: blocks,
-			Beam: *beam, Branch: *branch, ClaimLead: *claimLead, TextIDs: textIDs, Rank: *rank, Joint: *joint, NoOrderMargin: *noOrder})
+			Beam: *beam, Branch: *branch, ClaimLead: *claimLead, TextIDs: textIDs, Rank: *rank, Joint: *joint, NoOrderMargin: *noOrder, BagOnly: *bagOnly})
 		if err != nil {
 			return err
 		}
@@ -177,6 +178,17 @@ func printDecode(w io.Writer, res []decode.BatchResult) {
 		right += r.ClaimsRight
 		fw += r.Forwards
 		secs += r.Seconds
+	}
+	if len(res) > 0 && math.IsNaN(res[0].Exact) { // bag only
+		prec, rec, margin := 0.0, 0.0, math.Inf(1)
+		for _, r := range res {
+			prec += r.BagPrecision / float64(len(res))
+			rec += r.BagRecall / float64(len(res))
+			margin = min(margin, r.BagMargin)
+		}
+		fmt.Fprintf(w, "\ntotal: %d texts in %d batches: bag only: precision %.3f, recall %.3f, worst bag margin %.2f decades, rank %v of %d, in %.1f s\n",
+			texts, len(res), prec, rec, margin, res[0].Rank, res[0].D, secs)
+		return
 	}
 	fmt.Fprintf(w, "\ntotal: %d texts in %d batches: exact %.3f, token accuracy %.3f, %d claims (%d right), %d candidate forwards in %.1f s (%.0f/s)\n",
 		texts, len(res), exact/float64(texts), acc/float64(texts), claims, right, fw, secs, float64(fw)/secs)
