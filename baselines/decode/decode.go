@@ -161,7 +161,7 @@ func Run(ctx context.Context, m Model, texts [][]int, opt Options) ([]BatchResul
 		if !slices.Contains(blocks, 0) {
 			return nil, fmt.Errorf("decode: blocks %v: the bag needs block 0", blocks)
 		}
-		blocks = []int{0}
+		blocks, upto = []int{0}, 1 // block 0's rows need no block computed: the texts' forward stops there
 	} else if !slices.Contains(blocks, 0) || upto < 2 {
 		return nil, fmt.Errorf("decode: blocks %v: need block 0 (the bag) and one block >= 1 (the order)", blocks)
 	}
