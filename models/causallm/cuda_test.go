@@ -70,7 +70,7 @@ func TestCUDATrainStepMatchesCPU(t *testing.T) {
 			gr, gd := ref.Params().Grad().ToHost(), dut.Params().Grad().ToHost()
 			for _, v := range ref.Params().Views() {
 				a, b := gd[v.Offset:v.Offset+v.Tensor.Size()], gr[v.Offset:v.Offset+v.Tensor.Size()]
-				if e := relL2(a, b); e > tol || math.IsNaN(e) {
+				if e := cudatest.RelL2(a, b); e > tol || math.IsNaN(e) {
 					t.Errorf("%s: gradient relative L2 error %.2g > %g", v.Name, e, tol)
 				}
 			}
@@ -83,15 +83,4 @@ func TestCUDATrainStepMatchesCPU(t *testing.T) {
 			}
 		})
 	}
-}
-
-// relL2 is ||got - want|| / ||want||.
-func relL2(got, want []float32) float64 {
-	var d, n float64
-	for i := range want {
-		e := float64(got[i]) - float64(want[i])
-		d += e * e
-		n += float64(want[i]) * float64(want[i])
-	}
-	return math.Sqrt(d / max(n, 1e-300))
 }

@@ -69,17 +69,6 @@ func maskTail(B, N, b, pad int) []float32 {
 	return m
 }
 
-// relL2 is ||got - want|| / ||want||.
-func relL2(got, want []float32) float64 {
-	var d, n float64
-	for i := range want {
-		e := float64(got[i]) - float64(want[i])
-		d += e * e
-		n += float64(want[i]) * float64(want[i])
-	}
-	return math.Sqrt(d / max(n, 1e-300))
-}
-
 // TestCUDATrainingStepMatchesCPU runs three whole training steps (forward,
 // backward, clipping, AdamW) of both tasks on the CPU and on the GPU from
 // the same initial parameters and batch: losses, gradients and parameters
@@ -131,7 +120,7 @@ func TestCUDATrainingStepMatchesCPU(t *testing.T) {
 					if e := math.Abs(float64(ld-lr)) / math.Abs(float64(lr)); e > lossTol || math.IsNaN(float64(ld)) {
 						t.Errorf("step %d: loss %v on the GPU, %v on the CPU (relative error %.2g > %.0g)", s, ld, lr, e, lossTol)
 					}
-					if e := relL2(dut.params.Grad().ToHost(), ref.params.Grad().ToHost()); e > gradTol || math.IsNaN(e) {
+					if e := cudatest.RelL2(dut.params.Grad().ToHost(), ref.params.Grad().ToHost()); e > gradTol || math.IsNaN(e) {
 						t.Errorf("step %d: gradient relative L2 error %.2g > %.0g", s, e, gradTol)
 					} else {
 						t.Logf("step %d: loss %v vs %v, gradient relative L2 error %.2g", s, ld, lr, e)
@@ -146,7 +135,7 @@ func TestCUDATrainingStepMatchesCPU(t *testing.T) {
 						t.Fatal(err)
 					}
 				}
-				if e := relL2(dut.params.Data().ToHost(), ref.params.Data().ToHost()); e > paramTol {
+				if e := cudatest.RelL2(dut.params.Data().ToHost(), ref.params.Data().ToHost()); e > paramTol {
 					t.Errorf("parameters after 3 steps: relative L2 error %.2g > %.0g", e, paramTol)
 				}
 			})

@@ -3,6 +3,7 @@ package cudatest
 
 import (
 	"errors"
+	"math"
 	"testing"
 
 	"github.com/gelo-research/geloattack/engine/cuda"
@@ -24,4 +25,15 @@ func Open(t *testing.T, precision string) *cuda.Backend {
 		}
 	})
 	return be
+}
+
+// RelL2 is ||got - want|| / ||want||, in float64: how far a device's tensor is from the CPU's.
+func RelL2(got, want []float32) float64 {
+	var d, n float64
+	for i := range want {
+		e := float64(got[i]) - float64(want[i])
+		d += e * e
+		n += float64(want[i]) * float64(want[i])
+	}
+	return math.Sqrt(d / max(n, 1e-300))
 }
