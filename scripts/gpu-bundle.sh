@@ -14,7 +14,7 @@ case $out in /*) ;; *) out=$root/$out ;; esac
 # Every package with GPU tests, as "package:regexp". The regexp selects the package's GPU tests
 # for run.sh's crosscheck part on a GPU (go test -run syntax); without a GPU run.sh runs the whole
 # binary in -test.short mode instead, where the GPU tests skip. The convention: a GPU test's name
-# holds CUDA, and on a GPU it runs (a test that skips there fails the check). Add the decoder's and the language-model packages here when they have GPU
+# holds CUDA, and on a GPU it runs (a test that skips there fails the check). The language model's package (models/causallm) is here; add others when they have GPU
 # tests; engine/cuda must stay first (run.sh runs its GemmStrided crosscheck before anything else).
 packages=(
 	"engine/cuda:."
