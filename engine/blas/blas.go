@@ -35,8 +35,11 @@ type Library struct {
 	lapack bool
 	// lapackRaw are the Fortran routines behind qr (nil without LAPACK), for QRColMajor.
 	lapackRaw *lapackRoutines
-	mu        sync.Mutex
-	threads   int
+	// eig is LAPACK's symmetric eigensolver and gram the float64 DSYRK (nil: gonum's).
+	eig     symEig
+	gram    func(transA bool, n, k int, a []float64, lda int, c []float64, ldc int)
+	mu      sync.Mutex
+	threads int
 }
 
 // Name says which implementation is loaded, e.g. "OpenBLAS 0.3.21 ... (libopenblas.so.0)" or "gonum".
