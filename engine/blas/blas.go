@@ -1,8 +1,9 @@
 // Package blas gives row-major single-precision GEMM from OpenBLAS, loaded at
 // run time through purego so that binaries stay CGO_ENABLED=0, with a pure-Go
 // fallback (gonum) when no OpenBLAS can be opened. For the trusted side's
-// float64 work it also gives DGEMM and a row-major Householder QR (OpenBLAS's
-// LAPACK when exported, else gonum's).
+// float64 work it also gives DGEMM, a Gram product (DSYRK), a row-major
+// Householder QR and a symmetric eigendecomposition (OpenBLAS's LAPACK when
+// exported, else gonum's).
 //
 // The package-level functions use one library chosen on first use: the
 // environment variable GELOATTACK_BLAS=gonum forces the fallback,
