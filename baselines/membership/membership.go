@@ -36,6 +36,7 @@ import (
 	"gonum.org/v1/gonum/mat"
 
 	"github.com/gelo-research/geloattack/baselines"
+	"github.com/gelo-research/geloattack/engine/blas"
 )
 
 // Measure names one of the per-row membership measures.
@@ -142,28 +143,27 @@ func New(uObs *mat.Dense, opt Options) (*Space, error) {
 }
 
 // spectrum fills v and sig2 from the smaller Gram matrix of uObs, keeping the directions above
-// the rank tolerance.
+// the rank tolerance. The Gram product, the eigendecomposition and the products with U run on
+// engine/blas (OpenBLAS's DSYRK, LAPACK dsyevd and DGEMM when loaded): at d = 4096 past full
+// rank gonum's pure-Go U^T U and EigenSym took minutes.
 func (s *Space) spectrum(u *mat.Dense) error {
 	n, d := u.Dims()
-	var g mat.SymDense
+	ur := u.RawMatrix()
 	small := n < d
+	m := d // Gram size
 	if small {
-		g.SymOuterK(1, u) // (n, n) = U U^T
-	} else {
-		g.SymOuterK(1, u.T()) // (d, d) = U^T U
+		m = n
 	}
-	var eig mat.EigenSym
-	if !eig.Factorize(&g, true) {
-		return fmt.Errorf("membership: eigendecomposition of the Gram matrix of U (%d x %d) failed", n, d)
+	g := make([]float64, m*m) // (m, m): U U^T when small, else U^T U
+	blas.Gram(!small, m, n+d-m, ur.Data, ur.Stride, g, m)
+	vals := make([]float64, m)
+	if err := blas.EigSym(m, g, m, vals); err != nil { // vals ascending, vectors in g's columns
+		return fmt.Errorf("membership: eigendecomposition of the Gram matrix of U (%d x %d): %w", n, d, err)
 	}
-	vals := eig.Values(nil) // ascending
-	m := len(vals)
 	top := vals[m-1]
 	if !(top > 0) {
 		return fmt.Errorf("membership: U is zero")
 	}
-	var vecs mat.Dense
-	eig.VectorsTo(&vecs)
 	cut := s.opt.RankTol * s.opt.RankTol * top
 	var keep []int
 	for j := m - 1; j >= 0; j-- {
@@ -174,19 +174,24 @@ func (s *Space) spectrum(u *mat.Dense) error {
 	r := len(keep)
 	s.sig2 = make([]float64, r)
 	s.v = mat.NewDense(d, r, nil)
+	vr := s.v.RawMatrix()
+	if small {
+		// v = U^T e / sigma: right singular vectors from left ones.
+		e := make([]float64, n*r) // (n, r): kept eigenvectors, scaled by 1/sigma
+		for c, j := range keep {
+			s.sig2[c] = vals[j]
+			inv := 1 / math.Sqrt(vals[j])
+			for i := 0; i < n; i++ {
+				e[i*r+c] = g[i*m+j] * inv
+			}
+		}
+		blas.Dgemm(true, false, d, r, n, 1, ur.Data, ur.Stride, e, r, 0, vr.Data, vr.Stride)
+		return nil
+	}
 	for c, j := range keep {
 		s.sig2[c] = vals[j]
-		if small {
-			// v = U^T e / sigma: a right singular vector from a left one.
-			e := vecs.ColView(j)
-			var col mat.VecDense
-			col.MulVec(u.T(), e)
-			col.ScaleVec(1/math.Sqrt(vals[j]), &col)
-			s.v.SetCol(c, col.RawVector().Data)
-		} else {
-			for i := 0; i < d; i++ {
-				s.v.Set(i, c, vecs.At(i, j))
-			}
+		for i := 0; i < d; i++ {
+			vr.Data[i*vr.Stride+c] = g[i*m+j]
 		}
 	}
 	return nil
@@ -303,11 +308,12 @@ func (s *Space) score(rows *mat.Dense, residual bool) (*Scores, error) {
 	for j := range out.TopK {
 		out.TopK[j] = make([]float64, t)
 	}
-	var c mat.Dense
-	c.Mul(rows, s.v) // (t, r): coordinates along the right singular directions
 	r := len(s.sig2)
+	c := make([]float64, t*r) // (t, r): coordinates along the right singular directions
+	rr, vr := rows.RawMatrix(), s.v.RawMatrix()
+	blas.Dgemm(false, false, t, r, d, 1, rr.Data, rr.Stride, vr.Data, vr.Stride, 0, c, r)
 	for i := 0; i < t; i++ {
-		ci := c.RawRowView(i)
+		ci := c[i*r : (i+1)*r]
 		lev, in := 0.0, 0.0
 		kj := 0
 		for j := 0; j < r; j++ {

@@ -1,8 +1,9 @@
 // Package blas gives row-major single-precision GEMM from OpenBLAS, loaded at
 // run time through purego so that binaries stay CGO_ENABLED=0, with a pure-Go
 // fallback (gonum) when no OpenBLAS can be opened. For the trusted side's
-// float64 work it also gives DGEMM and a row-major Householder QR (OpenBLAS's
-// LAPACK when exported, else gonum's).
+// float64 work it also gives DGEMM, a Gram product (DSYRK), a row-major
+// Householder QR and a symmetric eigendecomposition (OpenBLAS's LAPACK when
+// exported, else gonum's).
 //
 // The package-level functions use one library chosen on first use: the
 // environment variable GELOATTACK_BLAS=gonum forces the fallback,
@@ -35,8 +36,11 @@ type Library struct {
 	lapack bool
 	// lapackRaw are the Fortran routines behind qr (nil without LAPACK), for QRColMajor.
 	lapackRaw *lapackRoutines
-	mu        sync.Mutex
-	threads   int
+	// eig is LAPACK's symmetric eigensolver and gram the float64 DSYRK (nil: gonum's).
+	eig     symEig
+	gram    func(transA bool, n, k int, a []float64, lda int, c []float64, ldc int)
+	mu      sync.Mutex
+	threads int
 }
 
 // Name says which implementation is loaded, e.g. "OpenBLAS 0.3.21 ... (libopenblas.so.0)" or "gonum".

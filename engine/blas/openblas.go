@@ -30,11 +30,11 @@ type cblasSgemm func(order, transA, transB int32, m, n, k int32, alpha float32, 
 // OpenOpenBLAS opens the first of paths (DefaultPaths() when none) that loads
 // and exports cblas_sgemm. openblas_set_num_threads and openblas_get_config
 // are used when exported (a reference libblas.so.3 has neither; SetThreads is
-// then a no-op), and so are cblas_dgemm (Dgemm) and LAPACK's Fortran
-// dgeqrf_/dorgqr_ (QR; HasLAPACK says whether they were found), each falling
-// back to gonum when absent. Before the first load, on an amd64 CPU with AVX-512
-// F/CD/BW/DQ/VL, it sets OPENBLAS_CORETYPE=SkylakeX in the C environment
-// unless the variable is already set (see chooseCoreType).
+// then a no-op), and so are cblas_dgemm (Dgemm), cblas_dsyrk (Gram) and LAPACK's
+// Fortran dgeqrf_/dorgqr_ (QR; HasLAPACK says whether they were found) and dsyevd_
+// (EigSym; HasEigSym), each falling back to gonum when absent. Before the first
+// load, on an amd64 CPU with AVX-512 F/CD/BW/DQ/VL, it sets
+// OPENBLAS_CORETYPE=SkylakeX in the C environment unless the variable is already set (see chooseCoreType).
 func OpenOpenBLAS(paths ...string) (*Library, error) {
 	if len(paths) == 0 {
 		paths = DefaultPaths()
@@ -84,6 +84,8 @@ func openOne(path string) (*Library, error) {
 	}
 	lib.dgemm, _ = openblasDgemm(h)
 	lib.qr, lib.lapackRaw, lib.lapack = lapackQR(h)
+	lib.eig, _ = lapackSymEig(h)
+	lib.gram, _ = openblasGram(h)
 	lib.sgemm = func(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
 		// k == 0 leaves A and B empty; a valid pointer is still required.
 		var dummy float32
