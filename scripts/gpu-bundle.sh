@@ -35,6 +35,9 @@ flags=(-trimpath -ldflags='-s -w')
 
 rm -rf "$out"
 mkdir -p "$out/bin" "$out/src" "$out/configs" "$out/bench"
+# src/ holds copies of Go files (engine/op_*.go for a kernel-table test): a go.mod of its own makes
+# the folder a separate module, so `go vet ./...` and `go test ./...` at the root skip it.
+printf 'module geloattack-gpu-bundle\n' >"$out/go.mod"
 echo "gpu-bundle: building into $out"
 
 go build "${flags[@]}" -o "$out/bin/geloattack" ./cmd/geloattack
