@@ -97,14 +97,18 @@ func finite(x float64) *float64 {
 	return &x
 }
 
-// MarshalJSON writes an infinite margin (nothing to separate) as null.
+// MarshalJSON writes an infinite margin (nothing to separate) and a figure not measured (NaN:
+// the order margin skipped, exact and token accuracy with BagOnly) as null, which JSON can hold.
 func (r BatchResult) MarshalJSON() ([]byte, error) {
 	type plain BatchResult
 	return json.Marshal(struct {
 		plain
-		BagMargin   *float64 `json:"bag_margin"`
-		OrderMargin *float64 `json:"order_margin"`
-	}{plain(r), finite(r.BagMargin), finite(r.OrderMargin)})
+		BagMargin     *float64 `json:"bag_margin"`
+		OrderMargin   *float64 `json:"order_margin"`
+		BagMarginTopK *float64 `json:"bag_margin_topk"`
+		Exact         *float64 `json:"exact"`
+		TokenAcc      *float64 `json:"token_accuracy"`
+	}{plain(r), finite(r.BagMargin), finite(r.OrderMargin), finite(r.BagMarginTopK), finite(r.Exact), finite(r.TokenAcc)})
 }
 
 // BatchResult is the outcome of one batch.
@@ -128,6 +132,11 @@ type BatchResult struct {
 	// the smallest over steps.
 	BagMargin   float64 `json:"bag_margin"`
 	OrderMargin float64 `json:"order_margin"`
+	// BagMarginTopK is, with BagOnly past full rank, the bag's margin by top-k containment (a
+	// token row's energy outside U's top k right singular directions, relative to its own) at
+	// the k of membership.Space.Ks that separates best, and BagTopK that k; NaN and 0 otherwise.
+	BagMarginTopK float64 `json:"bag_margin_topk"`
+	BagTopK       int     `json:"bag_topk"`
 	// Decoded are the texts read back; Exact the fraction of true texts among them; TokenAcc the
 	// mean over true texts of the best positionwise accuracy of a decoded text.
 	Decoded  []Text  `json:"decoded"`
@@ -319,7 +328,13 @@ func (a *attack) batch(ctx context.Context, samplers map[int]*gelo.Sampler, ws *
 	}
 	res.BagRecall = float64(hit) / float64(len(truthSet))
 	res.BagMargin = separation(bagScores, truthSet)
+	res.BagMarginTopK = math.NaN()
 	if a.bagOnly {
+		if sp := a.spaces[0]; sp.FullRank() && len(sp.Ks()) > 0 {
+			if res.BagMarginTopK, res.BagTopK, err = a.topKBagMargin(ctx, truthSet); err != nil {
+				return nil, err
+			}
+		}
 		res.OrderMargin, res.Exact, res.TokenAcc = math.NaN(), math.NaN(), math.NaN()
 		res.Seconds = time.Since(start).Seconds()
 		return res, nil
@@ -427,6 +442,43 @@ func (a *attack) bagScores(ctx context.Context) ([]float64, error) {
 		out = append(out, e...)
 	}
 	return out, nil
+}
+
+// topKBagMargin scores every vocabulary row of block 0 by top-k containment, log10 of the
+// fraction of its energy outside U_0's top k right singular directions, for each k of the space's Ks, and
+// returns the best separation of the true tokens from the rest and its k: the score leverage does
+// not cover, tried before a setting is called a defence of the bag.
+func (a *attack) topKBagMargin(ctx context.Context, truth map[int]bool) (float64, int, error) {
+	sp := a.spaces[0]
+	ks := sp.Ks()
+	scores := make([][]float64, len(ks)) // (len(ks), vocab)
+	v := a.m.Vocab()
+	buf := make([]float32, vocabChunk*a.d)
+	for lo := 0; lo < v; lo += vocabChunk {
+		if err := ctx.Err(); err != nil {
+			return 0, 0, err
+		}
+		hi := min(v, lo+vocabChunk)
+		if err := a.m.Block0(lo, hi, buf[:(hi-lo)*a.d]); err != nil {
+			return 0, 0, fmt.Errorf("vocabulary rows [%d, %d): %w", lo, hi, err)
+		}
+		sc, err := sp.ScoreSpectral(toDense(buf[:(hi-lo)*a.d], hi-lo, a.d))
+		if err != nil {
+			return 0, 0, err
+		}
+		for j := range ks {
+			for _, r := range sc.TopK[j] { // the fraction of the row's energy outside
+				scores[j] = append(scores[j], math.Log10(max(r, 1e-300)))
+			}
+		}
+	}
+	best, bestK := math.Inf(-1), 0
+	for j, k := range ks {
+		if m := separation(scores[j], truth); m > best {
+			best, bestK = m, k
+		}
+	}
+	return best, bestK, nil
 }
 
 // bag is the certified tokens, best first, at most nObs of them (a batch of n_obs observed rows

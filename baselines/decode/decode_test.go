@@ -96,10 +96,24 @@ func TestToyBagOnly(t *testing.T) {
 			t.Errorf("batch %d: bag %v (P %v R %v margin %v) alone, %v (P %v R %v margin %v) in the whole attack", b,
 				o.Bag, o.BagPrecision, o.BagRecall, o.BagMargin, f.Bag, f.BagPrecision, f.BagRecall, f.BagMargin)
 		}
+		if !math.IsNaN(o.BagMarginTopK) { // below full rank: no top-k margin
+			t.Errorf("batch %d bag only below full rank: top-k margin %v, want NaN", b, o.BagMarginTopK)
+		}
 		if o.BagRecall != 1 || o.Forwards != 0 || len(o.Decoded) != 0 || o.Claims != 0 || !math.IsNaN(o.Exact) || !math.IsNaN(o.TokenAcc) {
 			t.Errorf("batch %d bag only: recall %v, %d forwards, %d decoded, %d claims, exact %v, token accuracy %v",
 				b, o.BagRecall, o.Forwards, len(o.Decoded), o.Claims, o.Exact, o.TokenAcc)
 		}
+	}
+	// Past full rank (64 weak shield rows on width 64) the top-k containment margin is measured too.
+	cfg.ShieldRows, cfg.ShieldScale = 64, gelo.Fixed(0.1)
+	past, err := Run(context.Background(), m, sourceTexts(40, 200, 2), Options{Sampler: cfg, Split: data.Train, Batches: 1, Blocks: []int{0}, BagOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := past[0]; math.IsNaN(r.BagMarginTopK) || r.BagTopK < 1 || r.BagTopK > 64 {
+		t.Errorf("bag only past full rank: top-k margin %v at k %d, want a margin at some k in [1, 64]", r.BagMarginTopK, r.BagTopK)
+	} else {
+		t.Logf("past full rank: leverage margin %.2f, top-k margin %.2f at k %d", r.BagMargin, r.BagMarginTopK, r.BagTopK)
 	}
 	if _, err := Run(context.Background(), m, sourceTexts(40, 200, 2), Options{Sampler: cfg, Split: data.Train, Batches: 1, Blocks: []int{1}, BagOnly: true}); err == nil {
 		t.Error("bag only without block 0: no error")
@@ -175,6 +189,16 @@ func TestResultJSONHoldsInfinities(t *testing.T) {
 	b, err := json.Marshal([]BatchResult{r})
 	if err != nil {
 		t.Fatal(err)
+	}
+	r2 := BatchResult{Index: 4, BagMargin: 1, OrderMargin: math.NaN(), BagMarginTopK: math.NaN(), Exact: math.NaN(), TokenAcc: math.NaN()}
+	b2, err := json.Marshal(r2) // a bag-only result: the unmeasured figures are NaN
+	if err != nil {
+		t.Fatalf("bag-only result: %v", err)
+	}
+	for _, want := range []string{`"order_margin":null`, `"bag_margin_topk":null`, `"exact":null`, `"token_accuracy":null`, `"bag_margin":1`} {
+		if !strings.Contains(string(b2), want) {
+			t.Errorf("bag-only JSON lacks %s: %s", want, b2)
+		}
 	}
 	for _, want := range []string{`"bag_margin":null`, `"order_margin":0.5`, `"lead":null`, `"excess":-2`, `"index":3`, `"tokens":[1,2]`} {
 		if !strings.Contains(string(b), want) {

@@ -186,8 +186,16 @@ func printDecode(w io.Writer, res []decode.BatchResult) {
 			rec += r.BagRecall / float64(len(res))
 			margin = min(margin, r.BagMargin)
 		}
-		fmt.Fprintf(w, "\ntotal: %d texts in %d batches: bag only: precision %.3f, recall %.3f, worst bag margin %.2f decades, rank %v of %d, in %.1f s\n",
-			texts, len(res), prec, rec, margin, res[0].Rank, res[0].D, secs)
+		topk := ""
+		if !math.IsNaN(res[0].BagMarginTopK) {
+			worst := math.Inf(1)
+			for _, r := range res {
+				worst = min(worst, r.BagMarginTopK)
+			}
+			topk = fmt.Sprintf(" (top-k containment: %.2f decades, k %d)", worst, res[0].BagTopK)
+		}
+		fmt.Fprintf(w, "\ntotal: %d texts in %d batches: bag only: precision %.3f, recall %.3f, worst bag margin %.2f decades%s, rank %v of %d, in %.1f s\n",
+			texts, len(res), prec, rec, margin, topk, res[0].Rank, res[0].D, secs)
 		return
 	}
 	fmt.Fprintf(w, "\ntotal: %d texts in %d batches: exact %.3f, token accuracy %.3f, %d claims (%d right), %d candidate forwards in %.1f s (%.0f/s)\n",
