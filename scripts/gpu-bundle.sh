@@ -68,6 +68,10 @@ gzip -9 "$out"/bin/*
 
 cp configs/quickstart.yaml configs/unmix-quickstart.yaml "$out/configs/"
 cp bench/torch_settransformer.py "$out/bench/"
+# models/causallm's PyTorch step check reads ../../bench/torch_lm.py (which imports torch_llama.py) from its package folder
+# (src/models/causallm), and CI runs the bundle with GELOATTACK_REQUIRE_TORCH=1.
+mkdir -p "$out/src/bench"
+cp bench/torch_lm.py bench/torch_llama.py "$out/src/bench/"   # torch_lm.py imports torch_llama
 cp scripts/gpu-bundle-run.sh "$out/run.sh"
 chmod +x "$out/run.sh"
 
