@@ -302,7 +302,10 @@ func (a *attack) batch(ctx context.Context, samplers map[int]*gelo.Sampler, ws *
 			a.leftOutThr = math.Log10(LeftOutAbove)
 		}
 	}
-	bagScores, err := a.bagScores(ctx)
+	// Bag only past full rank, the bag is also scored by top-k containment, from the same pass.
+	sp0 := a.spaces[0]
+	withTopK := a.bagOnly && sp0.FullRank() && len(sp0.Ks()) > 0
+	bagScores, topK, err := a.bagScores(ctx, withTopK)
 	if err != nil {
 		return nil, err
 	}
@@ -330,10 +333,8 @@ func (a *attack) batch(ctx context.Context, samplers map[int]*gelo.Sampler, ws *
 	res.BagMargin = separation(bagScores, truthSet)
 	res.BagMarginTopK = math.NaN()
 	if a.bagOnly {
-		if sp := a.spaces[0]; sp.FullRank() && len(sp.Ks()) > 0 {
-			if res.BagMarginTopK, res.BagTopK, err = a.topKBagMargin(ctx, truthSet); err != nil {
-				return nil, err
-			}
+		if withTopK {
+			res.BagMarginTopK, res.BagTopK = bestTopKMargin(topK, sp0.Ks(), truthSet)
 		}
 		res.OrderMargin, res.Exact, res.TokenAcc = math.NaN(), math.NaN(), math.NaN()
 		res.Seconds = time.Since(start).Seconds()
@@ -398,6 +399,11 @@ func (a *attack) excess(l int, rows *mat.Dense) ([]float64, error) {
 	if err != nil {
 		return nil, err
 	}
+	return excessOf(sp, sc), nil
+}
+
+// excessOf is excess from a Score of the rows against sp.
+func excessOf(sp *membership.Space, sc *membership.Scores) []float64 {
 	out := make([]float64, len(sc.Residual))
 	for i := range out {
 		switch {
@@ -411,7 +417,7 @@ func (a *attack) excess(l int, rows *mat.Dense) ([]float64, error) {
 			out[i] = math.Log10(max(sc.Leverage[i], 1e-30) / (1 + membership.LeverageSlack))
 		}
 	}
-	return out, nil
+	return out
 }
 
 // LeftOutAbove is how far above the leverage bound (a factor) the best extension left out must
@@ -422,63 +428,52 @@ const LeftOutAbove = 2
 // vocabChunk is how many vocabulary rows are scored at once.
 const vocabChunk = 2048
 
-// bagScores scores every vocabulary token's block-0 row.
-func (a *attack) bagScores(ctx context.Context) ([]float64, error) {
+// bagScores scores every vocabulary row of block 0 against U_0 (its excess over the bound, by
+// the residual below full rank and the leverage at full rank) and, with topK, also by top-k
+// containment: per k of the space's Ks, log10 of the fraction of the row's energy outside U_0's
+// top k right singular directions, from the same Score of each chunk.
+func (a *attack) bagScores(ctx context.Context, topK bool) ([]float64, [][]float64, error) {
+	sp := a.spaces[0]
 	v := a.m.Vocab()
 	out := make([]float64, 0, v)
-	buf := make([]float32, vocabChunk*a.d)
-	for lo := 0; lo < v; lo += vocabChunk {
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		hi := min(v, lo+vocabChunk)
-		if err := a.m.Block0(lo, hi, buf[:(hi-lo)*a.d]); err != nil {
-			return nil, fmt.Errorf("vocabulary rows [%d, %d): %w", lo, hi, err)
-		}
-		e, err := a.excess(0, toDense(buf[:(hi-lo)*a.d], hi-lo, a.d))
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, e...)
+	var tk [][]float64 // (len(Ks), vocab)
+	if topK {
+		tk = make([][]float64, len(sp.Ks()))
 	}
-	return out, nil
-}
-
-// topKBagMargin scores every vocabulary row of block 0 by top-k containment, log10 of the
-// fraction of its energy outside U_0's top k right singular directions, for each k of the space's Ks, and
-// returns the best separation of the true tokens from the rest and its k: the score leverage does
-// not cover, tried before a setting is called a defence of the bag.
-func (a *attack) topKBagMargin(ctx context.Context, truth map[int]bool) (float64, int, error) {
-	sp := a.spaces[0]
-	ks := sp.Ks()
-	scores := make([][]float64, len(ks)) // (len(ks), vocab)
-	v := a.m.Vocab()
 	buf := make([]float32, vocabChunk*a.d)
 	for lo := 0; lo < v; lo += vocabChunk {
 		if err := ctx.Err(); err != nil {
-			return 0, 0, err
+			return nil, nil, err
 		}
 		hi := min(v, lo+vocabChunk)
 		if err := a.m.Block0(lo, hi, buf[:(hi-lo)*a.d]); err != nil {
-			return 0, 0, fmt.Errorf("vocabulary rows [%d, %d): %w", lo, hi, err)
+			return nil, nil, fmt.Errorf("vocabulary rows [%d, %d): %w", lo, hi, err)
 		}
-		sc, err := sp.ScoreSpectral(toDense(buf[:(hi-lo)*a.d], hi-lo, a.d))
+		sc, err := sp.Score(toDense(buf[:(hi-lo)*a.d], hi-lo, a.d))
 		if err != nil {
-			return 0, 0, err
+			return nil, nil, err
 		}
-		for j := range ks {
-			for _, r := range sc.TopK[j] { // the fraction of the row's energy outside
-				scores[j] = append(scores[j], math.Log10(max(r, 1e-300)))
+		out = append(out, excessOf(sp, sc)...)
+		for j := range tk {
+			for _, r := range sc.TopK[j] {
+				tk[j] = append(tk[j], math.Log10(max(r, 1e-300)))
 			}
 		}
 	}
+	return out, tk, nil
+}
+
+// bestTopKMargin is the best separation of the true tokens from the rest over the top-k scores
+// (one per k of ks), and its k: the score leverage does not cover, tried before a setting is
+// called a defence of the bag.
+func bestTopKMargin(topK [][]float64, ks []int, truth map[int]bool) (float64, int) {
 	best, bestK := math.Inf(-1), 0
 	for j, k := range ks {
-		if m := separation(scores[j], truth); m > best {
+		if m := separation(topK[j], truth); m > best {
 			best, bestK = m, k
 		}
 	}
-	return best, bestK, nil
+	return best, bestK
 }
 
 // bag is the certified tokens, best first, at most nObs of them (a batch of n_obs observed rows

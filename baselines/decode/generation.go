@@ -82,7 +82,7 @@ func Generation(ctx context.Context, m Model, texts [][]int, textIDs []int64, cf
 			return nil, fmt.Errorf("decode generation: step %d: %w", i, err)
 		}
 		a.spaces = map[int]*membership.Space{0: sp}
-		scores, err := a.bagScores(ctx)
+		scores, _, err := a.bagScores(ctx, false)
 		if err != nil {
 			return nil, err
 		}
