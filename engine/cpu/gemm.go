@@ -41,45 +41,37 @@ func (c *Backend) GemmStrided(transA, transB bool, batch, m, n, k int, alpha flo
 	}
 	// Products whose operands are both under 2^20 floats keep the row blocks of parallelRows
 	// (four per worker) they had before: packing is cheap there, and their bits (the
-	// quickstart's figures among them) stay as they were.
-	if k*n < 1<<20 && m*k < 1<<20 {
-		for i := range batch {
-			ai, bi, ci := mat(as, i, sa, m*k), mat(bs, i, sb, k*n), mat(cs, i, sc, m*n)
-			c.parallelRows(m, n*k, func(_, lo, hi int) {
-				aoff := lo * lda // rows lo..hi of op(A): rows of A, or its columns when transposed
-				if transA {
-					aoff = lo
-				}
-				c.lib.Sgemm(transA, transB, hi-lo, n, k, alpha, ai[aoff:], lda, bi, ldb, beta, ci[lo*n:], n)
-			})
-		}
-		return
-	}
-	// One block of C per worker, split along whichever of C's rows and columns packs less: each
-	// block's BLAS call packs its own share of op(A) and op(B), so a row split repacks all of
-	// op(B) (k x n) per worker and a column split all of op(A) (m x k). The language model's
-	// vocabulary GEMMs ((512, 384) x (384, 32000), say) pack far less that way than in row
-	// blocks of four per worker: 1.15x its training step on 2 cores.
+	// quickstart's figures among them) stay as they were. Larger ones get one block of C per
+	// worker, split along whichever of C's rows and columns packs less: each block's BLAS call
+	// packs its own share of op(A) and op(B), so a row split repacks all of op(B) (k x n) per
+	// worker and a column split all of op(A) (m x k). The language model's vocabulary GEMMs
+	// ((512, 384) x (384, 32000), say) pack far less that way than in row blocks of four per
+	// worker: 1.15x its training step on 2 cores.
+	small := k*n < 1<<20 && m*k < 1<<20
 	w := min(c.workers, max(m, n))
-	byCols := w*m*k+k*n < w*k*n+m*k && n >= w
+	byCols := !small && w*m*k+k*n < w*k*n+m*k && n >= w
 	for i := range batch {
 		ai, bi, ci := mat(as, i, sa, m*k), mat(bs, i, sb, k*n), mat(cs, i, sc, m*n)
-		if byCols {
-			c.parallelParts(n, w, func(lo, hi int) {
+		rows := func(lo, hi int) { // rows lo..hi of C
+			aoff := lo * lda // rows lo..hi of op(A): rows of A, or its columns when transposed
+			if transA {
+				aoff = lo
+			}
+			c.lib.Sgemm(transA, transB, hi-lo, n, k, alpha, ai[aoff:], lda, bi, ldb, beta, ci[lo*n:], n)
+		}
+		switch {
+		case small:
+			c.parallelRows(m, n*k, func(_, lo, hi int) { rows(lo, hi) })
+		case byCols:
+			c.parallelParts(n, w, func(lo, hi int) { // columns lo..hi of C
 				boff := lo // columns lo..hi of op(B): columns of B, or its rows when transposed
 				if transB {
 					boff = lo * ldb
 				}
 				c.lib.Sgemm(transA, transB, m, hi-lo, k, alpha, ai, lda, bi[boff:], ldb, beta, ci[lo:], n)
 			})
-			continue
+		default:
+			c.parallelParts(m, w, rows)
 		}
-		c.parallelParts(m, w, func(lo, hi int) {
-			aoff := lo * lda
-			if transA {
-				aoff = lo
-			}
-			c.lib.Sgemm(transA, transB, hi-lo, n, k, alpha, ai[aoff:], lda, bi, ldb, beta, ci[lo*n:], n)
-		})
 	}
 }
