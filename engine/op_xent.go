@@ -116,13 +116,12 @@ func (tp *Tape) VocabCrossEntropy(h, w *Tensor, targets []int32) *Tensor {
 	}
 	tp.be.Reduce(ReduceSum, y, nll)
 	tp.be.Unary(UnaryScale, y, y, 1/float32(T))
-	return tp.record(node{op: op, out: y, in: [4]*Tensor{h, w, tgt, logits}, saved: lse})
+	return tp.record(node{op: op, out: y, in: [4]*Tensor{h, w}})
 }
 
-// crossEntropyOp is VocabCrossEntropy's node: in = h, w, targets (T), the
-// logits scratch (chunk, V); saved = lse (T). gh (T, d) and gw (V, d) are the
-// gradients for dy = 1 the forward prepared (nil: not needed, or a
-// forward-only tape).
+// crossEntropyOp is VocabCrossEntropy's node: in = h, w. gh (T, d) and gw
+// (V, d) are the gradients for dy = 1 the forward prepared (nil: not needed,
+// or a forward-only tape); the backward needs nothing else.
 type crossEntropyOp struct {
 	gh, gw *Tensor
 }
