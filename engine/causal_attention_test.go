@@ -73,14 +73,6 @@ func TestCausalAttentionGradient(t *testing.T) {
 	}
 }
 
-func normals(r *rand.Rand, n int) []float32 {
-	x := make([]float32, n)
-	for i := range x {
-		x[i] = float32(r.NormFloat64())
-	}
-	return x
-}
-
 // TestCausalAttentionIsCausal: changing the q, k and v rows of positions
 // s.. of one sequence leaves every output row before s bit-identical (and
 // every row of the other sequence), while rows from s on do change; and the
@@ -91,7 +83,7 @@ func TestCausalAttentionIsCausal(t *testing.T) {
 	qw, kw := heads*hd, kvHeads*hd
 	for _, be := range testBackends(t) {
 		r := rand.New(rand.NewPCG(27, 3))
-		q, k, v := normals(r, B*T*qw), normals(r, B*T*kw), normals(r, B*T*kw)
+		q, k, v := randHost(r, B*T*qw), randHost(r, B*T*kw), randHost(r, B*T*kw)
 		run := func(q, k, v []float32) []float32 {
 			tp := engine.NewTape(be)
 			o := tp.CausalAttention(tp.Input(q, B, T, qw), tp.Input(k, B, T, kw), tp.Input(v, B, T, kw), heads, kvHeads)
@@ -167,7 +159,7 @@ func TestCausalAttentionKnownAnswers(t *testing.T) {
 	defer c.Close()
 	c.SetMinWork(1)
 	r := rand.New(rand.NewPCG(27, 4))
-	q, k, v := normals(r, B*T*qw), normals(r, B*T*kw), normals(r, B*T*kw)
+	q, k, v := randHost(r, B*T*qw), randHost(r, B*T*kw), randHost(r, B*T*kw)
 	// k and v with each kv head repeated for its query heads: (B, T, qw).
 	rep := func(x []float32) []float32 {
 		y := make([]float32, B*T*qw)

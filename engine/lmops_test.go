@@ -271,13 +271,7 @@ func TestVocabCrossEntropyForwardOnly(t *testing.T) {
 	defer c.Close()
 	const T, V, d = engine.CrossEntropyChunk + 9, 300, 8
 	r := rand.New(rand.NewPCG(7, 7))
-	hh, ww := make([]float32, T*d), make([]float32, V*d)
-	for i := range hh {
-		hh[i] = float32(r.NormFloat64())
-	}
-	for i := range ww {
-		ww[i] = float32(r.NormFloat64())
-	}
+	hh, ww := randHost(r, T*d), randHost(r, V*d)
 	ids := seededIDs(5, T, V)
 	run := func(forwardOnly bool) (float32, int64, error) {
 		tp := engine.NewTape(c)
