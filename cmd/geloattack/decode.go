@@ -148,13 +148,13 @@ func decodeFlags(fs *flag.FlagSet) runFunc {
 		if err != nil {
 			return err
 		}
-		printDecode(os.Stdout, res)
+		printDecode(os.Stdout, res, *bagOnly)
 		return writeJSON(*out, res)
 	}
 }
 
 // printDecode writes one table row per batch and the totals.
-func printDecode(w io.Writer, res []decode.BatchResult) {
+func printDecode(w io.Writer, res []decode.BatchResult, bagOnly bool) {
 	fmt.Fprintln(w, "| batch | texts | n | rank per block of d | bag P / R | bag margin | order margin | exact | token acc | claims (right) | forwards/s | s |")
 	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|")
 	var exact, acc, secs float64
@@ -179,7 +179,7 @@ func printDecode(w io.Writer, res []decode.BatchResult) {
 		fw += r.Forwards
 		secs += r.Seconds
 	}
-	if len(res) > 0 && math.IsNaN(res[0].Exact) { // bag only
+	if bagOnly && len(res) > 0 {
 		prec, rec, margin := 0.0, 0.0, math.Inf(1)
 		for _, r := range res {
 			prec += r.BagPrecision / float64(len(res))
