@@ -1,6 +1,7 @@
 package decode
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -106,9 +107,11 @@ func (r BatchResult) MarshalJSON() ([]byte, error) {
 		BagMargin     *float64 `json:"bag_margin"`
 		OrderMargin   *float64 `json:"order_margin"`
 		BagMarginTopK *float64 `json:"bag_margin_topk"`
+		RankRecall    *float64 `json:"bag_rank_recall"`
+		RecallTopK    *float64 `json:"bag_rank_recall_topk"`
 		Exact         *float64 `json:"exact"`
 		TokenAcc      *float64 `json:"token_accuracy"`
-	}{plain(r), finite(r.BagMargin), finite(r.OrderMargin), finite(r.BagMarginTopK), finite(r.Exact), finite(r.TokenAcc)})
+	}{plain(r), finite(r.BagMargin), finite(r.OrderMargin), finite(r.BagMarginTopK), finite(r.BagRankRecall), finite(r.BagRankRecallTopK), finite(r.Exact), finite(r.TokenAcc)})
 }
 
 // BatchResult is the outcome of one batch.
@@ -137,6 +140,14 @@ type BatchResult struct {
 	// the k of membership.Space.Ks that separates best, and BagTopK that k; NaN and 0 otherwise.
 	BagMarginTopK float64 `json:"bag_margin_topk"`
 	BagTopK       int     `json:"bag_topk"`
+	// BagRankRecall is the fraction of the true distinct tokens among the vocabulary's m
+	// best-scoring tokens, m the number of true distinct tokens, and BagWorstRank the rank
+	// (1-based) of the worst-scoring true token: how much of the bag the ranking still reads
+	// where the margin is negative (m and the truth used only to score, as every figure here).
+	// BagRankRecallTopK is the same by top-k containment at BagTopK (NaN without it).
+	BagRankRecall     float64 `json:"bag_rank_recall"`
+	BagWorstRank      int     `json:"bag_worst_rank"`
+	BagRankRecallTopK float64 `json:"bag_rank_recall_topk"`
 	// Decoded are the texts read back; Exact the fraction of true texts among them; TokenAcc the
 	// mean over true texts of the best positionwise accuracy of a decoded text.
 	Decoded  []Text  `json:"decoded"`
@@ -331,10 +342,12 @@ func (a *attack) batch(ctx context.Context, samplers map[int]*gelo.Sampler, ws *
 	}
 	res.BagRecall = float64(hit) / float64(len(truthSet))
 	res.BagMargin = separation(bagScores, truthSet)
-	res.BagMarginTopK = math.NaN()
+	res.BagRankRecall, res.BagWorstRank = rankRecall(bagScores, truthSet)
+	res.BagMarginTopK, res.BagRankRecallTopK = math.NaN(), math.NaN()
 	if a.bagOnly {
 		if withTopK {
 			res.BagMarginTopK, res.BagTopK = bestTopKMargin(topK, sp0.Ks(), truthSet)
+			res.BagRankRecallTopK, _ = rankRecall(topK[slices.Index(sp0.Ks(), res.BagTopK)], truthSet)
 		}
 		res.OrderMargin, res.Exact, res.TokenAcc = math.NaN(), math.NaN(), math.NaN()
 		res.Seconds = time.Since(start).Seconds()
@@ -872,6 +885,29 @@ func separation(scores []float64, set map[int]bool) float64 {
 		}
 	}
 	return bestOut - worstIn
+}
+
+// rankRecall is the fraction of set among the len(set) lowest scores (ties broken by token id)
+// and the 1-based rank of set's worst-scoring member.
+func rankRecall(scores []float64, set map[int]bool) (float64, int) {
+	if len(set) == 0 {
+		return math.NaN(), 0
+	}
+	order := make([]int, len(scores))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(i, j int) int { return cmp.Compare(scores[i], scores[j]) })
+	hit, worst := 0, 0
+	for r, v := range order {
+		if set[v] {
+			if r < len(set) {
+				hit++
+			}
+			worst = r + 1
+		}
+	}
+	return float64(hit) / float64(len(set)), worst
 }
 
 // positionwise is the fraction of truth's positions where got holds the same token.

@@ -96,6 +96,10 @@ func TestToyBagOnly(t *testing.T) {
 			t.Errorf("batch %d: bag %v (P %v R %v margin %v) alone, %v (P %v R %v margin %v) in the whole attack", b,
 				o.Bag, o.BagPrecision, o.BagRecall, o.BagMargin, f.Bag, f.BagPrecision, f.BagRecall, f.BagMargin)
 		}
+		if o.BagMargin > 0 && (o.BagRankRecall != 1 || o.BagWorstRank != distinctTokens(o.Truth)) {
+			t.Errorf("batch %d: bag separated by %.2f decades but ranking recall %v, worst true token ranked %d of %d",
+				b, o.BagMargin, o.BagRankRecall, o.BagWorstRank, distinctTokens(o.Truth))
+		}
 		if !math.IsNaN(o.BagMarginTopK) { // below full rank: no top-k margin
 			t.Errorf("batch %d bag only below full rank: top-k margin %v, want NaN", b, o.BagMarginTopK)
 		}
@@ -113,7 +117,10 @@ func TestToyBagOnly(t *testing.T) {
 	if r := past[0]; math.IsNaN(r.BagMarginTopK) || r.BagTopK < 1 || r.BagTopK > 64 {
 		t.Errorf("bag only past full rank: top-k margin %v at k %d, want a margin at some k in [1, 64]", r.BagMarginTopK, r.BagTopK)
 	} else {
-		t.Logf("past full rank: leverage margin %.2f, top-k margin %.2f at k %d", r.BagMargin, r.BagMarginTopK, r.BagTopK)
+		t.Logf("past full rank: leverage margin %.2f, top-k margin %.2f at k %d, ranking recall %.2f / %.2f", r.BagMargin, r.BagMarginTopK, r.BagTopK, r.BagRankRecall, r.BagRankRecallTopK)
+	}
+	if r := past[0]; r.BagMarginTopK > 0 && r.BagRankRecallTopK != 1 {
+		t.Errorf("past full rank: top-k separates the bag by %.2f decades but its ranking recall is %v", r.BagMarginTopK, r.BagRankRecallTopK)
 	}
 	if _, err := Run(context.Background(), m, sourceTexts(40, 200, 2), Options{Sampler: cfg, Split: data.Train, Batches: 1, Blocks: []int{1}, BagOnly: true}); err == nil {
 		t.Error("bag only without block 0: no error")
@@ -181,6 +188,40 @@ func checkPastFullRank(t *testing.T, m Model, texts [][]int) {
 	}
 }
 
+// distinctTokens counts the distinct tokens of texts.
+func distinctTokens(texts [][]int) int {
+	set := map[int]bool{}
+	for _, t := range texts {
+		for _, v := range t {
+			set[v] = true
+		}
+	}
+	return len(set)
+}
+
+// rankRecall counts the set's members among the len(set) lowest scores, known answers.
+func TestRankRecall(t *testing.T) {
+	scores := []float64{0.5, -3, 2, -1, 7, -2}
+	for _, c := range []struct {
+		set   []int
+		rec   float64
+		worst int
+	}{
+		{[]int{1, 5, 3}, 1, 3},      // the three lowest: all in
+		{[]int{1, 0}, 0.5, 4},       // 0 ranks 4th, outside the top 2
+		{[]int{4}, 0, 6},            // the highest score
+		{[]int{2, 4, 0, 3}, 0.5, 6}, // top 4 are 1,5,3,0: two of the set
+	} {
+		set := map[int]bool{}
+		for _, v := range c.set {
+			set[v] = true
+		}
+		if rec, worst := rankRecall(scores, set); rec != c.rec || worst != c.worst {
+			t.Errorf("set %v: recall %v, worst rank %d; want %v, %d", c.set, rec, worst, c.rec, c.worst)
+		}
+	}
+}
+
 // Results with infinite scores (a one-step text leads nothing) encode as JSON, the infinities as
 // null, every finite field kept.
 func TestResultJSONHoldsInfinities(t *testing.T) {
@@ -190,12 +231,12 @@ func TestResultJSONHoldsInfinities(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r2 := BatchResult{Index: 4, BagMargin: 1, OrderMargin: math.NaN(), BagMarginTopK: math.NaN(), Exact: math.NaN(), TokenAcc: math.NaN()}
+	r2 := BatchResult{Index: 4, BagMargin: 1, OrderMargin: math.NaN(), BagMarginTopK: math.NaN(), BagRankRecallTopK: math.NaN(), Exact: math.NaN(), TokenAcc: math.NaN()}
 	b2, err := json.Marshal(r2) // a bag-only result: the unmeasured figures are NaN
 	if err != nil {
 		t.Fatalf("bag-only result: %v", err)
 	}
-	for _, want := range []string{`"order_margin":null`, `"bag_margin_topk":null`, `"exact":null`, `"token_accuracy":null`, `"bag_margin":1`} {
+	for _, want := range []string{`"order_margin":null`, `"bag_margin_topk":null`, `"bag_rank_recall_topk":null`, `"exact":null`, `"token_accuracy":null`, `"bag_margin":1`} {
 		if !strings.Contains(string(b2), want) {
 			t.Errorf("bag-only JSON lacks %s: %s", want, b2)
 		}

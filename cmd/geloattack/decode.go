@@ -180,22 +180,25 @@ func printDecode(w io.Writer, res []decode.BatchResult, bagOnly bool) {
 		secs += r.Seconds
 	}
 	if bagOnly && len(res) > 0 {
-		prec, rec, margin := 0.0, 0.0, math.Inf(1)
+		prec, rec, rankRec, margin, worstRank := 0.0, 0.0, 0.0, math.Inf(1), 0
 		for _, r := range res {
 			prec += r.BagPrecision / float64(len(res))
 			rec += r.BagRecall / float64(len(res))
+			rankRec += r.BagRankRecall / float64(len(res))
 			margin = min(margin, r.BagMargin)
+			worstRank = max(worstRank, r.BagWorstRank)
 		}
 		topk := ""
 		if !math.IsNaN(res[0].BagMarginTopK) {
-			worst := math.Inf(1)
+			worst, rankRecTopK := math.Inf(1), 0.0
 			for _, r := range res {
 				worst = min(worst, r.BagMarginTopK)
+				rankRecTopK += r.BagRankRecallTopK / float64(len(res))
 			}
-			topk = fmt.Sprintf(" (top-k containment: %.2f decades, k %d)", worst, res[0].BagTopK)
+			topk = fmt.Sprintf(" (top-k containment: %.2f decades, k %d, ranking recall %.3f)", worst, res[0].BagTopK, rankRecTopK)
 		}
-		fmt.Fprintf(w, "\ntotal: %d texts in %d batches: bag only: precision %.3f, recall %.3f, worst bag margin %.2f decades%s, rank %v of %d, in %.1f s\n",
-			texts, len(res), prec, rec, margin, topk, res[0].Rank, res[0].D, secs)
+		fmt.Fprintf(w, "\ntotal: %d texts in %d batches: bag only: precision %.3f, recall %.3f, worst bag margin %.2f decades, ranking recall %.3f (worst true token ranked %d)%s, rank %v of %d, in %.1f s\n",
+			texts, len(res), prec, rec, margin, rankRec, worstRank, topk, res[0].Rank, res[0].D, secs)
 		return
 	}
 	fmt.Fprintf(w, "\ntotal: %d texts in %d batches: exact %.3f, token accuracy %.3f, %d claims (%d right), %d candidate forwards in %.1f s (%.0f/s)\n",
