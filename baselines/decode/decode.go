@@ -46,10 +46,17 @@ type Options struct {
 	// texts on the val side.
 	TextIDs []int64
 	// Rank searches by ranking alone (rankSearch) instead of certification: for rows dropped
-	// (obs_rows < 1) and margins that rounding leaves thin. Its bag is the n_obs best-scoring
-	// vocabulary tokens at block 0. The claim rule is unchanged, so a text is claimed only when
-	// every step of it was certified after all.
+	// (obs_rows < 1) and margins that rounding leaves thin. Its bag is the certified bag where
+	// block 0's test is sound (every row observed) and certifies something: a true token always
+	// passes it, so nothing true is lost and the search is not swamped (past full rank at
+	// d = 4096 the n_obs best would be thousands of tokens); otherwise the n_obs best-scoring
+	// vocabulary tokens. The claim rule is unchanged, so a text is claimed only when every step
+	// of it was certified after all.
 	Rank bool
+	// MaxSteps bounds the length of a decoded text (0: n_obs, or the model's context if less):
+	// an attacker's assumption on prompt length, for searches that certify nothing past full
+	// rank and would otherwise run on to the model's context.
+	MaxSteps int
 	// NoOrderMargin skips measuring OrderMargin (NaN then): its passes along the true texts,
 	// which only an evaluation knowing the truth runs, are about half a run's candidate passes.
 	NoOrderMargin bool
@@ -247,7 +254,7 @@ func Run(ctx context.Context, m Model, texts [][]int, opt Options) ([]BatchResul
 		samplers[l] = s
 	}
 	a := &attack{m: m, d: d, blocks: blocks, upto: upto, u: u, beam: beam, branch: branch, claimLead: claimLead,
-		allObserved: cfg.ObsRows == 1, rank: opt.Rank, joint: opt.Joint, noOrderMargin: opt.NoOrderMargin, bagOnly: opt.BagOnly}
+		allObserved: cfg.ObsRows == 1, rank: opt.Rank, maxSteps: opt.MaxSteps, joint: opt.Joint, noOrderMargin: opt.NoOrderMargin, bagOnly: opt.BagOnly}
 	var out []BatchResult
 	ws := new(gelo.Workspace)
 	for b := 0; b < opt.Batches; b++ {
@@ -273,6 +280,7 @@ type attack struct {
 	branch, claimLead float64
 	allObserved       bool
 	rank, joint       bool
+	maxSteps          int
 	noOrderMargin     bool
 	bagOnly           bool
 	spaces            map[int]*membership.Space
@@ -326,10 +334,9 @@ func (a *attack) batch(ctx context.Context, samplers map[int]*gelo.Sampler, ws *
 			truthSet[v] = true
 		}
 	}
-	if a.rank {
+	res.Bag = a.bag(bagScores, res.NObs)
+	if a.rank && (len(res.Bag) == 0 || !a.allObserved || !a.certifiable()) {
 		res.Bag = rankBag(bagScores, res.NObs)
-	} else {
-		res.Bag = a.bag(bagScores, res.NObs)
 	}
 	hit := 0
 	for _, v := range res.Bag {
@@ -568,7 +575,7 @@ func (a *attack) search(ctx context.Context, bag []int, nObs int) ([]Text, error
 	}
 	live := []node{{p: a.m.NewPrefix(), excess: math.Inf(-1), lead: math.Inf(1)}}
 	var done []Text
-	for step := 0; step < min(nObs, a.m.MaxLen()) && len(live) > 0; step++ {
+	for step := 0; step < a.steps(nObs) && len(live) > 0; step++ {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
@@ -696,7 +703,7 @@ func (a *attack) rankSearch(ctx context.Context, bag []int, nObs int) ([]Text, e
 		done = append(done, Text{Tokens: toks, Excess: excess, Lead: lead, Open: !proven})
 	}
 	w := (a.upto - 1) * a.d
-	for step := 0; step < min(nObs, a.m.MaxLen()) && len(live) > 0; step++ {
+	for step := 0; step < a.steps(nObs) && len(live) > 0; step++ {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
@@ -764,6 +771,16 @@ func (a *attack) rankSearch(ctx context.Context, bag []int, nObs int) ([]Text, e
 		done[i].Claimed = !done[i].Open && done[i].Excess <= 0 && done[i].Lead >= a.claimLead && a.certifiable()
 	}
 	return done, nil
+}
+
+// steps is the longest text a search reads: n_obs rows hold at most n_obs tokens, the model's
+// context bounds a prompt, and MaxSteps, where set, is the attacker's own bound.
+func (a *attack) steps(nObs int) int {
+	n := min(nObs, a.m.MaxLen())
+	if a.maxSteps > 0 {
+		n = min(n, a.maxSteps)
+	}
+	return n
 }
 
 // certifiable says every attacked block offers an absolute test.

@@ -2,6 +2,7 @@ package decode
 
 import (
 	"context"
+	"slices"
 	"testing"
 
 	"github.com/gelo-research/geloattack/data"
@@ -74,6 +75,43 @@ func TestToyRankingClaimsOnlyProvenTexts(t *testing.T) {
 				if d.Open && d.Claimed {
 					t.Errorf("joint %v batch %d: open text %v claimed", joint, r.Index, d.Tokens)
 				}
+			}
+		}
+	}
+}
+
+// Past full rank with every row observed, block 0's leverage test is sound (a true token always
+// passes), so the ranking search extends prefixes by the certified bag, the same tokens the
+// threshold search reads, instead of the n_obs best (here n_obs > the vocabulary's tenth), and
+// MaxSteps bounds every decoded text; whatever it claims is right.
+func TestToyRankingPastFullRankUsesTheCertifiedBag(t *testing.T) {
+	m := newToy(200, 64, 3, 1)
+	cfg := gelo.DefaultConfig()
+	cfg.Positives, cfg.ValFrac = gelo.Fixed(4), 0.3
+	cfg.ShieldRows, cfg.ShieldScale = 64, gelo.Fixed(0.1)
+	texts := sourceTexts(40, 200, 2)
+	opt := Options{Sampler: cfg, Split: data.Train, Batches: 2, Blocks: []int{0, 1, 2}}
+	thr, err := Run(context.Background(), m, texts, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opt.Rank, opt.MaxSteps = true, 5
+	res, err := Run(context.Background(), m, texts, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for b, r := range res {
+		t.Logf("batch %d: n %d obs %d, bag %d (P %.2f R %.2f), exact %.2f acc %.2f claims %d (%d right)",
+			r.Index, r.N, r.NObs, len(r.Bag), r.BagPrecision, r.BagRecall, r.Exact, r.TokenAcc, r.Claims, r.ClaimsRight)
+		if len(thr[b].Bag) == 0 || !slices.Equal(r.Bag, thr[b].Bag) {
+			t.Errorf("batch %d: ranking bag %v, certified bag %v", r.Index, r.Bag, thr[b].Bag)
+		}
+		if r.Claims != r.ClaimsRight {
+			t.Errorf("batch %d: %d claims, %d right", r.Index, r.Claims, r.ClaimsRight)
+		}
+		for _, d := range r.Decoded {
+			if len(d.Tokens) > 5 {
+				t.Errorf("batch %d: decoded %d tokens with MaxSteps 5: %v", r.Index, len(d.Tokens), d.Tokens)
 			}
 		}
 	}
