@@ -53,6 +53,9 @@ type Options struct {
 	// vocabulary tokens. The claim rule is unchanged, so a text is claimed only when every step
 	// of it was certified after all.
 	Rank bool
+	// Progress, when set, receives a line at each stage of a batch (each block's space, the bag,
+	// each search step): a batch at d = 4096 takes minutes.
+	Progress func(string)
 	// MaxSteps bounds the length of a decoded text (0: n_obs, or the model's context if less):
 	// an attacker's assumption on prompt length, for searches that certify nothing past full
 	// rank and would otherwise run on to the model's context.
@@ -254,7 +257,7 @@ func Run(ctx context.Context, m Model, texts [][]int, opt Options) ([]BatchResul
 		samplers[l] = s
 	}
 	a := &attack{m: m, d: d, blocks: blocks, upto: upto, u: u, beam: beam, branch: branch, claimLead: claimLead,
-		allObserved: cfg.ObsRows == 1, rank: opt.Rank, maxSteps: opt.MaxSteps, joint: opt.Joint, noOrderMargin: opt.NoOrderMargin, bagOnly: opt.BagOnly}
+		allObserved: cfg.ObsRows == 1, rank: opt.Rank, maxSteps: opt.MaxSteps, progress: opt.Progress, joint: opt.Joint, noOrderMargin: opt.NoOrderMargin, bagOnly: opt.BagOnly}
 	var out []BatchResult
 	ws := new(gelo.Workspace)
 	for b := 0; b < opt.Batches; b++ {
@@ -281,6 +284,9 @@ type attack struct {
 	allObserved       bool
 	rank, joint       bool
 	maxSteps          int
+	progress          func(string)
+	batchIndex        int64
+	start             time.Time
 	noOrderMargin     bool
 	bagOnly           bool
 	spaces            map[int]*membership.Space
@@ -291,7 +297,7 @@ type attack struct {
 // batch draws batch index's example at every attacked block and decodes it.
 func (a *attack) batch(ctx context.Context, samplers map[int]*gelo.Sampler, ws *gelo.Workspace, split data.Split, index int64, texts [][]int) (*BatchResult, error) {
 	start := time.Now()
-	a.spaces, a.forwards = map[int]*membership.Space{}, 0
+	a.spaces, a.forwards, a.batchIndex, a.start = map[int]*membership.Space{}, 0, index, start
 	res := &BatchResult{Index: index, D: a.d}
 	for k, l := range a.blocks {
 		ex, err := samplers[l].ExampleWith(ws, split, index)
@@ -314,6 +320,7 @@ func (a *attack) batch(ctx context.Context, samplers map[int]*gelo.Sampler, ws *
 		}
 		a.spaces[l] = sp
 		res.Rank = append(res.Rank, sp.Rank())
+		a.report("block %d: U %d x %d, rank %d", l, ex.NObs, a.d, sp.Rank())
 	}
 	a.leftOutThr = 0
 	for _, sp := range a.spaces {
@@ -338,6 +345,7 @@ func (a *attack) batch(ctx context.Context, samplers map[int]*gelo.Sampler, ws *
 	if a.rank && (len(res.Bag) == 0 || !a.allObserved || !a.certifiable()) {
 		res.Bag = rankBag(bagScores, res.NObs)
 	}
+	a.report("bag: %d tokens of %d", len(res.Bag), len(bagScores))
 	hit := 0
 	for _, v := range res.Bag {
 		if truthSet[v] {
@@ -579,6 +587,7 @@ func (a *attack) search(ctx context.Context, bag []int, nObs int) ([]Text, error
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
+		a.report("step %d of at most %d: %d live prefixes, %d texts done", step+1, a.steps(nObs), len(live), len(done))
 		var next []node
 		rejected := false // some extension of some prefix was not certified
 		for _, nd := range live {
@@ -707,6 +716,7 @@ func (a *attack) rankSearch(ctx context.Context, bag []int, nObs int) ([]Text, e
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
+		a.report("step %d of at most %d: %d live prefixes, %d texts done", step+1, a.steps(nObs), len(live), len(done))
 		var next []rankNode
 		for _, nd := range live {
 			cert, score, rows, order, err := a.scoreExtensions(nd.node, bag)
@@ -771,6 +781,15 @@ func (a *attack) rankSearch(ctx context.Context, bag []int, nObs int) ([]Text, e
 		done[i].Claimed = !done[i].Open && done[i].Excess <= 0 && done[i].Lead >= a.claimLead && a.certifiable()
 	}
 	return done, nil
+}
+
+// report sends a progress line, prefixed with the batch, the candidate passes so far and the
+// batch's elapsed time, to Options.Progress.
+func (a *attack) report(format string, args ...any) {
+	if a.progress == nil {
+		return
+	}
+	a.progress(fmt.Sprintf("batch %d (%.0f s, %d candidate passes): ", a.batchIndex, time.Since(a.start).Seconds(), a.forwards) + fmt.Sprintf(format, args...))
 }
 
 // steps is the longest text a search reads: n_obs rows hold at most n_obs tokens, the model's

@@ -3,6 +3,7 @@ package decode
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -246,4 +247,31 @@ func TestResultJSONHoldsInfinities(t *testing.T) {
 			t.Errorf("JSON lacks %s: %s", want, b)
 		}
 	}
+}
+
+// Progress hears each stage of every batch: each attacked block's space, the bag, and each
+// step of the search, prefixed with the batch.
+func TestProgressLines(t *testing.T) {
+	m := newToy(200, 64, 3, 1)
+	cfg := gelo.DefaultConfig()
+	cfg.Positives, cfg.ValFrac = gelo.Fixed(4), 0.3
+	var lines []string
+	res, err := Run(context.Background(), m, sourceTexts(40, 200, 2), Options{Sampler: cfg, Split: data.Train, Batches: 2, Blocks: []int{0, 1},
+		Progress: func(s string) { lines = append(lines, s) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := strings.Join(lines, "\n")
+	for b := range res {
+		for _, want := range []string{"block 0: U ", "block 1: U ", "bag: ", "step 1 of at most"} {
+			if !strings.Contains(all, fmt.Sprintf("batch %d (", b)) || !containsLine(lines, fmt.Sprintf("batch %d (", b), want) {
+				t.Errorf("batch %d: no progress line with %q:\n%s", b, want, all)
+			}
+		}
+	}
+}
+
+// containsLine says some line holds both prefix and part.
+func containsLine(lines []string, prefix, part string) bool {
+	return slices.ContainsFunc(lines, func(l string) bool { return strings.HasPrefix(l, prefix) && strings.Contains(l, part) })
 }

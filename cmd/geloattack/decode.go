@@ -145,7 +145,8 @@ func decodeFlags(fs *flag.FlagSet) runFunc {
 			return writeJSON(*out, g)
 		}
 		res, err := decode.Run(ctx, lm, ids, decode.Options{Sampler: sc, Split: split, Batches: *batches, Blocks: blocks,
-			Beam: *beam, Branch: *branch, ClaimLead: *claimLead, TextIDs: textIDs, Rank: *rank, MaxSteps: *maxSteps, Joint: *joint, NoOrderMargin: *noOrder, BagOnly: *bagOnly})
+			Beam: *beam, Branch: *branch, ClaimLead: *claimLead, TextIDs: textIDs, Rank: *rank, MaxSteps: *maxSteps, Joint: *joint, NoOrderMargin: *noOrder, BagOnly: *bagOnly,
+			Progress: func(line string) { fmt.Fprintln(os.Stderr, "decode: "+line) }})
 		if err != nil {
 			return err
 		}
