@@ -362,7 +362,9 @@ func (a *attack) batch(ctx context.Context, samplers map[int]*gelo.Sampler, ws *
 	if a.bagOnly {
 		if withTopK {
 			res.BagMarginTopK, res.BagTopK = bestTopKMargin(topK, sp0.Ks(), truthSet)
-			res.BagRankRecallTopK, _ = rankRecall(topK[slices.Index(sp0.Ks(), res.BagTopK)], truthSet)
+			if j := slices.Index(sp0.Ks(), res.BagTopK); j >= 0 { // -1 when no k gave a finite margin
+				res.BagRankRecallTopK, _ = rankRecall(topK[j], truthSet)
+			}
 		}
 		res.OrderMargin, res.Exact, res.TokenAcc = math.NaN(), math.NaN(), math.NaN()
 		res.Seconds = time.Since(start).Seconds()
