@@ -1129,7 +1129,8 @@ func hostileCases() []hostileCase {
 		}, args: []string{"report", "not-a-sweep"}, want: []string{"not-a-sweep"}},
 		hostileCase{name: "report on a run directory", setup: withRun(nil), args: []string{"report", victimRun}, want: []string{victimRun}},
 		hostileCase{name: "report on a missing directory", args: []string{"report", "no-such-sweep"}, want: []string{"no-such-sweep"}},
-		hostileCase{name: "report with two directories", args: []string{"report", "a", "b"}, want: []string{"usage"}},
+		hostileCase{name: "report with two missing directories", args: []string{"report", "a", "b"}, want: []string{"a"}},
+		hostileCase{name: "report -q with two directories", args: []string{"report", "-q", "a", "b"}, want: []string{"-q and -paper apply to one directory"}},
 	)
 	add(decoderHostileCases()...)
 	return cases

@@ -176,14 +176,18 @@ func listCells(sw *sweep.Sweep, dir string, shard sweep.Shard, chosen []int) err
 
 var cmdReport = &Command{
 	Name:      "report",
-	UsageLine: "[-q] [-paper] DIR",
+	UsageLine: "[-q] [-paper] DIR | DIR DIR...",
 	Short:     "merge a sweep's cells into tables and plots",
 	Long: "Merges the cells of the sweep in DIR (their report.json and config.yaml) into " + report.MarkdownFile + " and " + report.CSVFile + " in\n" +
 		"the layout of the paper's tables, and plots val mass against shield scale (mass_vs_scale-<task>.png).\n" +
 		"Cells that have not finished are listed with their state. Prints the Markdown unless -q. -paper then\n" +
 		"compares the cells that carry the paper's figures with them: the share of the paper's mass above\n" +
 		"chance each reaches, the pairs of cells ordered against the paper with their distance in standard\n" +
-		"errors, and for unmixing the distance to the random-rows floor (docs/paper-reproduction.md).",
+		"errors, and for unmixing the distance to the random-rows floor (docs/paper-reproduction.md).\n\n" +
+		"With several DIRs (runs of one sweep with other seeds, sweep -seed N -out DIR) it writes nothing\n" +
+		"and prints one table: each cell's val mass in each DIR, the mean ± SD over the DIRs where it\n" +
+		"finished, the share of the paper's mass above chance the mean reaches, and the pairs of cells\n" +
+		"finished in every DIR whose means are ordered against the paper's.",
 	Args:  true,
 	Flags: reportFlags,
 }
@@ -196,8 +200,24 @@ func reportFlags(flags *flag.FlagSet) runFunc {
 	floatVar(flags, &paperChance, "paper-chance", report.PaperChance, field.Bounds{Min: 0, Max: 1, MaxOpen: true},
 		"the paper's chance level, subtracted from its figures by -paper (the paper's tables: 0.0625)")
 	return func(ctx context.Context, args []string) error {
-		if len(args) != 1 {
-			return &argsError{"want exactly one sweep directory"}
+		if len(args) == 0 {
+			return &argsError{"want a sweep directory (or several runs of one sweep)"}
+		}
+		if len(args) > 1 {
+			if *quiet || *paper {
+				return &argsError{"-q and -paper apply to one directory; several print the seeds table"}
+			}
+			var rs []*report.Report
+			for _, d := range args {
+				r, err := report.Collect(d)
+				if err != nil {
+					return err
+				}
+				rs = append(rs, r)
+			}
+			// Cell names and labels come from the sweep files; the directories from the command line.
+			fmt.Print(termtext.Escape(string(report.SeedsMarkdown(report.Seeds(rs), args, paperChance))))
+			return nil
 		}
 		dir := args[0]
 		r, files, err := report.Write(dir)
