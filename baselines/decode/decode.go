@@ -1,7 +1,6 @@
 package decode
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -925,19 +924,14 @@ func separation(scores []float64, set map[int]bool) float64 {
 	return bestOut - worstIn
 }
 
-// rankRecall is the fraction of set among the len(set) lowest scores (ties broken by token id)
-// and the 1-based rank of set's worst-scoring member.
+// rankRecall is the fraction of set among the len(set) lowest scores, in the order rankBag takes
+// them (ascending), and the 1-based rank of set's worst-scoring member.
 func rankRecall(scores []float64, set map[int]bool) (float64, int) {
 	if len(set) == 0 {
 		return math.NaN(), 0
 	}
-	order := make([]int, len(scores))
-	for i := range order {
-		order[i] = i
-	}
-	slices.SortStableFunc(order, func(i, j int) int { return cmp.Compare(scores[i], scores[j]) })
 	hit, worst := 0, 0
-	for r, v := range order {
+	for r, v := range ascending(scores) {
 		if set[v] {
 			if r < len(set) {
 				hit++
