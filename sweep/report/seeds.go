@@ -102,7 +102,11 @@ func SeedsMarkdown(rows []SeedRow, dirs []string, paperChance float64) []byte {
 		}
 		return fmt.Sprintf("%.4f", v)
 	}
-	var all []SeedRow
+	type full struct {
+		name        string
+		mean, paper float64
+	}
+	var all []full // cells finished in every directory, with the paper's figure
 	for _, s := range rows {
 		mean, sd, n := s.Stats()
 		fmt.Fprintf(&b, "| %s | %s |", s.Name, num(s.PaperVal))
@@ -116,17 +120,14 @@ func SeedsMarkdown(rows []SeedRow, dirs []string, paperChance float64) []byte {
 		}
 		fmt.Fprintf(&b, " %s ± %s (%d) | %s |\n", num(mean), num(sd), n, shareText)
 		if n == len(dirs) && !math.IsNaN(s.PaperVal) {
-			all = append(all, s)
+			all = append(all, full{s.Name, mean, s.PaperVal})
 		}
 	}
-	pairs, against := 0, []string{}
-	for i := range all {
-		for j := i + 1; j < len(all); j++ {
-			a, _, _ := all[i].Stats()
-			c, _, _ := all[j].Stats()
-			pairs++
-			if (a-c)*(all[i].PaperVal-all[j].PaperVal) < 0 {
-				against = append(against, all[i].Name+"/"+all[j].Name)
+	pairs, against := len(all)*(len(all)-1)/2, []string{}
+	for i, a := range all {
+		for _, c := range all[i+1:] {
+			if (a.mean-c.mean)*(a.paper-c.paper) < 0 {
+				against = append(against, a.name+"/"+c.name)
 			}
 		}
 	}
