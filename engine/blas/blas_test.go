@@ -42,6 +42,18 @@ func randSlice(r *rand.Rand, n int) []float32 {
 	return s
 }
 
+// withOpenBLAS is gonum, plus OpenBLAS (also returned, nil when absent) when it loads; without it
+// the test logs that it checks gonum's what alone.
+func withOpenBLAS(t testing.TB, what string) ([]*Library, *Library) {
+	t.Helper()
+	lib, err := OpenOpenBLAS()
+	if err != nil {
+		t.Logf("OpenBLAS absent, testing gonum's %s only: %v", what, err)
+		return []*Library{Gonum()}, nil
+	}
+	return []*Library{Gonum(), lib}, lib
+}
+
 func openblasOrSkip(t *testing.T) *Library {
 	t.Helper()
 	lib, err := OpenOpenBLAS()

@@ -10,19 +10,15 @@ import (
 // eigLibs is gonum's eigensolver, plus OpenBLAS's when it loads (it must then bind dsyevd_ and
 // cblas_dsyrk: the distribution builds export both).
 func eigLibs(t testing.TB) []*Library {
-	libs := []*Library{Gonum()}
-	lib, err := OpenOpenBLAS()
-	if err != nil {
-		t.Logf("OpenBLAS absent, testing gonum's EigSym only: %v", err)
-		return libs
-	}
-	if !lib.HasEigSym() {
+	t.Helper()
+	libs, lib := withOpenBLAS(t, "EigSym")
+	if lib != nil && !lib.HasEigSym() {
 		t.Errorf("%s exports no dsyevd_", lib.Name())
 	}
-	if lib.gram == nil {
+	if lib != nil && lib.gram == nil {
 		t.Errorf("%s exports no cblas_dsyrk", lib.Name())
 	}
-	return append(libs, lib)
+	return libs
 }
 
 // randSym draws a symmetric (n, n) matrix with row stride ld: B B^T for B: (n, rank) when

@@ -11,16 +11,12 @@ import (
 // qrLibs is gonum's QR, plus OpenBLAS's when it loads (it must then bind LAPACK: the
 // distribution builds export dgeqrf_/dorgqr_).
 func qrLibs(t testing.TB) []*Library {
-	libs := []*Library{Gonum()}
-	lib, err := OpenOpenBLAS()
-	if err != nil {
-		t.Logf("OpenBLAS absent, testing gonum's QR only: %v", err)
-		return libs
-	}
-	if !lib.HasLAPACK() {
+	t.Helper()
+	libs, lib := withOpenBLAS(t, "QR")
+	if lib != nil && !lib.HasLAPACK() {
 		t.Logf("%s exports no dgeqrf_/dorgqr_: QR falls back to gonum", lib.Name())
 	}
-	return append(libs, lib)
+	return libs
 }
 
 func randF64(r *rand.Rand, n int) []float64 {
