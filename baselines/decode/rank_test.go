@@ -116,3 +116,53 @@ func TestToyRankingPastFullRankUsesTheCertifiedBag(t *testing.T) {
 		}
 	}
 }
+
+// RankBag keeps the best tokens of the ranking search's bag, in the bag's order: a budget at
+// least the bag's size changes nothing (claims included), a smaller one cuts the bag to its
+// prefix, decodes from those tokens only and forbids every claim (the true extension of a
+// claimed step might have been cut).
+func TestToyRankBagCutsTheBagAndForbidsClaims(t *testing.T) {
+	m := newToy(200, 64, 3, 1)
+	cfg := gelo.DefaultConfig()
+	cfg.Positives, cfg.ValFrac = gelo.Fixed(4), 0.3
+	cfg.ShieldFrac, cfg.ShieldScale = gelo.Fixed(0.05), gelo.Fixed(10)
+	texts := sourceTexts(40, 200, 2)
+	opt := Options{Sampler: cfg, Split: data.Train, Batches: 2, Blocks: []int{0, 1, 2}, Rank: true}
+	whole, err := Run(context.Background(), m, texts, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for b, r := range whole {
+		if r.Claims == 0 || len(r.Bag) < 4 {
+			t.Fatalf("batch %d: %d claims from a bag of %d: the toy no longer claims, nothing to forbid", b, r.Claims, len(r.Bag))
+		}
+	}
+	for _, budget := range []int{len(whole[0].Bag) + len(whole[1].Bag), len(whole[0].Bag) - 2} {
+		opt.RankBag = budget
+		res, err := Run(context.Background(), m, texts, opt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for b, r := range res {
+			w := whole[b]
+			cut := budget < len(w.Bag)
+			t.Logf("budget %d batch %d: bag %d of %d, exact %.2f acc %.2f claims %d", budget, b, len(r.Bag), len(w.Bag), r.Exact, r.TokenAcc, r.Claims)
+			if want := w.Bag[:min(budget, len(w.Bag))]; !slices.Equal(r.Bag, want) {
+				t.Errorf("budget %d batch %d: bag %v, want the first %d of %v", budget, b, r.Bag, len(want), w.Bag)
+			}
+			if !cut && (r.Claims != w.Claims || r.Exact != w.Exact || r.TokenAcc != w.TokenAcc) {
+				t.Errorf("budget %d batch %d (no cut): claims %d exact %.2f acc %.2f, uncut %d %.2f %.2f", budget, b, r.Claims, r.Exact, r.TokenAcc, w.Claims, w.Exact, w.TokenAcc)
+			}
+			if cut && r.Claims != 0 {
+				t.Errorf("budget %d batch %d: %d claims from a cut bag", budget, b, r.Claims)
+			}
+			for _, d := range r.Decoded {
+				for _, v := range d.Tokens {
+					if !slices.Contains(r.Bag, v) {
+						t.Errorf("budget %d batch %d: decoded token %d outside the bag %v", budget, b, v, r.Bag)
+					}
+				}
+			}
+		}
+	}
+}
