@@ -59,6 +59,11 @@ type Options struct {
 	// lost to the order, so a cut bag forbids claims: a wrong text might lead only because the
 	// true extension was not tried.
 	RankBag int
+	// OrderTopK, when > 0, ranks extensions (as Joint does, summed over the attacked blocks >= 1)
+	// by top-k containment instead of the excess, k = OrderTopK x the block's rank, a fraction of
+	// membership's grid (0.25, 0.375, ..., 0.9375): the other score past full rank, tried before
+	// the order is called defended there. Certification and claims still rest on the excess.
+	OrderTopK float64
 	// Progress, when set, receives a line at each stage of a batch (each block's space, the bag,
 	// each search step): a batch at d = 4096 takes minutes.
 	Progress func(string)
@@ -186,6 +191,9 @@ func Run(ctx context.Context, m Model, texts [][]int, opt Options) ([]BatchResul
 	if len(blocks) == 0 {
 		blocks = []int{0, 1}
 	}
+	if opt.OrderTopK != 0 && !slices.Contains(membership.TopKFractions(), opt.OrderTopK) {
+		return nil, fmt.Errorf("decode: top-k order fraction %v: want one of %v", opt.OrderTopK, membership.TopKFractions())
+	}
 	upto := 0
 	for _, b := range blocks {
 		if b < 0 || b >= m.Blocks() {
@@ -263,7 +271,7 @@ func Run(ctx context.Context, m Model, texts [][]int, opt Options) ([]BatchResul
 		samplers[l] = s
 	}
 	a := &attack{m: m, d: d, blocks: blocks, upto: upto, u: u, beam: beam, branch: branch, claimLead: claimLead,
-		allObserved: cfg.ObsRows == 1, rank: opt.Rank, rankBag: opt.RankBag, maxSteps: opt.MaxSteps, progress: opt.Progress, joint: opt.Joint, noOrderMargin: opt.NoOrderMargin, bagOnly: opt.BagOnly}
+		allObserved: cfg.ObsRows == 1, rank: opt.Rank, rankBag: opt.RankBag, maxSteps: opt.MaxSteps, progress: opt.Progress, joint: opt.Joint || opt.OrderTopK > 0, orderTopK: opt.OrderTopK, noOrderMargin: opt.NoOrderMargin, bagOnly: opt.BagOnly}
 	var out []BatchResult
 	ws := new(gelo.Workspace)
 	for b := 0; b < opt.Batches; b++ {
@@ -290,6 +298,7 @@ type attack struct {
 	allObserved       bool
 	rank, joint       bool
 	rankBag           int
+	orderTopK         float64
 	bagCut            bool // the ranking bag was cut to rankBag: no claims
 	maxSteps          int
 	progress          func(string)
@@ -460,6 +469,21 @@ func excessOf(sp *membership.Space, sc *membership.Scores) []float64 {
 		}
 	}
 	return out
+}
+
+// topKOf is log10 of each row's energy fraction outside the top k right singular directions of
+// sp, k = round(frac * rank): the fraction grid of membership's Ks, so every block has that k.
+func topKOf(sp *membership.Space, sc *membership.Scores, frac float64) ([]float64, error) {
+	k := int(math.Round(frac * float64(sp.Rank())))
+	j := slices.Index(sp.Ks(), k)
+	if j < 0 {
+		return nil, fmt.Errorf("top-k order score: k %d (%.4g of rank %d) is not among the space's %v", k, frac, sp.Rank(), sp.Ks())
+	}
+	out := make([]float64, len(sc.TopK[j]))
+	for i, r := range sc.TopK[j] {
+		out[i] = math.Log10(max(r, 1e-300))
+	}
+	return out, nil
 }
 
 // LeftOutAbove is how far above the leverage bound (a factor) the best extension left out must
@@ -850,7 +874,8 @@ func (a *attack) certifiable() bool {
 
 // extend scores every candidate token appended to p: the worst excess over the attacked blocks
 // >= 1 (the certification), their sum (the joint score: every block's U is seen, and each adds its
-// evidence), and the candidates' rows (cands, upto-1, d).
+// evidence; with OrderTopK the sum of the blocks' top-k scores instead), and the candidates' rows
+// (cands, upto-1, d).
 func (a *attack) extend(p Prefix, cands []int) (worst, joint []float64, rows []float32, err error) {
 	d := a.d
 	buf := make([]float32, len(cands)*(a.upto-1)*d) // (cands, upto-1, d)
@@ -871,13 +896,21 @@ func (a *attack) extend(p Prefix, cands []int) (worst, joint []float64, rows []f
 		for c := range cands {
 			copy(blockRows[c*d:(c+1)*d], buf[(c*(a.upto-1)+l-1)*d:(c*(a.upto-1)+l)*d])
 		}
-		e, err := a.excess(l, toDense(blockRows, len(cands), d))
+		sp := a.spaces[l]
+		sc, err := sp.Score(toDense(blockRows, len(cands), d))
 		if err != nil {
 			return nil, nil, nil, err
 		}
+		e := excessOf(sp, sc)
+		rankBy := e
+		if a.orderTopK > 0 {
+			if rankBy, err = topKOf(sp, sc, a.orderTopK); err != nil {
+				return nil, nil, nil, fmt.Errorf("block %d: %w", l, err)
+			}
+		}
 		for c := range worst {
 			worst[c] = max(worst[c], e[c])
-			joint[c] += e[c]
+			joint[c] += rankBy[c]
 		}
 	}
 	return worst, joint, buf, nil

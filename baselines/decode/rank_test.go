@@ -3,6 +3,7 @@ package decode
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/gelo-research/geloattack/data"
@@ -164,5 +165,41 @@ func TestToyRankBagCutsTheBagAndForbidsClaims(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// OrderTopK ranks extensions by top-k containment (k half the rank here). Padded to full rank
+// with weak shields, it reads most of every text back on the toy, and its steps lead by enough
+// that some texts are claimed (the leverage ranking claims none of these batches); certification
+// still rests on the leverage, so whatever it claims is right. A fraction outside membership's
+// grid is refused.
+func TestToyOrderByTopK(t *testing.T) {
+	m := newToy(200, 64, 3, 1)
+	cfg := gelo.DefaultConfig()
+	cfg.Positives, cfg.ValFrac = gelo.Fixed(4), 0.3
+	cfg.ShieldRows, cfg.ShieldScale = 64, gelo.Fixed(0.1)
+	texts := sourceTexts(40, 200, 2)
+	opt := Options{Sampler: cfg, Split: data.Train, Batches: 2, Blocks: []int{0, 1, 2}, Rank: true, MaxSteps: 8, OrderTopK: 0.5}
+	res, err := Run(context.Background(), m, texts, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	claims := 0
+	for _, r := range res {
+		claims += r.Claims
+		t.Logf("batch %d: rank %v, bag %d, exact %.2f acc %.2f claims %d (%d right)", r.Index, r.Rank, len(r.Bag), r.Exact, r.TokenAcc, r.Claims, r.ClaimsRight)
+		if r.Rank[1] < 64 {
+			t.Fatalf("batch %d: block 1 rank %d of 64: not past full rank", r.Index, r.Rank[1])
+		}
+		if r.TokenAcc < 0.5 || r.Claims != r.ClaimsRight {
+			t.Errorf("batch %d: token accuracy %.2f, %d claims of which %d right", r.Index, r.TokenAcc, r.Claims, r.ClaimsRight)
+		}
+	}
+	if claims == 0 {
+		t.Errorf("no claim: the top-k ranking no longer leads its steps as on this toy")
+	}
+	opt.OrderTopK = 0.3
+	if _, err := Run(context.Background(), m, texts, opt); err == nil || !strings.Contains(err.Error(), "0.3") {
+		t.Errorf("fraction 0.3 off the grid: err %v", err)
 	}
 }

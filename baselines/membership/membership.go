@@ -197,6 +197,9 @@ func (s *Space) spectrum(u *mat.Dense) error {
 	return nil
 }
 
+// TopKFractions are the fractions of the retained rank that Ks always holds (besides the gap's k).
+func TopKFractions() []float64 { return []float64{0.25, 0.375, 0.5, 0.625, 0.75, 0.875, 0.9375} }
+
 // chooseKs is the set of k scored by TopK, from the spectrum alone: the k after the largest drop
 // of log singular value (the edge between the data's directions and the shields' bulk, when
 // there is one), and a grid of fractions of the retained rank.
@@ -213,7 +216,7 @@ func chooseKs(sig2 []float64) []int {
 		}
 		set[at] = true
 	}
-	for _, f := range []float64{0.25, 0.375, 0.5, 0.625, 0.75, 0.875, 0.9375} {
+	for _, f := range TopKFractions() {
 		if k := int(math.Round(f * float64(r))); k >= 1 && k < r {
 			set[k] = true
 		}

@@ -57,6 +57,7 @@ func decodeFlags(fs *flag.FlagSet) runFunc {
 		joint      = fs.Bool("joint", false, "rank a prefix's extensions, and measure a claim's lead, by the sum of the attacked blocks' excesses (>= 1) instead of the worst block's; certification unchanged")
 		rank       = fs.Bool("rank", false, "search by ranking alone where certification fails (rows dropped, thin margins): the bag is the certified one where every row is observed and block 0 certifies some token, else the n_obs best block-0 tokens; prefixes are kept by mean step score; claims keep their rule, so uncertified texts are never claimed")
 		rankBagN   = intFlag(fs, "rank-bag", 0, field.Bounds{Int: true, Min: 1, Max: 1 << 20, Zero: "the whole bag"}, "with -rank, keep only the N best tokens of the bag (the attacker's budget where the bag is loose: past full rank it can hold thousands of tokens, each a candidate pass per prefix and step); a cut bag forbids claims")
+		orderTopK  = fs.Float64("order-topk", 0, "rank extensions by top-k containment (summed over the attacked blocks >= 1) instead of the excess, k = F x the block's rank for F one of 0.25, 0.375, 0.5, 0.625, 0.75, 0.875, 0.9375 (0: the excess); certification and claims still rest on the excess")
 		maxSteps   = intFlag(fs, "max-steps", 0, field.Bounds{Int: true, Min: 1, Max: 1 << 20, Zero: "n_obs or the model's context, the less"}, "longest text the search reads, in tokens: the attacker's assumption on prompt length (a -rank search past full rank otherwise runs on to the model's context)")
 		noOrder    = fs.Bool("no-order-margin", false, "skip the order margin's passes along the true texts (about half the candidate passes; only an evaluation knowing the truth runs them): its column shows -")
 		bagOnly    = fs.Bool("bag-only", false, "read the bag (block 0) and stop: no order search and no candidate passes (full rank at d 4096 would take hours); exact and token accuracy show -")
@@ -149,7 +150,7 @@ func decodeFlags(fs *flag.FlagSet) runFunc {
 			return writeJSON(*out, g)
 		}
 		res, err := decode.Run(ctx, lm, ids, decode.Options{Sampler: sc, Split: split, Batches: *batches, Blocks: blocks,
-			Beam: *beam, Branch: *branch, ClaimLead: *claimLead, TextIDs: textIDs, Rank: *rank, RankBag: *rankBagN, MaxSteps: *maxSteps, Joint: *joint, NoOrderMargin: *noOrder, BagOnly: *bagOnly,
+			Beam: *beam, Branch: *branch, ClaimLead: *claimLead, TextIDs: textIDs, Rank: *rank, RankBag: *rankBagN, OrderTopK: *orderTopK, MaxSteps: *maxSteps, Joint: *joint, NoOrderMargin: *noOrder, BagOnly: *bagOnly,
 			Progress: func(line string) { fmt.Fprintln(os.Stderr, "decode: "+line) }})
 		if err != nil {
 			return err
