@@ -442,18 +442,8 @@ func (a *attack) batch(ctx context.Context, samplers map[int]*gelo.Sampler, ws *
 	return res, nil
 }
 
-// excess is a block's score of rows over its certification bound in decades (<= 0: certified):
-// the residual below full rank, the leverage at full rank.
-func (a *attack) excess(l int, rows *mat.Dense) ([]float64, error) {
-	sp := a.spaces[l]
-	sc, err := sp.Score(rows)
-	if err != nil {
-		return nil, err
-	}
-	return excessOf(sp, sc), nil
-}
-
-// excessOf is excess from a Score of the rows against sp.
+// excessOf is each row's score over sp's certification bound in decades (<= 0: certified), from
+// a Score of the rows against sp: the residual below full rank, the leverage at full rank.
 func excessOf(sp *membership.Space, sc *membership.Scores) []float64 {
 	out := make([]float64, len(sc.Residual))
 	for i := range out {
