@@ -105,30 +105,42 @@ func get(m map[string]float64, k string) float64 {
 	return math.NaN()
 }
 
+// inversions compares every pair i < j of ours and paper (one value per cell): ties counts the
+// pairs tied (or NaN) on either side, against lists the pairs ordered against the paper, in
+// (i, j) order.
+func inversions(ours, paper []float64) (ties int, against [][2]int) {
+	for i := range ours {
+		for j := i + 1; j < len(ours); j++ {
+			o, p := ours[i]-ours[j], paper[i]-paper[j]
+			switch {
+			case o == 0 || p == 0 || math.IsNaN(o):
+				ties++
+			case (o > 0) != (p > 0):
+				against = append(against, [2]int{i, j})
+			}
+		}
+	}
+	return ties, against
+}
+
 // pairs counts the pairs, finds the inversions and the correlations.
 func (c *Comparison) pairs() {
 	n := len(c.Cells)
 	c.Pairs = n * (n - 1) / 2
-	for i := 0; i < n; i++ {
-		for j := i + 1; j < n; j++ {
-			a, b := c.Cells[i], c.Cells[j]
-			ours, paper := a.Val-b.Val, a.PaperVal-b.PaperVal
-			switch {
-			case ours == 0 || paper == 0 || math.IsNaN(ours):
-				c.Ties++
-			case (ours > 0) != (paper > 0):
-				if ours < 0 {
-					a, b, ours = b, a, -ours
-				}
-				c.Inversions = append(c.Inversions, Inversion{A: a, B: b, Distance: ours / math.Hypot(a.ValSE, b.ValSE)})
-			}
-		}
-	}
-	sort.SliceStable(c.Inversions, func(i, j int) bool { return c.Inversions[i].Distance > c.Inversions[j].Distance })
 	ours, paper := make([]float64, n), make([]float64, n)
 	for i, p := range c.Cells {
 		ours[i], paper[i] = p.Val, p.PaperVal
 	}
+	var against [][2]int
+	c.Ties, against = inversions(ours, paper)
+	for _, ij := range against {
+		a, b := c.Cells[ij[0]], c.Cells[ij[1]]
+		if a.Val < b.Val {
+			a, b = b, a
+		}
+		c.Inversions = append(c.Inversions, Inversion{A: a, B: b, Distance: (a.Val - b.Val) / math.Hypot(a.ValSE, b.ValSE)})
+	}
+	sort.SliceStable(c.Inversions, func(i, j int) bool { return c.Inversions[i].Distance > c.Inversions[j].Distance })
 	c.Pearson = pearson(ours, paper)
 	c.Spearman = pearson(ranks(ours), ranks(paper))
 }

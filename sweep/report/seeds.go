@@ -102,11 +102,8 @@ func SeedsMarkdown(rows []SeedRow, dirs []string, paperChance float64) []byte {
 		}
 		return fmt.Sprintf("%.4f", v)
 	}
-	type full struct {
-		name        string
-		mean, paper float64
-	}
-	var all []full // cells finished in every directory, with the paper's figure
+	var names []string          // cells finished in every directory, with the paper's figure,
+	var means, papers []float64 // and their mean and the paper's val
 	for _, s := range rows {
 		mean, sd, n := s.Stats()
 		fmt.Fprintf(&b, "| %s | %s |", s.Name, num(s.PaperVal))
@@ -120,18 +117,15 @@ func SeedsMarkdown(rows []SeedRow, dirs []string, paperChance float64) []byte {
 		}
 		fmt.Fprintf(&b, " %s ± %s (%d) | %s |\n", num(mean), num(sd), n, shareText)
 		if n == len(dirs) && !math.IsNaN(s.PaperVal) {
-			all = append(all, full{s.Name, mean, s.PaperVal})
+			names, means, papers = append(names, s.Name), append(means, mean), append(papers, s.PaperVal)
 		}
 	}
-	pairs, against := len(all)*(len(all)-1)/2, []string{}
-	for i, a := range all {
-		for _, c := range all[i+1:] {
-			if (a.mean-c.mean)*(a.paper-c.paper) < 0 {
-				against = append(against, a.name+"/"+c.name)
-			}
-		}
+	_, inv := inversions(means, papers)
+	against := make([]string, len(inv))
+	for k, ij := range inv {
+		against[k] = names[ij[0]] + "/" + names[ij[1]]
 	}
-	fmt.Fprintf(&b, "\nCells finished in all %d directories: %d; of their %d pairs, %d ordered against the paper on the means", len(dirs), len(all), pairs, len(against))
+	fmt.Fprintf(&b, "\nCells finished in all %d directories: %d; of their %d pairs, %d ordered against the paper on the means", len(dirs), len(names), len(names)*(len(names)-1)/2, len(against))
 	if len(against) > 0 {
 		fmt.Fprintf(&b, ": %s", strings.Join(against, ", "))
 	}
