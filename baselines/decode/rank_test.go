@@ -81,16 +81,21 @@ func TestToyRankingClaimsOnlyProvenTexts(t *testing.T) {
 	}
 }
 
+// paddedToy is the toy of width 64 with its batches of 4 texts padded past full rank by 64 weak
+// shield rows (scale 0.1): the setting where the leverage ranking still reads the texts.
+func paddedToy() (*toy, gelo.Config, [][]int) {
+	cfg := gelo.DefaultConfig()
+	cfg.Positives, cfg.ValFrac = gelo.Fixed(4), 0.3
+	cfg.ShieldRows, cfg.ShieldScale = 64, gelo.Fixed(0.1)
+	return newToy(200, 64, 3, 1), cfg, sourceTexts(40, 200, 2)
+}
+
 // Past full rank with every row observed, block 0's leverage test is sound (a true token always
 // passes), so the ranking search extends prefixes by the certified bag, the same tokens the
 // threshold search reads, instead of the n_obs best (here n_obs > the vocabulary's tenth), and
 // MaxSteps bounds every decoded text; whatever it claims is right.
 func TestToyRankingPastFullRankUsesTheCertifiedBag(t *testing.T) {
-	m := newToy(200, 64, 3, 1)
-	cfg := gelo.DefaultConfig()
-	cfg.Positives, cfg.ValFrac = gelo.Fixed(4), 0.3
-	cfg.ShieldRows, cfg.ShieldScale = 64, gelo.Fixed(0.1)
-	texts := sourceTexts(40, 200, 2)
+	m, cfg, texts := paddedToy()
 	opt := Options{Sampler: cfg, Split: data.Train, Batches: 2, Blocks: []int{0, 1, 2}}
 	thr, err := Run(context.Background(), m, texts, opt)
 	if err != nil {
@@ -174,11 +179,7 @@ func TestToyRankBagCutsTheBagAndForbidsClaims(t *testing.T) {
 // still rests on the leverage, so whatever it claims is right. A fraction outside membership's
 // grid is refused.
 func TestToyOrderByTopK(t *testing.T) {
-	m := newToy(200, 64, 3, 1)
-	cfg := gelo.DefaultConfig()
-	cfg.Positives, cfg.ValFrac = gelo.Fixed(4), 0.3
-	cfg.ShieldRows, cfg.ShieldScale = 64, gelo.Fixed(0.1)
-	texts := sourceTexts(40, 200, 2)
+	m, cfg, texts := paddedToy()
 	opt := Options{Sampler: cfg, Split: data.Train, Batches: 2, Blocks: []int{0, 1, 2}, Rank: true, MaxSteps: 8, OrderTopK: 0.5}
 	res, err := Run(context.Background(), m, texts, opt)
 	if err != nil {
