@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gelo-research/geloattack/data"
+	"github.com/gelo-research/geloattack/data/gelo/mixing"
 	"github.com/gelo-research/geloattack/engine/blas"
 )
 
@@ -51,7 +52,7 @@ func BenchmarkExample(b *testing.B) {
 			b.Run(fmt.Sprintf("n=%d/%s", n, p.name), func(b *testing.B) {
 				s := benchSampler(b, c, n)
 				ws := new(Workspace)
-				ws.mx.lib = p.lib
+				ws.mx.Lib = p.lib
 				b.ResetTimer()
 				cpu0 := cpuSeconds()
 				for i := 0; i < b.N; i++ {
@@ -122,12 +123,12 @@ func BenchmarkHaar(b *testing.B) {
 	for _, n := range []int{64, 256, 1024} {
 		for _, p := range mixPaths(b) {
 			b.Run(fmt.Sprintf("n=%d/%s", n, p.name), func(b *testing.B) {
-				mx := mixer{lib: p.lib}
+				mx := mixing.Mixer{Lib: p.lib}
 				rng := stream(0, data.Train, 0, stageMix)
 				a := make([]float32, n*n)
 				cpu0 := cpuSeconds()
 				for i := 0; i < b.N; i++ {
-					mx.orthogonal(rng, n, a)
+					mx.Orthogonal(rng, n, a)
 				}
 				cpu := cpuSeconds() - cpu0
 				b.ReportMetric(1000*cpu/float64(b.N), "cpu-ms/op")

@@ -39,7 +39,7 @@ func TestExamplesLAPACKMatchGo(t *testing.T) {
 				cfg.Seed = seed
 				s := newSampler(t, c, cfg)
 				var wl, wg Workspace
-				wg.mx.lib = blas.Gonum() // no LAPACK: the scalar Go QR
+				wg.mx.Lib = blas.Gonum() // no LAPACK: the scalar Go QR
 				el, err := s.ExampleWith(&wl, data.Train, int64(seed))
 				if err != nil {
 					t.Fatal(err)

@@ -97,3 +97,21 @@ func textSet(s *Sampler, split data.Split) map[int64]bool {
 	}
 	return m
 }
+
+// mixPath is one way the mixer can draw: LAPACK through the default library, or the scalar Go
+// QR that runs when the library has no LAPACK (forced here with gonum's library).
+type mixPath struct {
+	name string
+	lib  *blas.Library
+}
+
+// mixPaths are the scalar Go path, and the LAPACK path when the default library has LAPACK.
+func mixPaths(t testing.TB) []mixPath {
+	paths := []mixPath{{"go", blas.Gonum()}}
+	if blas.HasLAPACK() {
+		paths = append(paths, mixPath{"lapack", blas.Default()})
+	} else {
+		t.Logf("no LAPACK in %s: testing the scalar Go QR only", blas.Name())
+	}
+	return paths
+}

@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/gelo-research/geloattack/data"
+	"github.com/gelo-research/geloattack/data/gelo/mixing"
 	"github.com/gelo-research/geloattack/internal/sample"
 )
 
@@ -69,7 +70,7 @@ func (s *Sampler) Texts(split data.Split) []int {
 // examples avoids allocating several n x n and n x d buffers per example. Not safe for concurrent
 // use; the zero value is ready.
 type Workspace struct {
-	mx   mixer
+	mx   mixing.Mixer
 	x    []float32 // (n, d)
 	aObs []float32 // (nObs, n)
 }
@@ -143,9 +144,9 @@ func (s *Sampler) ExampleWith(ws *Workspace, split data.Split, index int64) (*Ex
 	ex.A = make([]float32, n*n)
 	mr := stream(cfg.callSeed(), split, index, stageMix)
 	if cfg.Mix == MixNonOrthogonal {
-		ws.mx.nonOrthogonal(mr, n, ex.Kappa, ex.A)
+		ws.mx.Conditioned(mr, n, ex.Kappa, ex.A)
 	} else {
-		ws.mx.orthogonal(mr, n, ex.A)
+		ws.mx.Orthogonal(mr, n, ex.A)
 	}
 
 	// Observed rows of U = A X: only those rows of A are multiplied.
@@ -323,4 +324,12 @@ func norm(x []float32) float64 {
 		s += float64(v) * float64(v)
 	}
 	return math.Sqrt(s)
+}
+
+// grow returns buf resized to n, reusing its storage when large enough.
+func grow[T any](buf []T, n int) []T {
+	if cap(buf) < n {
+		return make([]T, n)
+	}
+	return buf[:n]
 }

@@ -6,9 +6,9 @@ import (
 	"math"
 	"math/rand/v2"
 
+	"github.com/gelo-research/geloattack/data/gelo/mixing"
 	"github.com/gelo-research/geloattack/engine/blas"
 	"gonum.org/v1/gonum/blas/blas64"
-	"gonum.org/v1/gonum/lapack/lapack64"
 
 	gblas "gonum.org/v1/gonum/blas"
 )
@@ -52,12 +52,10 @@ type call struct {
 
 // scratch is one worker's buffers for protocol calls, grown on demand and reused.
 type scratch struct {
-	a, ainv, q2, xs64, u64, y64, out64 []float64
-	work, s                            []float64
-	ipiv                               []int
-	qr                                 *blas.Library // gonum, for the Haar draws (see haar)
-	xs32, u32, y32, a32, ainv32        []float32
-	shields, exact                     []float32
+	a, ainv, xs64, u64, y64, out64 []float64
+	mx                             mixing.Mixer // the draws of A (see drawA)
+	xs32, u32, y32, a32, ainv32    []float32
+	shields, exact                 []float32
 
 	// peak is the largest magnitude the accelerator has stored (U, Y) over the calls so far:
 	// what fp16's range (65504) is up against.
@@ -212,44 +210,24 @@ func (sc *scratch) drawShields(c call, x []float32, t, in, k int) {
 	}
 }
 
-// drawA draws the call's A (n, n) into sc.a (float64, row-major) and, for non-orthogonal mixes,
-// computes A^-1 into sc.ainv. With a float32 trusted side it also fills sc.a32 and sc.ainv32:
-// A rounded to float32 is then the matrix used, and its inverse is computed from it.
+// drawA draws the call's A (n, n) into sc.a (float64, row-major) with data/gelo/mixing, the
+// sampler's definition, and for non-orthogonal mixes its inverse into sc.ainv, from the draw's
+// factors (the trusted side that drew A knows them). The draws run on gonum's library (the
+// scalar Go QR) whatever BLAS the forward uses, so the same seed draws the same A on every
+// machine. With a float32 trusted side A and A^-1 are rounded to float32 (sc.a32, sc.ainv32) and
+// sc.a holds the rounded A, the matrix then used.
 func (sc *scratch) drawA(c call, n int) error {
 	rng := stream(c.seed, c.textID, c.layer, c.which, stageMix, c.mix.key())
 	sc.a = grow(sc.a, n*n)
-	where := func(err error) error {
-		return fmt.Errorf("text %d layer %d %s, %s: %w", c.textID, c.layer, c.which, c.mix.Name(), err)
-	}
-	if err := sc.haar(rng, n, sc.a); err != nil {
-		return where(err)
-	}
-	if !c.mix.Orthogonal {
-		sc.q2 = grow(sc.q2, n*n)
-		if err := sc.haar(rng, n, sc.q2); err != nil {
-			return where(err)
-		}
-		s := grow(sc.s, n)
-		sc.s = s
-		s[0] = 1
-		for i := 1; i < n; i++ {
-			s[i] = math.Pow(c.mix.Kappa, float64(i)/float64(n-1))
-		}
-		if n > 1 {
-			s[n-1] = c.mix.Kappa
-		}
-		rng.Shuffle(n, func(i, j int) { s[i], s[j] = s[j], s[i] })
-		// A = (Q1 diag(s)) Q2^T; Q1 is in sc.a, scaled column by column, then multiplied into ainv
-		// (free until the inverse) and copied back.
-		for i := 0; i < n; i++ {
-			row := sc.a[i*n : (i+1)*n]
-			for j := range row {
-				row[j] *= s[j]
-			}
-		}
+	sc.mx.Lib = blas.Gonum()
+	if c.mix.Orthogonal {
+		sc.mx.Orthogonal64(rng, n, sc.a)
+	} else {
+		sc.mx.Conditioned64(rng, n, c.mix.Kappa, sc.a)
 		sc.ainv = grow(sc.ainv, n*n)
-		blas64.Gemm(gblas.NoTrans, gblas.Trans, 1, gen(n, n, sc.a), gen(n, n, sc.q2), 0, gen(n, n, sc.ainv))
-		copy(sc.a, sc.ainv)
+		if err := sc.mx.Inverse64(sc.ainv); err != nil {
+			return fmt.Errorf("text %d layer %d %s, %s: %w", c.textID, c.layer, c.which, c.mix.Name(), err)
+		}
 	}
 	if c.trusted == TrustedFP32 {
 		sc.a32 = grow(sc.a32, n*n)
@@ -257,49 +235,12 @@ func (sc *scratch) drawA(c call, n int) error {
 			sc.a32[i] = float32(v)
 			sc.a[i] = float64(sc.a32[i]) // the A the trusted side holds
 		}
-	}
-	if !c.mix.Orthogonal {
-		if err := sc.invert(n); err != nil {
-			return where(err)
-		}
-		if c.trusted == TrustedFP32 {
+		if !c.mix.Orthogonal {
 			sc.ainv32 = grow(sc.ainv32, n*n)
 			for i, v := range sc.ainv {
 				sc.ainv32[i] = float32(v)
 			}
 		}
-	}
-	return nil
-}
-
-// invert sets sc.ainv = sc.a^-1 (n, n) by LU with partial pivoting.
-func (sc *scratch) invert(n int) error {
-	copy(sc.ainv, sc.a)
-	sc.ipiv = grow(sc.ipiv, n)
-	m := gen(n, n, sc.ainv)
-	if !lapack64.Getrf(m, sc.ipiv) {
-		return fmt.Errorf("mixing matrix (%d x %d) is singular", n, n)
-	}
-	sc.work = grow(sc.work, max(1, 64*n))
-	if !lapack64.Getri(m, sc.ipiv, sc.work, len(sc.work)) {
-		return fmt.Errorf("mixing matrix (%d x %d) is singular", n, n)
-	}
-	return nil
-}
-
-// haar draws a Haar-distributed orthogonal matrix into q (n, n, row-major): blas.QR of a standard
-// gaussian matrix with positive set (column j times sign(R_jj), without which Householder QR's sign
-// convention would bias the distribution). It runs on gonum's LAPACK whatever BLAS the forward
-// uses, so that the same seed draws the same A on every machine.
-func (sc *scratch) haar(rng *rand.Rand, n int, q []float64) error {
-	for i := range q[:n*n] {
-		q[i] = rng.NormFloat64()
-	}
-	if sc.qr == nil {
-		sc.qr = blas.Gonum()
-	}
-	if err := sc.qr.QR(n, n, q, n, nil, 0, true); err != nil {
-		return fmt.Errorf("haar draw, n = %d: %w", n, err)
 	}
 	return nil
 }

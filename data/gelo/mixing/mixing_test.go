@@ -1,4 +1,4 @@
-package gelo
+package mixing
 
 import (
 	"math"
@@ -30,12 +30,12 @@ func mixPaths(t testing.TB) []mixPath {
 
 func TestHaarIsOrthogonalInFloat32AtN1024(t *testing.T) {
 	n := 1024
-	if raceEnabled {
+	if testing.Short() {
 		n = 256
 	}
-	var mx mixer
+	var mx Mixer
 	a := make([]float32, n*n) // a: (n, n)
-	mx.orthogonal(rand.New(rand.NewPCG(1, 1)), n, a)
+	mx.Orthogonal(rand.New(rand.NewPCG(1, 1)), n, a)
 	g := gram(n, a)
 	var maxDev, frob float64
 	for i := 0; i < n; i++ {
@@ -59,7 +59,7 @@ func TestHaarIsOrthogonalInFloat32AtN1024(t *testing.T) {
 // haarStats returns, over draws of n x n matrices, the mean of tr Q, of (tr Q)^2, of tr(Q^2), and
 // the fraction with det Q > 0.
 func haarStats(lib *blas.Library, n, draws int, signFix bool) (tr, tr2, trSq, detPos float64) {
-	mx := mixer{lib: lib}
+	mx := Mixer{Lib: lib}
 	rng := rand.New(rand.NewPCG(7, 8))
 	q := make([]float64, n*n) // column-major
 	for k := 0; k < draws; k++ {
@@ -104,14 +104,14 @@ func TestHaarMomentsAndSignFixIsNeeded(t *testing.T) {
 	}
 }
 
-func TestNonOrthogonalConditionNumberIsKappa(t *testing.T) {
+func TestConditionedConditionNumberIsKappa(t *testing.T) {
 	const n = 48
 	for _, p := range mixPaths(t) {
-		mx := mixer{lib: p.lib}
+		mx := Mixer{Lib: p.lib}
 		rng := rand.New(rand.NewPCG(5, 6))
 		for _, kappa := range []float64{1, 10, 1000} {
 			a := make([]float32, n*n)
-			mx.nonOrthogonal(rng, n, kappa, a)
+			mx.Conditioned(rng, n, kappa, a)
 			a64 := make([]float64, n*n)
 			for i, v := range a {
 				a64[i] = float64(v)
@@ -138,13 +138,13 @@ func TestNonOrthogonalConditionNumberIsKappa(t *testing.T) {
 
 // TestHaarLAPACKIsOrthogonalAndMatchesGo: on LAPACK the float64 Q is orthogonal to 1e-12, and
 // from the same stream it is the scalar Go QR's Q to round-off (1e-12), so the float32 A of
-// orthogonal and nonOrthogonal differ by at most a few units in the last place, and the
+// Orthogonal and Conditioned differ by at most a few units in the last place, and the
 // streams stay aligned (the next draw after each matrix is the same).
 func TestHaarLAPACKIsOrthogonalAndMatchesGo(t *testing.T) {
 	if !blas.HasLAPACK() {
 		t.Skipf("no LAPACK in %s", blas.Name())
 	}
-	lapack, scalar := mixer{lib: blas.Default()}, mixer{lib: blas.Gonum()}
+	lapack, scalar := Mixer{Lib: blas.Default()}, Mixer{Lib: blas.Gonum()}
 	for _, n := range []int{1, 7, 64, 200} {
 		ql, qg := make([]float64, n*n), make([]float64, n*n) // column-major
 		rl, rg := rand.New(rand.NewPCG(uint64(n), 3)), rand.New(rand.NewPCG(uint64(n), 3))
@@ -177,11 +177,11 @@ func TestHaarLAPACKIsOrthogonalAndMatchesGo(t *testing.T) {
 			al, ag := make([]float32, n*n), make([]float32, n*n)
 			rl, rg := rand.New(rand.NewPCG(uint64(n), 4)), rand.New(rand.NewPCG(uint64(n), 4))
 			if kappa == 0 {
-				lapack.orthogonal(rl, n, al)
-				scalar.orthogonal(rg, n, ag)
+				lapack.Orthogonal(rl, n, al)
+				scalar.Orthogonal(rg, n, ag)
 			} else {
-				lapack.nonOrthogonal(rl, n, kappa, al)
-				scalar.nonOrthogonal(rg, n, kappa, ag)
+				lapack.Conditioned(rl, n, kappa, al)
+				scalar.Conditioned(rg, n, kappa, ag)
 			}
 			var da, amax float64
 			for i := range al {
@@ -191,6 +191,53 @@ func TestHaarLAPACKIsOrthogonalAndMatchesGo(t *testing.T) {
 			// A few float32 ulps of the largest entry: round-off, not another matrix.
 			if tol := 4 * amax * 0x1p-24; da > tol {
 				t.Fatalf("n=%d kappa=%v: max |A_lapack - A_go| = %.2e > %.2e", n, kappa, da, tol)
+			}
+		}
+	}
+}
+
+// gram computes A^T A in float32 (through the default BLAS) for a: (n, n).
+func gram(n int, a []float32) []float32 {
+	g := make([]float32, n*n)
+	blas.Sgemm(true, false, n, n, n, 1, a, n, a, n, 0, g, n)
+	return g
+}
+
+// Inverse gives A^-1 from the draw's factors: A A^-1 = I to float64 round-off times cond(A), for
+// orthogonal and conditioned draws on every path, and it refuses a second call for one draw.
+func TestInverseFromFactors(t *testing.T) {
+	const n = 37
+	for _, p := range mixPaths(t) {
+		mx := Mixer{Lib: p.lib}
+		for _, kappa := range []float64{0, 1, 30, 1e4} { // 0: orthogonal
+			rng := rand.New(rand.NewPCG(9, uint64(kappa)))
+			a, ainv := make([]float64, n*n), make([]float64, n*n)
+			if kappa == 0 {
+				mx.Orthogonal64(rng, n, a)
+			} else {
+				mx.Conditioned64(rng, n, kappa, a)
+			}
+			if err := mx.Inverse64(ainv); err != nil {
+				t.Fatal(err)
+			}
+			if err := mx.Inverse64(ainv); err == nil {
+				t.Fatalf("%s kappa %v: a second Inverse64 for one draw was accepted", p.name, kappa)
+			}
+			prod := mat.NewDense(n, n, nil)
+			prod.Mul(mat.NewDense(n, n, a), mat.NewDense(n, n, ainv))
+			var dev float64
+			for i := 0; i < n; i++ {
+				for j := 0; j < n; j++ {
+					want := 0.0
+					if i == j {
+						want = 1
+					}
+					dev = max(dev, math.Abs(prod.At(i, j)-want))
+				}
+			}
+			// Each entry of the product is a sum of n terms bounded by cond(A) in magnitude.
+			if tol := 16 * float64(n) * max(1, kappa) * 0x1p-53; dev > tol {
+				t.Fatalf("%s kappa %v: max |A A^-1 - I| = %.2e > %.2e", p.name, kappa, dev, tol)
 			}
 		}
 	}
