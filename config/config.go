@@ -16,10 +16,10 @@ import (
 	"github.com/goccy/go-yaml"
 	"github.com/goccy/go-yaml/parser"
 
-	"github.com/gelo-research/geloattack/config/field"
 	"github.com/gelo-research/geloattack/data/gelo"
-	"github.com/gelo-research/geloattack/data/synth"
+	"github.com/gelo-research/geloattack/data/synth/synthcfg"
 	"github.com/gelo-research/geloattack/engine/device/devspec"
+	"github.com/gelo-research/geloattack/internal/field"
 	"github.com/gelo-research/geloattack/internal/safefile"
 	"github.com/gelo-research/geloattack/internal/termtext"
 	"github.com/gelo-research/geloattack/losses/ot/otcfg"
@@ -72,7 +72,7 @@ type Store struct {
 	// Path is a store directory (SPEC §2). Empty means the embedded synthetic store below.
 	Path string `yaml:"path" json:"path"`
 	// Synth sizes the embedded synthetic store when Path is empty.
-	Synth synth.Config `yaml:"synth" json:"synth"`
+	Synth synthcfg.Config `yaml:"synth" json:"synth"`
 }
 
 // Loss holds loss settings that are not part of the model.
@@ -104,7 +104,7 @@ func Default() Run {
 		Seed:      1,
 		Device:    devspec.Auto,
 		Precision: devspec.FP32,
-		Store:     Store{Synth: synth.DefaultConfig()},
+		Store:     Store{Synth: synthcfg.DefaultConfig()},
 		Sampler:   gelo.DefaultConfig(),
 		Model:     m,
 		Train:     trainopts.DefaultOptions(),
@@ -327,7 +327,7 @@ func (r Run) Validate() error {
 	}
 	if r.Store.Path == "" {
 		// The file's own values first: a 0 it sets must not pass as the default it would become.
-		if err := synth.Rules.Check(r.Store.Synth); err != nil {
+		if err := synthcfg.Rules.Check(r.Store.Synth); err != nil {
 			return field.In("store.synth", err)
 		}
 		if err := r.Store.Synth.Validate(); err != nil {

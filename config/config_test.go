@@ -4,7 +4,7 @@ import (
 	"strconv"
 
 	"errors"
-	"github.com/gelo-research/geloattack/config/field"
+	"github.com/gelo-research/geloattack/internal/field"
 	"os"
 	"path/filepath"
 	"strings"

@@ -1,9 +1,9 @@
 package config
 
 import (
-	"github.com/gelo-research/geloattack/config/field"
 	"github.com/gelo-research/geloattack/data/gelo"
-	"github.com/gelo-research/geloattack/data/synth"
+	"github.com/gelo-research/geloattack/data/synth/synthcfg"
+	"github.com/gelo-research/geloattack/internal/field"
 	"github.com/gelo-research/geloattack/losses/ot/otcfg"
 	"github.com/gelo-research/geloattack/models/causallm/lmcfg"
 	"github.com/gelo-research/geloattack/models/settransformer/modelcfg"
@@ -36,7 +36,7 @@ func Rules() []Rule {
 			out = append(out, Rule{Path: prefix + n.Key, Bounds: n.Bounds})
 		}
 	}
-	add("store.synth.", synth.Rules.Named())
+	add("store.synth.", synthcfg.Rules.Named())
 	add("sampler.", gelo.Rules.Named())
 	add("model.", modelcfg.Rules.Named())
 	add("train.", trainopts.Rules.Named())

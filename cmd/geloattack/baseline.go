@@ -11,9 +11,9 @@ import (
 
 	"github.com/gelo-research/geloattack/baselines"
 	"github.com/gelo-research/geloattack/checkpoints"
-	"github.com/gelo-research/geloattack/config/field"
 	"github.com/gelo-research/geloattack/data"
 	"github.com/gelo-research/geloattack/data/gelo"
+	"github.com/gelo-research/geloattack/internal/field"
 	"github.com/gelo-research/geloattack/runner"
 )
 

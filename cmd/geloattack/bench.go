@@ -10,11 +10,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gelo-research/geloattack/config/field"
 	"github.com/gelo-research/geloattack/data"
 	"github.com/gelo-research/geloattack/data/gelo"
 	"github.com/gelo-research/geloattack/engine"
 	"github.com/gelo-research/geloattack/engine/device"
+	"github.com/gelo-research/geloattack/internal/field"
 	"github.com/gelo-research/geloattack/models/settransformer"
 	"github.com/gelo-research/geloattack/models/settransformer/stepbench"
 )

@@ -12,10 +12,10 @@ import (
 	"strings"
 
 	"github.com/gelo-research/geloattack/baselines/decode"
-	"github.com/gelo-research/geloattack/config/field"
 	"github.com/gelo-research/geloattack/data"
 	"github.com/gelo-research/geloattack/data/extract"
 	"github.com/gelo-research/geloattack/engine/blas"
+	"github.com/gelo-research/geloattack/internal/field"
 	"github.com/gelo-research/geloattack/models/hf"
 )
 

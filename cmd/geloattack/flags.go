@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/gelo-research/geloattack/config"
-	"github.com/gelo-research/geloattack/config/field"
+	"github.com/gelo-research/geloattack/internal/field"
 )
 
 // A numeric flag's range is its field.Bounds: a flag that sets a config field takes the field's

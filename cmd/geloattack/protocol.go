@@ -11,9 +11,9 @@ import (
 	"strings"
 
 	"github.com/gelo-research/geloattack/checkpoints"
-	"github.com/gelo-research/geloattack/config/field"
 	"github.com/gelo-research/geloattack/engine/cpu"
 	"github.com/gelo-research/geloattack/engine/device"
+	"github.com/gelo-research/geloattack/internal/field"
 	"github.com/gelo-research/geloattack/protocol/equality"
 	"github.com/gelo-research/geloattack/protocol/overhead"
 )

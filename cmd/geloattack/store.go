@@ -10,10 +10,10 @@ import (
 	"os"
 	"time"
 
-	"github.com/gelo-research/geloattack/config/field"
 	"github.com/gelo-research/geloattack/data"
 	"github.com/gelo-research/geloattack/data/store"
 	"github.com/gelo-research/geloattack/data/synth"
+	"github.com/gelo-research/geloattack/internal/field"
 	"github.com/gelo-research/geloattack/internal/termtext"
 )
 

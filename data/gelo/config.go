@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/gelo-research/geloattack/config/field"
+	"github.com/gelo-research/geloattack/internal/field"
 )
 
 // TokenSampling says how the rows of a positive text are chosen.

@@ -6,6 +6,8 @@ import (
 	"math"
 	"strings"
 	"testing"
+
+	"github.com/gelo-research/geloattack/data/synth/synthcfg"
 )
 
 // floatFields are the float keys of Config with a setter, for the hostile family.
@@ -64,12 +66,14 @@ func TestFloatFieldsAreRefusedOrWork(t *testing.T) {
 // no bound).
 func TestFloatBoundsWork(t *testing.T) {
 	for _, edit := range []func(c *Config){
-		func(c *Config) { c.ZipfS = maxZipfS },
-		func(c *Config) { c.ZipfV = maxZipfV },
+		func(c *Config) { c.ZipfS = synthcfg.MaxZipfS },
+		func(c *Config) { c.ZipfV = synthcfg.MaxZipfV },
 		func(c *Config) { c.ZipfS, c.ZipfV = math.Nextafter(1, 2), 1 },
-		func(c *Config) { c.NormMean = minNormMean },
-		func(c *Config) { c.NormMean = maxNormMean },
-		func(c *Config) { c.Weights = Weights{Mean: maxWeight, Text: minRandShare * maxWeight * 1.01} },
+		func(c *Config) { c.NormMean = synthcfg.MinNormMean },
+		func(c *Config) { c.NormMean = synthcfg.MaxNormMean },
+		func(c *Config) {
+			c.Weights = Weights{Mean: synthcfg.MaxWeight, Text: synthcfg.MinRandShare * synthcfg.MaxWeight * 1.01}
+		},
 	} {
 		cfg := small(12, 16, 8)
 		cfg.Vocab, cfg.MinTokens, cfg.MaxTokens = 64, 4, 8

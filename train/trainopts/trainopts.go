@@ -5,8 +5,8 @@
 package trainopts
 
 import (
-	"github.com/gelo-research/geloattack/config/field"
 	"github.com/gelo-research/geloattack/data/gelo"
+	"github.com/gelo-research/geloattack/internal/field"
 )
 
 // Options is the trainer's section of a run config. Every field has a documented default in

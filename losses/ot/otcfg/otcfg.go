@@ -4,7 +4,7 @@
 package otcfg
 
 import (
-	"github.com/gelo-research/geloattack/config/field"
+	"github.com/gelo-research/geloattack/internal/field"
 )
 
 // Variant selects how Sinkhorn treats the marginals (SPEC §5).

@@ -7,7 +7,7 @@ package lmcfg
 import (
 	"fmt"
 
-	"github.com/gelo-research/geloattack/config/field"
+	"github.com/gelo-research/geloattack/internal/field"
 )
 
 // Config is the lm section of a run config.

@@ -8,7 +8,7 @@ import (
 	"fmt"
 	"sort"
 
-	"github.com/gelo-research/geloattack/config/field"
+	"github.com/gelo-research/geloattack/internal/field"
 )
 
 // Task selects which head sits on top of the encoder.
