@@ -1,0 +1,212 @@
+package baselines
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+
+	"github.com/gelo-research/geloattack/data"
+	"github.com/gelo-research/geloattack/data/gelo"
+	"github.com/gelo-research/geloattack/data/splitpool"
+	"github.com/gelo-research/geloattack/eval"
+	"gonum.org/v1/gonum/mat"
+)
+
+// Row-space retrieval over sampled examples (SPEC §7): the driver behind `baseline -attack rowspace`.
+
+// RowSpaceOptions configures row-space retrieval over sampled examples.
+type RowSpaceOptions struct {
+	// Split is the split examples and candidates come from.
+	Split data.Split
+	// Examples is the number of examples, indices 0..Examples-1 of the split's stream (0: 16).
+	Examples int
+	// Batch is the number of consecutive examples whose positives together form the candidate set,
+	// as in-batch candidates do in training (SPEC §5) (0: 4).
+	Batch int
+	// ExtraNegatives adds this many random texts of the split to every candidate set.
+	ExtraNegatives int
+	// Aggregate turns a candidate's row residuals into its score.
+	Aggregate Aggregate
+	// RankTol is NewRowSpace's relative singular-value cut-off (0: DefaultRankTol).
+	RankTol float64
+	// Seed seeds the extra negatives.
+	Seed uint64
+}
+
+func (o *RowSpaceOptions) defaults() error {
+	if o.Examples == 0 {
+		o.Examples = 16
+	}
+	if o.Batch == 0 {
+		o.Batch = 4
+	}
+	if o.Examples < 1 || o.Batch < 1 || o.ExtraNegatives < 0 {
+		return fmt.Errorf("baselines: row-space options: examples %d, batch %d, extra negatives %d: want positive counts",
+			o.Examples, o.Batch, o.ExtraNegatives)
+	}
+	return nil
+}
+
+// RowSpaceRow is row-space retrieval over one sampler configuration.
+type RowSpaceRow struct {
+	// ObsRows and ObserveDtype are the sampler's observation settings.
+	ObsRows      float64           `json:"obs_rows"`
+	ObserveDtype gelo.ObserveDtype `json:"observe_dtype"`
+	// Aggregate and Split name the scoring and the split.
+	Aggregate string `json:"aggregate"`
+	Split     string `json:"split"`
+	// Candidates is the mean candidate-set size.
+	Candidates float64 `json:"candidates"`
+	// Mass, Top1 and Recall are the retrieval figures with their chance levels.
+	Mass   eval.Metric `json:"mass"`
+	Top1   eval.Metric `json:"top1"`
+	Recall eval.Metric `json:"recall"`
+	// SourceResidual is the median over (example, positive text) of the smallest fraction of a
+	// source row's energy outside rowspace(U_obs): ~1e-13 when exact, 1e-5 after bf16.
+	SourceResidual float64 `json:"source_residual"`
+}
+
+// RowSpaceRetrieval scores every example's candidate texts (all their token rows, as the attacker
+// would compute them by running the open model on each candidate) by containment in
+// rowspace(U_obs) and returns the retrieval metrics. With the sampler's center: true the secret
+// per-example mean breaks exact containment; the figures then measure that.
+func RowSpaceRetrieval(ctx context.Context, s *gelo.Sampler, opts RowSpaceOptions) (RowSpaceRow, error) {
+	if err := opts.defaults(); err != nil {
+		return RowSpaceRow{}, err
+	}
+	cfg := s.Config()
+	row := RowSpaceRow{ObsRows: cfg.ObsRows, ObserveDtype: cfg.ObserveDtype, Aggregate: opts.Aggregate.String(), Split: opts.Split.String()}
+	corpus := s.Corpus()
+	texts := s.Texts(opts.Split)
+	var acc eval.RetrievalAccumulator
+	var sourceRes []float64
+	candTotal := 0
+	for first := 0; first < opts.Examples; first += opts.Batch {
+		var exs []*gelo.Example
+		for i := first; i < min(first+opts.Batch, opts.Examples); i++ {
+			if err := ctx.Err(); err != nil {
+				return RowSpaceRow{}, err
+			}
+			ex, err := s.Example(opts.Split, int64(i))
+			if err != nil {
+				return RowSpaceRow{}, err
+			}
+			exs = append(exs, ex)
+		}
+		pool, positives, err := candidatePool(exs, texts, opts.ExtraNegatives, opts.Seed, first)
+		if err != nil {
+			return RowSpaceRow{}, err
+		}
+		cands := make([]*mat.Dense, len(pool))
+		for c, ti := range pool {
+			var err error
+			if cands[c], err = textRows(corpus, ti); err != nil {
+				return RowSpaceRow{}, err
+			}
+		}
+		for i, ex := range exs {
+			if err := ctx.Err(); err != nil {
+				return RowSpaceRow{}, err
+			}
+			u, err := eval.FromFloat32(ex.NObs, ex.D, ex.UObs)
+			if err != nil {
+				return RowSpaceRow{}, err
+			}
+			rs, err := NewRowSpace(u, opts.RankTol)
+			if err != nil {
+				return RowSpaceRow{}, fmt.Errorf("example %d: %w", ex.Index, err)
+			}
+			logits := make([]float64, len(pool))
+			best := make([]float64, len(pool))
+			for c, rows := range cands {
+				frac, energy, err := rs.Residuals(rows)
+				if err != nil {
+					return RowSpaceRow{}, err
+				}
+				sc, err := aggregate(frac, energy, opts.Aggregate)
+				if err != nil {
+					return RowSpaceRow{}, err
+				}
+				logits[c] = sc.Logit
+				best[c] = slices.Min(frac)
+			}
+			pos := positives[i]
+			for _, c := range pos {
+				sourceRes = append(sourceRes, best[c])
+			}
+			r, err := eval.ScoreRetrieval(logits, pos)
+			if err != nil {
+				return RowSpaceRow{}, fmt.Errorf("example %d: %w", ex.Index, err)
+			}
+			acc.AddScore(r)
+			candTotal += len(pool)
+		}
+	}
+	res := acc.Result()
+	row.Mass, row.Top1, row.Recall = res.Mass, res.Top1, res.Recall
+	row.Candidates = float64(candTotal) / float64(opts.Examples)
+	row.SourceResidual = eval.Percentile(sourceRes, 0.5)
+	return row, nil
+}
+
+// candidatePool returns the candidate texts of a batch (corpus indices, splitpool.Candidates: the
+// positives in order of first appearance, then extra negatives drawn by splitpool.ExtraTexts from
+// a stream keyed by (seed, first example)) and each example's positive candidates.
+func candidatePool(exs []*gelo.Example, texts []int, extra int, seed uint64, first int) ([]int, [][]int, error) {
+	positives := make([][]int, len(exs))
+	var all []int
+	for i, ex := range exs {
+		positives[i] = ex.PositiveIdx
+		all = append(all, ex.PositiveIdx...)
+	}
+	var extras []int
+	if extra > 0 {
+		extras = splitpool.ExtraTexts(rand.New(rand.NewPCG(seed, uint64(first))), texts, all, extra)
+	}
+	cands, pos, err := splitpool.Candidates(positives, extras)
+	if err != nil {
+		return nil, nil, fmt.Errorf("baselines: candidates of examples %d..%d: %w", first, first+len(exs)-1, err)
+	}
+	return cands, pos, nil
+}
+
+// textRows reads every row of corpus text ti as a float64 matrix (NumTokens, D).
+func textRows(c data.Corpus, ti int) (*mat.Dense, error) {
+	n, d := c.NumTokens(ti), c.D()
+	buf := make([]float32, n*d)
+	if err := c.Rows(ti, 0, n, buf); err != nil {
+		return nil, fmt.Errorf("baselines: reading candidate text %d: %w", c.TextID(ti), err)
+	}
+	return eval.FromFloat32(n, d, buf)
+}
+
+// RowSpaceTable runs RowSpaceRetrieval for every observation setting: obsRows (nil: 1, 0.96, 0.8)
+// crossed with dtypes (nil: none, i.e. fp32, and bf16), each on s's corpus and configuration with
+// only obs_rows and observe_dtype replaced. The sampler draws H and A from per-stage streams, so
+// every cell sees the same texts, windows and mixing matrices.
+func RowSpaceTable(ctx context.Context, s *gelo.Sampler, obsRows []float64, dtypes []gelo.ObserveDtype, opts RowSpaceOptions) ([]RowSpaceRow, error) {
+	if obsRows == nil {
+		obsRows = []float64{1, 0.96, 0.8}
+	}
+	if dtypes == nil {
+		dtypes = []gelo.ObserveDtype{gelo.ObserveNone, gelo.ObserveBF16}
+	}
+	var out []RowSpaceRow
+	for _, dt := range dtypes {
+		for _, obs := range obsRows {
+			cfg := s.Config()
+			cfg.ObsRows, cfg.ObserveDtype = obs, dt
+			cs, err := gelo.NewSampler(s.Corpus(), cfg)
+			if err != nil {
+				return nil, fmt.Errorf("baselines: row-space table cell obs_rows %v, %s: %w", obs, dt, err)
+			}
+			row, err := RowSpaceRetrieval(ctx, cs, opts)
+			if err != nil {
+				return nil, fmt.Errorf("baselines: row-space table cell obs_rows %v, %s: %w", obs, dt, err)
+			}
+			out = append(out, row)
+		}
+	}
+	return out, nil
+}
