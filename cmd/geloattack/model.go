@@ -103,8 +103,6 @@ func modelInitFlags(fs *flag.FlagSet) runFunc {
 	}
 }
 
-// openDecoderTokenizer opens the tokenizer of a decoder directory.
-//
 // openDecoderTokenizer reads the decoder directory's tokenizer.json (data/bpe).
 func openDecoderTokenizer(dir string) (extract.Tokenizer, error) {
 	path := filepath.Join(dir, "tokenizer.json")

@@ -17,8 +17,8 @@ func (c *Backend) kernelTable() map[string]any {
 		engine.KernelBroadcastAdd: engine.BroadcastAddKernels{Forward: c.broadcastAdd, Backward: c.broadcastAddBackward},
 		engine.KernelPrependRow:   engine.PrependRowKernel(c.prependRow),
 
-		// The language model's ops (CPU only so far): rotary embeddings, causal attention, the
-		// embedding lookup and the chunked vocabulary cross-entropy.
+		// The language model's ops (engine/cuda registers them too, from lm.ptx): rotary
+		// embeddings, causal attention, the embedding lookup and the chunked vocabulary cross-entropy.
 		engine.KernelRoPE:            engine.RoPEKernels{Forward: c.rope, Backward: c.ropeBackward},
 		engine.KernelCausalAttention: engine.CausalAttentionKernels{Forward: c.causalAttention, Backward: c.causalAttentionBackward},
 		engine.KernelEmbedding:       engine.EmbeddingKernels{Forward: c.embedding, Backward: c.embeddingBackward},
