@@ -120,30 +120,11 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (Result, error) {
 // TextsSource, Corpora, Texts, MaxTokens) are not read. Cancelling ctx stops it between
 // projection calls with ctx's error.
 func Evaluate(ctx context.Context, m *extract.Model, inputs []Input, cfg Config, progress io.Writer) (Result, error) {
-	errs := cfg.validateProtocol()
+	maxLen, tokens, err := checkEvaluate(m, inputs, cfg)
+	if err != nil {
+		return Result{}, err
+	}
 	L, h := m.NumLayers(), m.Hidden()
-	for _, l := range cfg.Layers {
-		if l > L {
-			errs = append(errs, fmt.Errorf("Layers: %d, the model has blocks 1..%d", l, L))
-		}
-	}
-	if len(inputs) < 2 {
-		errs = append(errs, fmt.Errorf("texts: %d, want >= 2 (a nearest neighbour needs another text)", len(inputs)))
-	}
-	maxLen, tokens := 0, 0
-	for i, in := range inputs {
-		if len(in.Tokens) == 0 || len(in.Tokens) > m.MaxLen() {
-			errs = append(errs, fmt.Errorf("text %d (id %d): %d tokens, want 1..%d", i, in.ID, len(in.Tokens), m.MaxLen()))
-		}
-		maxLen = max(maxLen, len(in.Tokens))
-		tokens += len(in.Tokens)
-	}
-	if cfg.BatchTokens >= 1 && maxLen > cfg.BatchTokens {
-		errs = append(errs, fmt.Errorf("BatchTokens: %d is below the longest text (%d tokens)", cfg.BatchTokens, maxLen))
-	}
-	if len(errs) > 0 {
-		return Result{}, fmt.Errorf("equality config: %w", errors.Join(errs...))
-	}
 	if len(cfg.Layers) == 0 {
 		cfg.Layers = make([]int, L)
 		for i := range cfg.Layers {
@@ -170,50 +151,10 @@ func Evaluate(ctx context.Context, m *extract.Model, inputs []Input, cfg Config,
 	if err != nil {
 		return Result{}, fmt.Errorf("equality: %w", err)
 	}
-
-	// Runs: index 0 is the plain pass; then per precision the precision-only run and one per mix.
-	type run struct {
-		row     Row
-		hook    *hook
-		vsPlain *acc
-		vsPrec  *acc
-		prec    int // index of this precision's precision-only run (GELO runs)
-		embs    []float32
-		elapsed time.Duration
-	}
-	mixes := cfg.mixes()
-	runs := []*run{{embs: make([]float32, len(inputs)*h)}}
-	for _, p := range cfg.Precisions {
-		pi := len(runs)
-		runs = append(runs, &run{
-			row:  Row{Precision: p, Mix: NoMix},
-			hook: newHook(ctx, lib, cfg, layers, p, nil, workers), vsPlain: newAcc(),
-			embs: make([]float32, len(inputs)*h),
-		})
-		for _, mx := range mixes {
-			mx := mx
-			runs = append(runs, &run{
-				row:  Row{Precision: p, Mix: mx.Name(), Kappa: mx.Kappa},
-				hook: newHook(ctx, lib, cfg, layers, p, &mx, workers), vsPlain: newAcc(), vsPrec: newAcc(),
-				prec: pi, embs: make([]float32, len(inputs)*h),
-			})
-		}
-	}
-
-	// Batches of consecutive texts within the token budget.
-	type batch struct{ lo, hi, tokens int }
-	var batches []batch
-	for lo := 0; lo < len(inputs); {
-		hi, n := lo, 0
-		for hi < len(inputs) && n+len(inputs[hi].Tokens) <= cfg.BatchTokens {
-			n += len(inputs[hi].Tokens)
-			hi++
-		}
-		batches = append(batches, batch{lo, hi, n})
-		lo = hi
-	}
+	runs := planRuns(ctx, lib, cfg, layers, workers, len(inputs)*h)
+	batches := planBatches(inputs, cfg.BatchTokens)
 	logf("equality: %d texts, %d tokens in %d batches; GELO on Q, K, V, O of layers %v; %d runs per batch (plain, %d precisions x (precision only + %d mixes)); shields %.3g of rows at %.3gx; trusted side %s",
-		len(inputs), tokens, len(batches), cfg.Layers, len(runs), len(cfg.Precisions), len(mixes), cfg.ShieldFrac, cfg.ShieldScale, cfg.Trusted)
+		len(inputs), tokens, len(batches), cfg.Layers, len(runs), len(cfg.Precisions), len(cfg.mixes()), cfg.ShieldFrac, cfg.ShieldScale, cfg.Trusted)
 
 	// Final-layer rows of one batch, (batch tokens, h): the plain and precision-only runs keep
 	// theirs as references for the batch; GELO runs share one buffer, compared as soon as filled.
@@ -229,42 +170,8 @@ func Evaluate(ctx context.Context, m *extract.Model, inputs []Input, cfg Config,
 	done := 0 // tokens of the batches finished
 	start := time.Now()
 	for bi, b := range batches {
-		seqs := make([][]int32, b.hi-b.lo)
-		ids := make([]int64, b.hi-b.lo)
-		for i := range seqs {
-			seqs[i], ids[i] = inputs[b.lo+i].Tokens, inputs[b.lo+i].ID
-		}
-		for ri, r := range runs {
-			t0 := time.Now()
-			ws.Hook = nil
-			if r.hook != nil {
-				r.hook.ids = ids
-				ws.Hook = r.hook
-			}
-			err := m.Forward(ctx, ws, seqs, L, hiddens[ri][:b.tokens*h], r.embs[b.lo*h:b.hi*h])
-			ws.Hook = nil
-			if err != nil {
-				return Result{}, fmt.Errorf("equality: %s run, texts %d..%d: %w", runName(r.row), b.lo, b.hi-1, err)
-			}
-			r.elapsed += time.Since(t0)
-			if ri == 0 {
-				continue
-			}
-			row := 0
-			for i := b.lo; i < b.hi; i++ {
-				t := len(inputs[i].Tokens)
-				get := func(k int) ([]float32, []float32) {
-					return hiddens[k][row*h : (row+t)*h], runs[k].embs[i*h : (i+1)*h]
-				}
-				hid, emb := get(ri)
-				refH, refE := get(0)
-				r.vsPlain.add(hid, refH, emb, refE, h)
-				if r.vsPrec != nil {
-					pH, pE := get(r.prec)
-					r.vsPrec.add(hid, pH, emb, pE, h)
-				}
-				row += t
-			}
+		if err := forwardBatch(ctx, m, ws, inputs, b, runs, hiddens, L, h); err != nil {
+			return Result{}, err
 		}
 		for r := 0; r < b.tokens; r++ {
 			normSum += norm(hiddens[0][r*h : (r+1)*h])
@@ -280,19 +187,153 @@ func Evaluate(ctx context.Context, m *extract.Model, inputs []Input, cfg Config,
 		Config: cfg, NumLayers: L, Hidden: h, Texts: len(inputs), Tokens: tokens,
 		MeanRowNorm: normSum / float64(tokens), Elapsed: time.Since(start),
 	}
-	refNN := nearest(runs[0].embs, len(inputs), h)
+	res.Rows = collectRows(runs, len(inputs), h)
+	return res, nil
+}
+
+// checkEvaluate refuses a config or inputs Evaluate cannot run, naming every problem, and returns
+// the longest text and the total tokens.
+func checkEvaluate(m *extract.Model, inputs []Input, cfg Config) (maxLen, tokens int, err error) {
+	errs := cfg.validateProtocol()
+	L := m.NumLayers()
+	for _, l := range cfg.Layers {
+		if l > L {
+			errs = append(errs, fmt.Errorf("Layers: %d, the model has blocks 1..%d", l, L))
+		}
+	}
+	if len(inputs) < 2 {
+		errs = append(errs, fmt.Errorf("texts: %d, want >= 2 (a nearest neighbour needs another text)", len(inputs)))
+	}
+	for i, in := range inputs {
+		if len(in.Tokens) == 0 || len(in.Tokens) > m.MaxLen() {
+			errs = append(errs, fmt.Errorf("text %d (id %d): %d tokens, want 1..%d", i, in.ID, len(in.Tokens), m.MaxLen()))
+		}
+		maxLen = max(maxLen, len(in.Tokens))
+		tokens += len(in.Tokens)
+	}
+	if cfg.BatchTokens >= 1 && maxLen > cfg.BatchTokens {
+		errs = append(errs, fmt.Errorf("BatchTokens: %d is below the longest text (%d tokens)", cfg.BatchTokens, maxLen))
+	}
+	if len(errs) > 0 {
+		return 0, 0, fmt.Errorf("equality config: %w", errors.Join(errs...))
+	}
+	return maxLen, tokens, nil
+}
+
+// evalRun is one forward configuration Evaluate runs over every batch: index 0 the plain pass;
+// then per precision the precision-only run and one per mix.
+type evalRun struct {
+	row     Row
+	hook    *hook
+	vsPlain *acc
+	vsPrec  *acc
+	prec    int // index of this precision's precision-only run (GELO runs)
+	embs    []float32
+	elapsed time.Duration
+}
+
+// planRuns lists the runs: the plain pass, then per precision the precision-only run and its
+// mixes. embLen is texts x h, each run's embedding buffer.
+func planRuns(ctx context.Context, lib *blas.Library, cfg Config, layers []bool, workers, embLen int) []*evalRun {
+	runs := []*evalRun{{embs: make([]float32, embLen)}}
+	for _, p := range cfg.Precisions {
+		pi := len(runs)
+		runs = append(runs, &evalRun{
+			row:  Row{Precision: p, Mix: NoMix},
+			hook: newHook(ctx, lib, cfg, layers, p, nil, workers), vsPlain: newAcc(),
+			embs: make([]float32, embLen),
+		})
+		for _, mx := range cfg.mixes() {
+			mx := mx
+			runs = append(runs, &evalRun{
+				row:  Row{Precision: p, Mix: mx.Name(), Kappa: mx.Kappa},
+				hook: newHook(ctx, lib, cfg, layers, p, &mx, workers), vsPlain: newAcc(), vsPrec: newAcc(),
+				prec: pi, embs: make([]float32, embLen),
+			})
+		}
+	}
+	return runs
+}
+
+// evalBatch is the texts lo..hi-1, tokens in all.
+type evalBatch struct{ lo, hi, tokens int }
+
+// planBatches cuts the inputs into batches of consecutive texts within the token budget.
+func planBatches(inputs []Input, budget int) []evalBatch {
+	var batches []evalBatch
+	for lo := 0; lo < len(inputs); {
+		hi, n := lo, 0
+		for hi < len(inputs) && n+len(inputs[hi].Tokens) <= budget {
+			n += len(inputs[hi].Tokens)
+			hi++
+		}
+		batches = append(batches, evalBatch{lo, hi, n})
+		lo = hi
+	}
+	return batches
+}
+
+// forwardBatch runs every run over batch b and compares each GELO or precision run's final rows
+// and embeddings with the plain run's (and a GELO run's with its precision-only run's).
+// hiddens[k]: (batch tokens, h), run k's final rows.
+func forwardBatch(ctx context.Context, m *extract.Model, ws *extract.Workspace, inputs []Input, b evalBatch, runs []*evalRun, hiddens [][]float32, L, h int) error {
+	seqs := make([][]int32, b.hi-b.lo)
+	ids := make([]int64, b.hi-b.lo)
+	for i := range seqs {
+		seqs[i], ids[i] = inputs[b.lo+i].Tokens, inputs[b.lo+i].ID
+	}
+	for ri, r := range runs {
+		t0 := time.Now()
+		ws.Hook = nil
+		if r.hook != nil {
+			r.hook.ids = ids
+			ws.Hook = r.hook
+		}
+		err := m.Forward(ctx, ws, seqs, L, hiddens[ri][:b.tokens*h], r.embs[b.lo*h:b.hi*h])
+		ws.Hook = nil
+		if err != nil {
+			return fmt.Errorf("equality: %s run, texts %d..%d: %w", runName(r.row), b.lo, b.hi-1, err)
+		}
+		r.elapsed += time.Since(t0)
+		if ri == 0 {
+			continue
+		}
+		row := 0
+		for i := b.lo; i < b.hi; i++ {
+			t := len(inputs[i].Tokens)
+			get := func(k int) ([]float32, []float32) {
+				return hiddens[k][row*h : (row+t)*h], runs[k].embs[i*h : (i+1)*h]
+			}
+			hid, emb := get(ri)
+			refH, refE := get(0)
+			r.vsPlain.add(hid, refH, emb, refE, h)
+			if r.vsPrec != nil {
+				pH, pE := get(r.prec)
+				r.vsPrec.add(hid, pH, emb, pE, h)
+			}
+			row += t
+		}
+	}
+	return nil
+}
+
+// collectRows turns the runs' accumulators into the result's rows (every run but the plain one),
+// with the nearest-neighbour agreement of their embeddings. texts x h is each run's embeddings.
+func collectRows(runs []*evalRun, texts, h int) []Row {
+	var rows []Row
+	refNN := nearest(runs[0].embs, texts, h)
 	for _, r := range runs[1:] {
-		nn := nearest(r.embs, len(inputs), h)
+		nn := nearest(r.embs, texts, h)
 		r.row.VsPlain = r.vsPlain.metrics(nnEqual(nn, refNN))
 		if r.vsPrec != nil {
-			pm := r.vsPrec.metrics(nnEqual(nn, nearest(runs[r.prec].embs, len(inputs), h)))
+			pm := r.vsPrec.metrics(nnEqual(nn, nearest(runs[r.prec].embs, texts, h)))
 			r.row.VsPrecision = &pm
 		}
 		r.row.ProjRelErr, r.row.ProjRelErrMax, r.row.Calls, r.row.ShieldRows, r.row.MaxStored = r.hook.projStats()
 		r.row.Seconds = r.elapsed.Seconds()
-		res.Rows = append(res.Rows, r.row)
+		rows = append(rows, r.row)
 	}
-	return res, nil
+	return rows
 }
 
 // runName names a run in messages.
