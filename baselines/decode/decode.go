@@ -93,11 +93,18 @@ type Text struct {
 	Excess  float64 `json:"excess"`
 	Lead    float64 `json:"lead"`
 	Claimed bool    `json:"claimed"`
-	// Open marks a text whose end is not proven (the ranking search ended it while certified
-	// extensions remained, or cut it back before a miss): never claimed.
+	// Open marks a text whose end is not proven: some extension by one more bag token was not
+	// refused by the claim's margin, the search stopped reading it (the step cap, the model's
+	// context, every extension passing), or the ranking cut it back before a miss. Never claimed.
 	Open bool `json:"open,omitempty"`
+	// Unproven counts, for a text every other rule would claim, its steps that prove nothing (their
+	// rows within the bound of the span of rows already explained, or beside an extension of the
+	// same prefix whose were: claim.go); a text with any is not claimed.
+	Unproven int `json:"unproven,omitempty"`
 	// Match is the true text it equals (-1: none).
 	Match int `json:"match"`
+	// hist is each step's rows and excesses, for the claim rule.
+	hist []step
 }
 
 // MarshalJSON writes an infinite Excess or Lead (a text of one step: nothing left out, or nothing
@@ -174,9 +181,12 @@ type BatchResult struct {
 	Decoded  []Text  `json:"decoded"`
 	Exact    float64 `json:"exact"`
 	TokenAcc float64 `json:"token_accuracy"`
-	// Claims and ClaimsRight count claimed texts and those equal to a true text.
-	Claims      int `json:"claims"`
-	ClaimsRight int `json:"claims_right"`
+	// Claims counts claimed texts; ClaimsRight the true texts read by a claim, each true text
+	// matched to at most one claimed text equal to it (tally): Claims - ClaimsRight are wrong.
+	// Overclaimed says claims were withdrawn because U cannot hold all their rows (claim.go).
+	Claims      int  `json:"claims"`
+	ClaimsRight int  `json:"claims_right"`
+	Overclaimed bool `json:"overclaimed,omitempty"`
 	// Forwards is the candidate extensions computed; Seconds the batch's wall time.
 	Forwards int     `json:"forwards"`
 	Seconds  float64 `json:"seconds"`
@@ -185,7 +195,9 @@ type BatchResult struct {
 // Run draws Batches GELO batches of texts (token ids, each a text of the source) through m and
 // reads them back. Claims: a decoded text is claimed when every attacked block has an absolute
 // test (below full rank the residual, at full rank with every row observed the leverage), every
-// step of it was certified and led the best extension left out by ClaimLead decades.
+// step of it was certified, led the best extension left out by ClaimLead decades and proves
+// something beyond the rows already explained, its end led every extension by one more token as
+// a step leads, and the batch's claims fit in U (claim.go).
 func Run(ctx context.Context, m Model, texts [][]int, opt Options) ([]BatchResult, error) {
 	blocks := opt.Blocks
 	if len(blocks) == 0 {
@@ -270,7 +282,13 @@ func Run(ctx context.Context, m Model, texts [][]int, opt Options) ([]BatchResul
 		}
 		samplers[l] = s
 	}
-	a := &attack{m: m, d: d, blocks: blocks, upto: upto, u: u, beam: beam, branch: branch, claimLead: claimLead,
+	var order []int
+	for _, l := range blocks {
+		if l > 0 {
+			order = append(order, l)
+		}
+	}
+	a := &attack{m: m, d: d, blocks: blocks, order: order, upto: upto, u: u, beam: beam, branch: branch, claimLead: claimLead,
 		allObserved: cfg.ObsRows == 1, rank: opt.Rank, rankBag: opt.RankBag, maxSteps: opt.MaxSteps, progress: opt.Progress, joint: opt.Joint || opt.OrderTopK > 0, orderTopK: opt.OrderTopK, noOrderMargin: opt.NoOrderMargin, bagOnly: opt.BagOnly}
 	var out []BatchResult
 	ws := new(gelo.Workspace)
@@ -292,6 +310,7 @@ type attack struct {
 	m                 Model
 	d, upto           int
 	blocks            []int
+	order             []int // the attacked blocks >= 1, in the order of blocks: what a step is scored on
 	u                 float64
 	beam              int
 	branch, claimLead float64
@@ -406,6 +425,7 @@ func (a *attack) batch(ctx context.Context, samplers map[int]*gelo.Sampler, ws *
 			return nil, err
 		}
 	}
+	res.Overclaimed = a.decide(decoded, res.NObs)
 	exact := 0
 	for i := range decoded {
 		decoded[i].Match = -1
@@ -414,12 +434,10 @@ func (a *attack) batch(ctx context.Context, samplers map[int]*gelo.Sampler, ws *
 				decoded[i].Match = j
 			}
 		}
-		if decoded[i].Claimed {
-			res.Claims++
-			if decoded[i].Match >= 0 {
-				res.ClaimsRight++
-			}
-		}
+	}
+	res.Claims, res.ClaimsRight = tally(decoded, res.Truth)
+	for i := range decoded {
+		decoded[i].hist = nil // the claims are decided: a batch result need not hold the rows
 	}
 	for _, t := range res.Truth {
 		best := 0.0
@@ -442,14 +460,16 @@ func (a *attack) batch(ctx context.Context, samplers map[int]*gelo.Sampler, ws *
 	return res, nil
 }
 
-// excessOf is each row's score over sp's certification bound in decades (<= 0: certified), from
-// a Score of the rows against sp: the residual below full rank, the leverage at full rank.
-func excessOf(sp *membership.Space, sc *membership.Scores) []float64 {
+// excessOf is each row's score over block l's certification bound in decades (<= 0: certified),
+// from a Score of the rows against the block's space: the residual below full rank, the leverage
+// at full rank.
+func (a *attack) excessOf(l int, sc *membership.Scores) []float64 {
+	sp := a.spaces[l]
 	out := make([]float64, len(sc.Residual))
 	for i := range out {
 		switch {
 		case !sp.FullRank():
-			out[i] = math.Log10(max(sc.Residual[i], 1e-30) / sp.ResidualBound())
+			out[i] = math.Log10(max(sc.Residual[i], 1e-30) / a.residualBound(l))
 		case sp.LeverageBound() > 0:
 			out[i] = math.Log10(max(sc.Leverage[i], 1e-30) / sp.LeverageBound())
 		default:
@@ -509,7 +529,7 @@ func (a *attack) bagScores(ctx context.Context, topK bool) ([]float64, [][]float
 		if err != nil {
 			return nil, nil, err
 		}
-		out = append(out, excessOf(sp, sc)...)
+		out = append(out, a.excessOf(0, sc)...)
 		for j := range tk {
 			for _, r := range sc.TopK[j] {
 				tk[j] = append(tk[j], math.Log10(max(r, 1e-300)))
@@ -548,32 +568,59 @@ func (a *attack) bag(scores []float64, nObs int) []int {
 	return bag
 }
 
-// scoreExtensions scores every bag token appended to nd's prefix: cert certifies (every attacked
-// block's excess <= 0), score ranks and measures leads (cert itself, or with Joint the sum of the
-// blocks' excesses); rows are the extensions' rows (bag, upto-1, d) and order the extensions by
-// ascending score.
-func (a *attack) scoreExtensions(nd node, bag []int) (cert, score []float64, rows []float32, order []int, err error) {
-	cert, joint, rows, err := a.extend(nd.p, bag)
+// extensions are the scores of every bag token appended to one prefix.
+type extensions struct {
+	// cert certifies (<= 0: every attacked block's excess is), score ranks and measures leads
+	// (cert itself, or with Joint the blocks' sum); both +Inf for an extension repeating a row of
+	// its prefix. rawCert and rawScore are the same before that: such an extension is no evidence
+	// of a longer text, but neither can U tell it from the text's end (endProven).
+	cert, score, rawCert, rawScore []float64
+	// blockEx is each extension's excess at each attacked block >= 1: (bag, len(order)).
+	blockEx []float64
+	// rows are the extensions' rows (bag, upto-1, d); order the extensions by ascending score.
+	rows  []float32
+	order []int
+	w, nb int // one extension's row floats ((upto-1) d) and attacked blocks >= 1
+}
+
+// row is extension i's rows at blocks 1..upto-1: ((upto-1) d).
+func (e *extensions) row(i int) []float32 { return e.rows[i*e.w : (i+1)*e.w] }
+
+// ex is extension i's excess at each attacked block >= 1: (len(order)).
+func (e *extensions) ex(i int) []float64 { return e.blockEx[i*e.nb : (i+1)*e.nb] }
+
+// step is what a text keeps of extension i of its prefix, ambiguous as rule 1 says: copies, since
+// a slice of e's buffers would keep every candidate's rows alive (past full rank at d = 4096 a
+// bag of thousands of tokens, hundreds of MB per step).
+func (e *extensions) step(i int, ambiguous bool) step {
+	return step{rows: slices.Clone(e.row(i)), ex: slices.Clone(e.ex(i)), ambiguous: ambiguous}
+}
+
+// scoreExtensions scores every bag token appended to nd's prefix.
+func (a *attack) scoreExtensions(nd node, bag []int) (*extensions, error) {
+	cert, joint, blockEx, rows, err := a.extend(nd.p, bag)
 	if err != nil {
-		return nil, nil, nil, nil, err
+		return nil, err
 	}
+	e := &extensions{cert: cert, score: cert, rawCert: slices.Clone(cert), blockEx: blockEx, rows: rows,
+		w: (a.upto - 1) * a.d, nb: len(a.order)}
+	if a.joint {
+		e.score = joint
+	}
+	e.rawScore = slices.Clone(e.score)
 	// An extension whose rows repeat a row of its own prefix adds nothing the row space can see
 	// (a token repeated from the start, "A A", attends to identical keys and values and gives
 	// position 0's rows again): it is not evidence of a longer text.
-	w := (a.upto - 1) * a.d
 	for i := range bag {
-		for _, prev := range nd.rows {
-			if sameRows(rows[i*w:(i+1)*w], prev) {
-				cert[i], joint[i] = math.Inf(1), math.Inf(1)
+		for _, prev := range nd.hist {
+			if sameRows(e.row(i), prev.rows) {
+				e.cert[i], e.score[i] = math.Inf(1), math.Inf(1)
 				break
 			}
 		}
 	}
-	score = cert
-	if a.joint {
-		score = joint
-	}
-	return cert, score, rows, ascending(score), nil
+	e.order = ascending(e.score)
+	return e, nil
 }
 
 // ascending is the indices of scores, best (lowest) first; ties keep their order.
@@ -601,9 +648,27 @@ type node struct {
 	p      Prefix
 	parent Prefix
 	toks   []int
-	excess float64     // worst step's excess
-	lead   float64     // smallest lead of a kept step
-	rows   [][]float32 // each step's rows at blocks 1..upto-1: ((upto-1) d)
+	excess float64 // worst step's excess
+	lead   float64 // smallest lead of a kept step
+	worst  float64 // worst step's score (what ranks extensions): the end must lead it (endProven)
+	hist   []step  // each step's rows and excesses
+}
+
+// root is the empty prefix.
+func (a *attack) root() node {
+	return node{p: a.m.NewPrefix(), excess: math.Inf(-1), lead: math.Inf(1), worst: math.Inf(-1)}
+}
+
+// child is nd extended by extension i of e (bag token tok), its step's lead and ambiguity.
+func (nd node) child(e *extensions, i, tok int, lead float64, ambiguous bool) node {
+	return node{parent: nd.p, toks: append(slices.Clone(nd.toks), tok),
+		excess: max(nd.excess, e.cert[i]), lead: min(nd.lead, lead), worst: max(nd.worst, e.score[i]),
+		hist: append(slices.Clip(nd.hist), e.step(i, ambiguous))}
+}
+
+// text is nd as a decoded text; open says its end is not proven.
+func (nd node) text(open bool) Text {
+	return Text{Tokens: nd.toks, Excess: nd.excess, Lead: nd.lead, Open: open, hist: nd.hist}
 }
 
 // advance runs the extension's last token through the model from its parent's prefix.
@@ -619,6 +684,27 @@ func (n *node) advance() error {
 	return nil
 }
 
+// stepLead is a step's lead: how far the best extension left out (out, by ascending score) lies
+// beyond the worst kept one, counted only when every extension left out is itself outside the
+// certification bound (by LeftOutAbove past full rank): a choice between certified extensions
+// proves nothing. With Joint the best left out by score need not be the best by certification, so
+// every one left out is checked. -Inf: the step proves nothing.
+func (a *attack) stepLead(e *extensions, worstKept float64, out []int) float64 {
+	if len(out) == 0 || slices.ContainsFunc(out, func(i int) bool { return !(e.cert[i] > a.leftOutThr) }) {
+		return math.Inf(-1)
+	}
+	return e.score[out[0]] - worstKept
+}
+
+// ambiguities is ambiguity where a step's lead can count, all false where it cannot (the text is
+// not claimed then anyway, and past full rank the certified extensions can be thousands).
+func (a *attack) ambiguities(nd node, e *extensions, kept []int, lead float64) []bool {
+	if math.IsInf(lead, -1) {
+		return make([]bool, len(kept))
+	}
+	return a.ambiguity(nd, e, kept)
+}
+
 // search reads texts from the bag: prefixes extended by every bag token, keeping per prefix the
 // certified extensions within branch decades of its best; a prefix with no certified extension
 // is a finished text. At most nObs steps (every token of a text is an observed row).
@@ -626,7 +712,7 @@ func (a *attack) search(ctx context.Context, bag []int, nObs int) ([]Text, error
 	if len(bag) == 0 {
 		return nil, nil
 	}
-	live := []node{{p: a.m.NewPrefix(), excess: math.Inf(-1), lead: math.Inf(1)}}
+	live := []node{a.root()}
 	var done []Text
 	for step := 0; step < a.steps(nObs) && len(live) > 0; step++ {
 		if err := ctx.Err(); err != nil {
@@ -636,40 +722,32 @@ func (a *attack) search(ctx context.Context, bag []int, nObs int) ([]Text, error
 		var next []node
 		rejected := false // some extension of some prefix was not certified
 		for _, nd := range live {
-			ex, score, rows, order, err := a.scoreExtensions(nd, bag)
+			e, err := a.scoreExtensions(nd, bag)
 			if err != nil {
 				return nil, err
 			}
-			w := (a.upto - 1) * a.d
-			certified := func(i int) bool { return ex[i] <= 0 }
-			rejected = rejected || slices.ContainsFunc(order, func(i int) bool { return !certified(i) })
-			first := slices.IndexFunc(order, certified)
+			certified := func(i int) bool { return e.cert[i] <= 0 }
+			rejected = rejected || slices.ContainsFunc(e.order, func(i int) bool { return !certified(i) })
+			first := slices.IndexFunc(e.order, certified)
 			if first < 0 {
 				if len(nd.toks) > 0 {
-					done = append(done, Text{Tokens: nd.toks, Excess: nd.excess, Lead: nd.lead})
+					done = append(done, nd.text(!a.endProven(nd, e)))
 				}
 				continue
 			}
-			best := score[order[first]]
+			best := e.score[e.order[first]]
 			var kept, out []int // kept: certified within branch of the best; out: the rest
-			for _, i := range order {
-				if certified(i) && score[i] <= best+a.branch {
+			for _, i := range e.order {
+				if certified(i) && e.score[i] <= best+a.branch {
 					kept = append(kept, i)
 				} else {
 					out = append(out, i)
 				}
 			}
-			// The step's lead: how far the best extension left out lies beyond the kept ones,
-			// counted only when that extension is itself outside the certification bound (by
-			// LeftOutAbove past full rank): a choice between certified extensions proves nothing.
-			lead := math.Inf(-1) // nothing left out: the step proves nothing
-			if len(out) > 0 && ex[out[0]] > a.leftOutThr {
-				lead = score[out[0]] - score[kept[len(kept)-1]]
-			}
-			for _, i := range kept {
-				next = append(next, node{parent: nd.p, toks: append(slices.Clone(nd.toks), bag[i]),
-					excess: max(nd.excess, ex[i]), lead: min(nd.lead, lead),
-					rows: append(slices.Clip(nd.rows), rows[i*w:(i+1)*w])})
+			lead := a.stepLead(e, e.score[kept[len(kept)-1]], out)
+			amb := a.ambiguities(nd, e, kept, lead)
+			for j, i := range kept {
+				next = append(next, nd.child(e, i, bag[i], lead, amb[j]))
 			}
 		}
 		sort.SliceStable(next, func(i, j int) bool { return next[i].excess < next[j].excess })
@@ -688,11 +766,8 @@ func (a *attack) search(ctx context.Context, bag []int, nObs int) ([]Text, error
 			break
 		}
 	}
-	for _, nd := range live { // ran out of steps
-		done = append(done, Text{Tokens: nd.toks, Excess: nd.excess, Lead: nd.lead})
-	}
-	for i := range done {
-		done[i].Claimed = done[i].Excess <= 0 && done[i].Lead >= a.claimLead && a.certifiable()
+	for _, nd := range live { // the search stopped reading them: their end is not tested
+		done = append(done, nd.text(true))
 	}
 	return done, nil
 }
@@ -703,8 +778,8 @@ type rankNode struct {
 	steps   []float64 // score of each step after the first that was not a miss
 	misses  int       // misses so far; pending says the last step was one
 	pending bool
-	// prevExcess and prevLead are the parent's, for a text cut back before a pending miss.
-	prevExcess, prevLead float64
+	// prev is the parent, for a text cut back before a pending miss.
+	prev *node
 }
 
 // median of the steps so far (-Inf before the first).
@@ -734,30 +809,28 @@ func (n *rankNode) key() float64 {
 // median of the prefix's steps is a miss, which a text may make once in a row (a row the deployer
 // dropped from U, or a step rounding blurred) and not twice: a prefix whose best extension is a
 // second miss in a row ends as the text before the first. The beam keeps the prefixes of the best
-// mean step score. Texts are claimed by the rule of search (every step certified), so dropped rows
-// give none.
+// mean step score. Texts are claimed by the rule of search (every step certified, the end proven),
+// so dropped rows give none.
 func (a *attack) rankSearch(ctx context.Context, bag []int, nObs int) ([]Text, error) {
 	if len(bag) == 0 {
 		return nil, nil
 	}
-	live := []rankNode{{node: node{p: a.m.NewPrefix(), excess: math.Inf(-1), lead: math.Inf(1)}}}
+	live := []rankNode{{node: a.root()}}
 	var done []Text
 	seen := map[string]bool{}
-	// finish records n as a text. proven says its end is: no extension of it was certified, or
-	// it reached the longest text; a text the ranking ended while certified extensions remained,
-	// or cut back before a miss, is open and never claimed.
+	// finish records n as a text. proven says its end is (endProven); a text cut back before a
+	// miss, whose own end was never tested, is open.
 	finish := func(n rankNode, proven bool) {
-		toks, excess, lead := n.toks, n.excess, n.lead
+		nd := n.node
 		if n.pending {
-			toks, excess, lead, proven = toks[:len(toks)-1], n.prevExcess, n.prevLead, false
+			nd, proven = *n.prev, false
 		}
-		if len(toks) == 0 || seen[fmt.Sprint(toks)] {
+		if len(nd.toks) == 0 || seen[fmt.Sprint(nd.toks)] {
 			return
 		}
-		seen[fmt.Sprint(toks)] = true
-		done = append(done, Text{Tokens: toks, Excess: excess, Lead: lead, Open: !proven})
+		seen[fmt.Sprint(nd.toks)] = true
+		done = append(done, nd.text(!proven))
 	}
-	w := (a.upto - 1) * a.d
 	for step := 0; step < a.steps(nObs) && len(live) > 0; step++ {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -765,14 +838,13 @@ func (a *attack) rankSearch(ctx context.Context, bag []int, nObs int) ([]Text, e
 		a.report("step %d of at most %d: %d live prefixes, %d texts done", step+1, a.steps(nObs), len(live), len(done))
 		var next []rankNode
 		for _, nd := range live {
-			cert, score, rows, order, err := a.scoreExtensions(nd.node, bag)
+			e, err := a.scoreExtensions(nd.node, bag)
 			if err != nil {
 				return nil, err
 			}
-			anyCertified := slices.ContainsFunc(cert, func(e float64) bool { return e <= 0 })
-			best := score[order[0]]
+			best := e.score[e.order[0]]
 			if math.IsInf(best, 1) {
-				finish(nd, true)
+				finish(nd, a.endProven(nd.node, e))
 				continue
 			}
 			thr := nd.median() + RankStop
@@ -783,29 +855,26 @@ func (a *attack) rankSearch(ctx context.Context, bag []int, nObs int) ([]Text, e
 			}
 			if miss {
 				// The text may end here, or a row of it was lost: keep both readings.
-				finish(nd, !anyCertified)
+				finish(nd, a.endProven(nd.node, e))
 			}
 			kept := 0
-			for kept < len(order) && !math.IsInf(score[order[kept]], 1) && score[order[kept]] <= best+a.branch {
+			for kept < len(e.order) && !math.IsInf(e.score[e.order[kept]], 1) && e.score[e.order[kept]] <= best+a.branch {
 				kept++
 			}
-			lead := math.Inf(-1)
-			if kept < len(order) && cert[order[kept]] > a.leftOutThr {
-				lead = score[order[kept]] - score[order[kept-1]]
-			}
-			for _, i := range order[:kept] {
-				c := rankNode{node: node{parent: nd.p, toks: append(slices.Clone(nd.toks), bag[i]),
-					excess: max(nd.excess, cert[i]), lead: min(nd.lead, lead),
-					rows: append(slices.Clip(nd.rows), rows[i*w:(i+1)*w])},
-					steps: nd.steps, misses: nd.misses, prevExcess: nd.excess, prevLead: nd.lead}
+			lead := a.stepLead(e, e.score[e.order[kept-1]], e.order[kept:])
+			amb := a.ambiguities(nd.node, e, e.order[:kept], lead)
+			parent := nd.node
+			parent.p, parent.parent = nil, nil // a text cut back needs no model state
+			for j, i := range e.order[:kept] {
+				c := rankNode{node: nd.child(e, i, bag[i], lead, amb[j]), steps: nd.steps, misses: nd.misses, prev: &parent}
 				switch {
-				case len(nd.steps) > 0 && score[i] > thr:
+				case len(nd.steps) > 0 && e.score[i] > thr:
 					c.misses++
 					c.pending = true
 				case len(nd.toks) > 0:
 					// The first token's rows are a function of the token alone (BOS's, identical
 					// in every text, lie far inside): they say nothing of the order's scale.
-					c.steps = append(slices.Clip(nd.steps), score[i])
+					c.steps = append(slices.Clip(nd.steps), e.score[i])
 				}
 				next = append(next, c)
 			}
@@ -821,11 +890,8 @@ func (a *attack) rankSearch(ctx context.Context, bag []int, nObs int) ([]Text, e
 		}
 		live = next
 	}
-	for _, nd := range live {
-		finish(nd, true)
-	}
-	for i := range done {
-		done[i].Claimed = !done[i].Open && done[i].Excess <= 0 && done[i].Lead >= a.claimLead && a.certifiable()
+	for _, nd := range live { // the search stopped reading them: their end is not tested
+		finish(nd, false)
 	}
 	return done, nil
 }
@@ -864,46 +930,45 @@ func (a *attack) certifiable() bool {
 
 // extend scores every candidate token appended to p: the worst excess over the attacked blocks
 // >= 1 (the certification), their sum (the joint score: every block's U is seen, and each adds its
-// evidence; with OrderTopK the sum of the blocks' top-k scores instead), and the candidates' rows
-// (cands, upto-1, d).
-func (a *attack) extend(p Prefix, cands []int) (worst, joint []float64, rows []float32, err error) {
-	d := a.d
+// evidence; with OrderTopK the sum of the blocks' top-k scores instead), each block's excess
+// (cands, len(order)), and the candidates' rows (cands, upto-1, d).
+func (a *attack) extend(p Prefix, cands []int) (worst, joint, blockEx []float64, rows []float32, err error) {
+	d, nb := a.d, len(a.order)
 	buf := make([]float32, len(cands)*(a.upto-1)*d) // (cands, upto-1, d)
 	if err := p.Extend(cands, a.upto, buf); err != nil {
-		return nil, nil, nil, fmt.Errorf("extending a prefix of %d tokens: %w", p.Len(), err)
+		return nil, nil, nil, nil, fmt.Errorf("extending a prefix of %d tokens: %w", p.Len(), err)
 	}
 	a.forwards += len(cands)
 	worst = make([]float64, len(cands))
 	joint = make([]float64, len(cands))
+	blockEx = make([]float64, len(cands)*nb) // (cands, nb)
 	for i := range worst {
 		worst[i] = math.Inf(-1)
 	}
-	blockRows := make([]float32, len(cands)*d)
-	for _, l := range a.blocks {
-		if l == 0 {
-			continue
-		}
+	blockRows := make([]float32, len(cands)*d) // (cands, d)
+	for k, l := range a.order {
 		for c := range cands {
 			copy(blockRows[c*d:(c+1)*d], buf[(c*(a.upto-1)+l-1)*d:(c*(a.upto-1)+l)*d])
 		}
 		sp := a.spaces[l]
 		sc, err := sp.Score(toDense(blockRows, len(cands), d))
 		if err != nil {
-			return nil, nil, nil, err
+			return nil, nil, nil, nil, fmt.Errorf("block %d: %w", l, err)
 		}
-		e := excessOf(sp, sc)
+		e := a.excessOf(l, sc)
 		rankBy := e
 		if a.orderTopK > 0 {
 			if rankBy, err = topKOf(sp, sc, a.orderTopK); err != nil {
-				return nil, nil, nil, fmt.Errorf("block %d: %w", l, err)
+				return nil, nil, nil, nil, fmt.Errorf("block %d: %w", l, err)
 			}
 		}
 		for c := range worst {
 			worst[c] = max(worst[c], e[c])
 			joint[c] += rankBy[c]
+			blockEx[c*nb+k] = e[c]
 		}
 	}
-	return worst, joint, buf, nil
+	return worst, joint, blockEx, buf, nil
 }
 
 // sameRows says two rows agree to float32 round-off (relative 1e-6 of their norm).
@@ -940,7 +1005,7 @@ func (a *attack) orderMargin(truth [][]int, bag []int) (float64, error) {
 					right[o[pos]] = true
 				}
 			}
-			ex, joint, rows, err := a.extend(p, cands)
+			ex, joint, _, rows, err := a.extend(p, cands)
 			if a.joint {
 				ex = joint
 			}
