@@ -51,9 +51,9 @@ type Tokenizer struct {
 	unk          int32      // -1: none
 	fuseUnk      bool
 
-	normalizers []func(string) string
-	preTok      []preStep
-	decoders    []decodeStep
+	normalizer normalizer // nil: none
+	preTok     []preStep  // the pre-tokenizer's steps (preSteps), in order
+	decoder    decoder    // nil: none
 
 	// added holds the added tokens matched in the raw text; addedNorm those with
 	// normalized: true, matched in each section's normalized text (as tokenizers does).
@@ -74,12 +74,9 @@ type merge struct {
 	id   int32
 }
 
-// preStep is one pre-tokenizer: it maps the pieces so far to new pieces. first is whether the
-// section being tokenized starts the text (Metaspace's prepend_scheme "first").
+// preStep is one pre-tokenizer's PreTokenize: it maps the pieces so far to new pieces. first is
+// whether the section being tokenized starts the text (Metaspace's prepend_scheme "first").
 type preStep func(pieces []string, first bool) []string
-
-// decodeStep is one decoder: it maps tokens to tokens (transformers.js's decode_chain).
-type decodeStep func(tokens []string) []string
 
 // cacheCap bounds the piece cache; the cache is emptied when it is full. Pieces longer than
 // maxCachedPiece bytes (whole SentencePiece sections, mostly) are not cached: they rarely repeat.
@@ -157,8 +154,8 @@ func (t *Tokenizer) Encode(text string, addSpecial bool) ([]int, error) {
 		if s == "" {
 			continue
 		}
-		for _, n := range t.normalizers {
-			s = n(s)
+		if t.normalizer != nil {
+			s = t.normalizer.Normalize(s)
 		}
 		if s == "" {
 			continue
