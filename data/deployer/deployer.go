@@ -1,0 +1,300 @@
+// Package deployer connects geloattack to an external GELO deployer: a program outside geloattack
+// (bench/torch_deploy.py, PyTorch in fp32, bf16 or fp16) that computes a decoder's hidden-state rows
+// the way the party running GELO would, instead of with geloattack's own float32 forward.
+//
+// The exchange is in formats geloattack already has. geloattack writes the texts' token ids
+// (WriteTexts: JSON lines, since the deployer's machine has no tokenizer and the attack must see
+// the same ids). The deployer writes one directory of reference-layout .npz files per (point,
+// block), which store.ImportNPZ reads unchanged, and a deployer.json saying which stack computed
+// them (Info). Import turns one such directory into a store whose text ids are the input's ids.
+//
+// RelErrBound is how far a deployer's rows may lie from geloattack's float32 rows of the same
+// checkpoint, measured on random-init checkpoints (see its comment).
+package deployer
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+
+	"github.com/gelo-research/geloattack/data/store"
+	"github.com/gelo-research/geloattack/internal/safefile"
+)
+
+// Format is the version tag of deployer.json this package reads.
+const Format = "geloattack-deployer/1"
+
+// InfoFile is the deployer's record of a run, written last into its output directory: a
+// directory without it is an incomplete run.
+const InfoFile = "deployer.json"
+
+// Points of the decoder the deployer writes rows of (the names of data/extract's decoder points).
+const (
+	// AttnInput at block L is RMSNorm(h_L)·g_L, block L's input_layernorm output: the rows GELO mixes.
+	AttnInput = "attn-input"
+	// Residual at L is Hugging Face's hidden_states[L]: block L's input, or the final norm's output
+	// at L = layers.
+	Residual = "residual"
+)
+
+// Text is one text of the deployer's input.
+type Text struct {
+	// ID is the text's id in the attacked source; the deployer's files and the imported store
+	// carry it as text_id. It must be >= 0 and distinct.
+	ID int64
+	// Tokens are geloattack's token ids of the text, special tokens included.
+	Tokens []int32
+	// BOS is how many leading tokens are the tokenizer's special prefix (the deployer leaves their
+	// rows out with --drop-bos).
+	BOS int
+}
+
+// textLine is a Text as one JSON line of the deployer's input.
+type textLine struct {
+	ID     int64   `json:"id"`
+	Tokens []int32 `json:"tokens"`
+	BOS    int     `json:"bos"`
+}
+
+// WriteTexts writes texts as the deployer's --tokens input: one JSON object per line.
+func WriteTexts(w io.Writer, texts []Text) error {
+	seen := make(map[int64]bool, len(texts))
+	enc := json.NewEncoder(w)
+	for i, t := range texts {
+		switch {
+		case t.ID < 0:
+			return fmt.Errorf("deployer input: text %d: id %d is negative", i, t.ID)
+		case seen[t.ID]:
+			return fmt.Errorf("deployer input: text %d: id %d appears twice", i, t.ID)
+		case len(t.Tokens) == 0:
+			return fmt.Errorf("deployer input: text %d (id %d): no tokens", i, t.ID)
+		case t.BOS < 0 || t.BOS > len(t.Tokens):
+			return fmt.Errorf("deployer input: text %d (id %d): bos %d outside 0..%d", i, t.ID, t.BOS, len(t.Tokens))
+		}
+		seen[t.ID] = true
+		if err := enc.Encode(textLine{ID: t.ID, Tokens: t.Tokens, BOS: t.BOS}); err != nil {
+			return fmt.Errorf("deployer input: text %d (id %d): %w", i, t.ID, err)
+		}
+	}
+	return nil
+}
+
+// Info is deployer.json: which stack computed the rows, from which model and input.
+type Info struct {
+	Format    string `json:"format"`
+	Generator string `json:"generator"`
+	// Framework, Torch, Python and NumPy name the software stack.
+	Framework string `json:"framework"`
+	Torch     string `json:"torch"`
+	Python    string `json:"python"`
+	NumPy     string `json:"numpy"`
+	// Device is the torch device ("cpu", "cuda:0"); DeviceName the hardware.
+	Device     string `json:"device"`
+	DeviceName string `json:"device_name"`
+	Threads    int    `json:"threads"`
+	// DType is the compute and storage dtype: fp32, bf16 or fp16.
+	DType string `json:"dtype"`
+	// Kernels is "emulate" (float32 kernels rounding each output to DType, as CUDA's do) or
+	// "native" (torch's own kernels for DType on Device).
+	Kernels string `json:"kernels"`
+	// Attention is "eager" (transformers' matmul, softmax, matmul, each rounded) or "fused"
+	// (FlashAttention-like: float32 inside, rounded probabilities for the P·V product).
+	Attention string `json:"attention"`
+	// Model is the model directory; ConfigSHA256 the hash of its config.json.
+	Model        string   `json:"model"`
+	Architecture string   `json:"architecture"`
+	ConfigSHA256 string   `json:"config_sha256"`
+	WeightDTypes []string `json:"weight_dtypes"`
+	Layers       int      `json:"layers"`
+	HiddenSize   int      `json:"hidden_size"`
+	// Input is the --tokens file the deployer read, and its hash.
+	Input       string `json:"input"`
+	InputSHA256 string `json:"input_sha256"`
+	Texts       int    `json:"texts"`
+	Tokens      int64  `json:"tokens"`
+	// Points and Blocks say which directories exist: one per point and block, named PointDir.
+	Points []string `json:"points"`
+	Blocks []int    `json:"blocks"`
+	// BOS is store.SpecialKept or store.SpecialDropped (rows masked out of the stores).
+	BOS string `json:"bos"`
+	// RowsDType is the element type of the .npz rows ("float32": DType's values widened exactly).
+	RowsDType string `json:"rows_dtype"`
+	// TextEmbedding says how each text's candidate embedding was made.
+	TextEmbedding string `json:"text_embedding"`
+}
+
+// maxInfoBytes bounds deployer.json: a real one is about a kilobyte.
+const maxInfoBytes = 1 << 20
+
+// ReadInfo reads and checks dir/deployer.json, the record of a complete deployer run.
+func ReadInfo(dir string) (Info, error) {
+	path := filepath.Join(dir, InfoFile)
+	raw, err := safefile.ReadFile(path, maxInfoBytes)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return Info{}, fmt.Errorf("deployer rows %s: %s missing: not a deployer output, or a run that did not finish", dir, InfoFile)
+		}
+		return Info{}, fmt.Errorf("deployer rows %s: %w", dir, err)
+	}
+	var in Info
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields() // a hand-edited typo must not fall back to a default
+	if err := dec.Decode(&in); err != nil {
+		return Info{}, fmt.Errorf("deployer rows %s: %w", path, err)
+	}
+	if err := in.check(); err != nil {
+		return Info{}, fmt.Errorf("deployer rows %s: %w", path, err)
+	}
+	return in, nil
+}
+
+func (in Info) check() error {
+	switch {
+	case in.Format != Format:
+		return fmt.Errorf("format %q: this geloattack reads %q", in.Format, Format)
+	case !slices.Contains([]string{"fp32", "bf16", "fp16"}, in.DType):
+		return fmt.Errorf("dtype %q: want fp32, bf16 or fp16", in.DType)
+	case in.Layers < 1 || in.HiddenSize < 1:
+		return fmt.Errorf("layers %d, hidden_size %d: want positive", in.Layers, in.HiddenSize)
+	case in.Texts < 1:
+		return fmt.Errorf("texts %d: want at least one", in.Texts)
+	case in.BOS != store.SpecialKept && in.BOS != store.SpecialDropped:
+		return fmt.Errorf("bos %q: want %q or %q", in.BOS, store.SpecialKept, store.SpecialDropped)
+	case len(in.Points) == 0 || len(in.Blocks) == 0:
+		return fmt.Errorf("points %v, blocks %v: want at least one of each", in.Points, in.Blocks)
+	}
+	for _, p := range in.Points {
+		for _, b := range in.Blocks {
+			if err := in.checkBlock(p, b); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// checkBlock says whether point p has rows at block b in a model of in.Layers blocks.
+func (in Info) checkBlock(p string, b int) error {
+	top := in.Layers // residual: hidden_states[0..layers]
+	switch p {
+	case AttnInput:
+		top = in.Layers - 1
+	case Residual:
+	default:
+		return fmt.Errorf("point %q: want %q or %q", p, AttnInput, Residual)
+	}
+	if b < 0 || b > top {
+		return fmt.Errorf("%s block %d: a %d-block model has them for blocks 0..%d", p, b, in.Layers, top)
+	}
+	return nil
+}
+
+// Stack names what computed the rows, for a run header, e.g.
+// "PyTorch 1.13.0 bf16 (emulate kernels, eager attention) on cpu (x86_64 CPU)".
+func (in Info) Stack() string {
+	return fmt.Sprintf("PyTorch %s %s (%s kernels, %s attention) on %s (%s)",
+		in.Torch, in.DType, in.Kernels, in.Attention, in.Device, in.DeviceName)
+}
+
+// PointDir returns the directory (under the run's directory dir) of point's rows at block, or an
+// error when the run did not write them.
+func (in Info) PointDir(dir, point string, block int) (string, error) {
+	if err := in.checkBlock(point, block); err != nil {
+		return "", fmt.Errorf("deployer rows %s: %w", dir, err)
+	}
+	if !slices.Contains(in.Points, point) || !slices.Contains(in.Blocks, block) {
+		return "", fmt.Errorf("deployer rows %s: no %s rows of block %d (the run wrote %v of blocks %v)", dir, point, block, in.Points, in.Blocks)
+	}
+	return filepath.Join(dir, fmt.Sprintf("%s.%d", point, block)), nil
+}
+
+// CheckModel fails unless the deployer ran the model of modelDir: the same config.json, byte for
+// byte (the weights are not hashed: a full checkpoint would take minutes).
+func (in Info) CheckModel(modelDir string) error {
+	raw, err := os.ReadFile(filepath.Join(modelDir, "config.json"))
+	if err != nil {
+		return fmt.Errorf("deployer rows: %w", err)
+	}
+	sum := sha256.Sum256(raw)
+	if got := hex.EncodeToString(sum[:]); got != in.ConfigSHA256 {
+		return fmt.Errorf("deployer rows: computed with %s (config.json sha256 %.12s…), not %s (sha256 %.12s…)", in.Model, in.ConfigSHA256, modelDir, got)
+	}
+	return nil
+}
+
+// Import reads point's rows of block from the deployer run in dir into a new store at storeDir
+// (store.ImportNPZ: text ids from the file names, i.e. the input's ids; rows the deployer masked
+// out as BOS left out, the others at their true positions; float32, lossless). It returns the run's
+// Info.
+func Import(ctx context.Context, dir, point string, block int, storeDir string) (Info, error) {
+	in, err := ReadInfo(dir)
+	if err != nil {
+		return Info{}, err
+	}
+	src, err := in.PointDir(dir, point, block)
+	if err != nil {
+		return in, err
+	}
+	err = store.ImportNPZ(ctx, src, storeDir, store.ImportOptions{IDs: store.IDsName, Model: in.Model, Layer: block})
+	if err != nil {
+		return in, fmt.Errorf("deployer rows: %w", err)
+	}
+	return in, nil
+}
+
+// Unit returns the effective unit roundoff of a deployer dtype: 2^-8 for bf16 (8 significant
+// bits), 2^-11 for fp16 (11 bits). For fp32 it is 2^-20 rather than float32's 2^-24: a float32
+// deployer differs from geloattack's float32 forward less by storage rounding than by how it
+// computes (summation order; transformers' RoPE angles p·θ in float32 where geloattack's are in
+// float64, an error that grows with the position): measured up to 10 u at depth 3 and 4096 tokens.
+func Unit(dtype string) (float64, error) {
+	switch dtype {
+	case "bf16":
+		return 0x1p-8, nil
+	case "fp16":
+		return 0x1p-11, nil
+	case "fp32":
+		return 0x1p-20, nil
+	}
+	return 0, fmt.Errorf("deployer dtype %q: want fp32, bf16 or fp16", dtype)
+}
+
+// BoundC is RelErrBound's constant: about twice the largest C = err / (u·sqrt(depth+1)) measured.
+const BoundC = 12
+
+// RelErrBound bounds the relative error ||x_deployer − x_gelo||₂ / ||x_gelo||₂ of every row a
+// deployer computing in dtype gives, against geloattack's float32 row of the same checkpoint, for
+// a row that has passed through depth decoder blocks (attn-input and residual rows of block L:
+// depth L; the final norm's output: the number of layers):
+//
+//	rho = BoundC · Unit(dtype) · sqrt(depth + 1)
+//
+// Fitted on random-init Llama-3-shaped checkpoints (bf16 weights; d 64 to 1024; 2 to 32 layers;
+// 64 to 4096 tokens; Llama-2, Mistral, Qwen2 and Qwen3 shapes at d 256) against bench/torch_deploy.py
+// in bf16 and fp16 (emulated and, for bf16, PyTorch's CPU kernels; eager and fused attention). The
+// error of a row grows like sqrt(depth + 1), as if each block added an independent rounding error;
+// the largest measured max over rows was 6.4 u·sqrt(depth + 1) (a norm-preserving
+// init, std 1/sqrt(d), at 4096 tokens), p99 3.5; with model init's own std 0.02 the max was 2.3.
+// BoundC = 12 leaves about 2× for real checkpoints (outlier features, sharper attention) and GPU
+// kernels, neither measured. Not covered: a deployer whose weights differ from the file's (an
+// fp32 checkpoint cast to bf16), and fp32 contexts far past 4096 tokens (the angle error grows).
+func RelErrBound(dtype string, depth int) (float64, error) {
+	u, err := Unit(dtype)
+	if err != nil {
+		return 0, err
+	}
+	if depth < 0 {
+		return 0, fmt.Errorf("deployer error bound: depth %d is negative", depth)
+	}
+	return BoundC * u * math.Sqrt(float64(depth+1)), nil
+}
