@@ -7,7 +7,8 @@ import (
 
 // The claim rule. A decoded text is claimed only as a proof from U: every alternative an attacker
 // cannot refute from the observation forbids the claim. Besides the certification of each step
-// and its lead over the best extension left out (search, rankSearch), that takes three rules:
+// and its lead over the best extension left out (stepLead, in certifiedSearch and rankSearch), that
+// takes three rules:
 //
 //  1. A step is evidence only when its rows say something the rows already explained do not
 //     (proves): a row within the certification bound of their span lies in rowspace(U) whether or
@@ -29,6 +30,57 @@ type step struct {
 	ex []float64
 	// ambiguous says another certified extension of the same prefix proved nothing (rule 1).
 	ambiguous bool
+}
+
+// LeftOutAbove is how far above the leverage bound (a factor) the best extension left out must
+// lie for a step to count towards a claim when a block is past full rank: 2, as
+// content.LeverageRunnerUp (below full rank, outside the residual bound is enough).
+const LeftOutAbove = 2
+
+// leftOutBound is the excess, in decades, that every extension left out of a step (and every
+// extension of a text's end) needs for the step (the end) to count towards a claim: 0 below full
+// rank, log10(LeftOutAbove) when any attacked block is past it.
+func (a *attack) leftOutBound() float64 {
+	for _, sp := range a.spaces {
+		if sp.FullRank() {
+			return math.Log10(LeftOutAbove)
+		}
+	}
+	return 0
+}
+
+// certifiable says every attacked block offers an absolute test and the search had the whole bag.
+func (a *attack) certifiable() bool {
+	if a.bagCut {
+		return false
+	}
+	for _, sp := range a.spaces {
+		if sp.FullRank() && sp.LeverageBound() == 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// stepLead is a step's lead: how far the best extension left out (out, by ascending score) lies
+// beyond the worst kept one, counted only when every extension left out is itself outside the
+// certification bound (by LeftOutAbove past full rank): a choice between certified extensions
+// proves nothing. With a joint score the best left out by score need not be the best by
+// certification, so every one left out is checked. -Inf: the step proves nothing.
+func (a *attack) stepLead(e *extensions, worstKept float64, out []int) float64 {
+	if len(out) == 0 || slices.ContainsFunc(out, func(i int) bool { return !(e.cert[i] > a.leftOutThr) }) {
+		return math.Inf(-1)
+	}
+	return e.score[out[0]] - worstKept
+}
+
+// ambiguities is ambiguity where a step's lead can count, all false where it cannot (the text is
+// not claimed then anyway, and past full rank the certified extensions can be thousands).
+func (a *attack) ambiguities(nd node, e *extensions, kept []int, lead float64) []bool {
+	if math.IsInf(lead, -1) {
+		return make([]bool, len(kept))
+	}
+	return a.ambiguity(nd, e, kept)
 }
 
 // residualBound is the certification bound at block l as a residual fraction: a row of X lies

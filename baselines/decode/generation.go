@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"gonum.org/v1/gonum/mat"
-
 	"github.com/gelo-research/geloattack/baselines/membership"
 	"github.com/gelo-research/geloattack/data"
 	"github.com/gelo-research/geloattack/data/gelo"
@@ -73,11 +71,7 @@ func Generation(ctx context.Context, m Model, texts [][]int, textIDs []int64, cf
 			return nil, fmt.Errorf("decode generation: step %d: %w", i, err)
 		}
 		res.N += float64(ex.N) / float64(steps)
-		uObs := mat.NewDense(ex.NObs, d, nil)
-		for j, x := range ex.UObs {
-			uObs.RawMatrix().Data[j] = float64(x)
-		}
-		sp, err := membership.New(uObs, membership.Options{UnitRoundoff: u, AllObserved: a.allObserved, RankTol: membership.RankTol(uObs, u)})
+		sp, err := a.space(ex)
 		if err != nil {
 			return nil, fmt.Errorf("decode generation: step %d: %w", i, err)
 		}

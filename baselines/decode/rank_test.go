@@ -204,3 +204,30 @@ func TestToyOrderByTopK(t *testing.T) {
 		t.Errorf("fraction 0.3 off the grid: err %v", err)
 	}
 }
+
+// A batch's cut bag does not carry over: after a batch whose bag RankBag cut, a batch whose
+// certified bag fits the budget keeps that bag whole, and its claims (the cut once leaked into the
+// next batch's choice, which fell back to the n_obs best-ranked tokens).
+func TestToyRankBagCutIsPerBatch(t *testing.T) {
+	m := newToy(200, 64, 3, 1)
+	cfg := gelo.DefaultConfig()
+	cfg.Positives, cfg.ValFrac = gelo.Fixed(4), 0.3
+	cfg.ShieldFrac, cfg.ShieldScale = gelo.Fixed(0.05), gelo.Fixed(10)
+	opt := Options{Sampler: cfg, Split: data.Train, Batches: 3, Blocks: []int{0, 1, 2}, Rank: true, NoOrderMargin: true}
+	whole, err := Run(context.Background(), m, sourceTexts(40, 200, 2), opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const budget = 24
+	if len(whole[1].Bag) <= budget || len(whole[2].Bag) > budget || whole[2].Claims == 0 {
+		t.Fatalf("bags of %d, %d tokens, %d claims in the last: the toy no longer has a cut batch before one that fits", len(whole[1].Bag), len(whole[2].Bag), whole[2].Claims)
+	}
+	opt.RankBag = budget
+	res, err := Run(context.Background(), m, sourceTexts(40, 200, 2), opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, w := res[2], whole[2]; !slices.Equal(r.Bag, w.Bag) || r.Claims != w.Claims {
+		t.Errorf("after a cut batch: bag %v with %d claims, want the certified bag %v with %d", r.Bag, r.Claims, w.Bag, w.Claims)
+	}
+}
