@@ -34,13 +34,17 @@ type Options struct {
 	// a pass over every row of every candidate when they read more than the secret rows).
 	Score   Score
 	Compare []Score
-	// ClaimGap is the lead (decades) of the best candidate over the second that a residual or
-	// top-k claim needs besides the absolute test (Decide; 0: 1 decade).
+	// ClaimGap is the lead (decades) of the best candidate over the second that a claim (below
+	// full rank, by the residual) needs besides the absolute test (Decide; 0: 1 decade).
 	ClaimGap float64
 	// Absent removes each victim's secret from the candidates it is scored against: the case
 	// where the secret is not among them, which an honest attack must answer with
-	// VerdictAbsent or VerdictNone, never a claim.
+	// VerdictAbsent or VerdictRanked, never a claim.
 	Absent bool
+	// Recompute is the recomputation error every absolute test allows for (DefaultRecompute from
+	// the deployer's precision, or ExplicitRecompute). The zero value assumes the candidate rows
+	// bit-equal to the victim's, which holds only for the very kernel on the very batches.
+	Recompute Recompute
 	// Progress, when not nil, receives a line every few seconds.
 	Progress io.Writer
 }
@@ -62,8 +66,8 @@ type Victim struct {
 	// Outcomes per score, in Result.Scores order: the residual scores, then leverage, topk
 	// (at the k the leads chose) and attack (the ranking Decide used).
 	Outcomes []Outcome `json:"outcomes"`
-	// Verdict is Decide's (claim, not among the candidates, no claim), Measure and K what it
-	// rested on; Claimed says it claimed; Guess is the candidate it ranks first.
+	// Verdict is Decide's (claim, not among the candidates, ranked first, not claimed), Measure
+	// and K what it rested on; Claimed says it claimed; Guess is the candidate it ranks first.
 	Verdict string `json:"verdict"`
 	Measure string `json:"measure"`
 	K       int    `json:"k,omitempty"`
@@ -72,6 +76,10 @@ type Victim struct {
 	// SecretAbsent says the secret was removed from the candidates (Options.Absent): any claim
 	// is then wrong.
 	SecretAbsent bool `json:"secret_absent,omitempty"`
+	// ResidualBound is the residual fraction a candidate had to stay within below full rank
+	// (membership.Space.ResidualBound, recomputation error included); 0 at full rank, where
+	// each row has its own leverage bound instead.
+	ResidualBound float64 `json:"residual_bound,omitempty"`
 }
 
 // Summary aggregates one score over the victims.
@@ -109,10 +117,13 @@ type Result struct {
 	FullRank float64 `json:"full_rank"`
 	// Claimed is the fraction of victims where the attack claimed a recovery; ClaimedCorrect the
 	// fraction of those claims that were right (-1 without claims); Absent the fraction answered
-	// "not among the candidates".
+	// "not among the candidates"; Ranked the fraction answered "ranked first, not claimed".
 	Claimed        float64 `json:"claimed"`
 	ClaimedCorrect float64 `json:"claimed_correct"`
 	Absent         float64 `json:"absent"`
+	Ranked         float64 `json:"ranked"`
+	// Recompute is the recomputation error the absolute tests allowed for.
+	Recompute Recompute `json:"recompute"`
 	// ObserveDtype is the sampler's; Seconds the wall time of the victims' loop (candidates
 	// embedded before); VictimSeconds per victim.
 	ObserveDtype  string  `json:"observe_dtype"`
@@ -145,7 +156,7 @@ func Run(ctx context.Context, s *gelo.Sampler, emb *Embedder, opt Options) (*Res
 		return nil, err
 	}
 	res := &Result{Template: opt.Template, Candidates: c.Len(), D: emb.D(), ObserveDtype: string(cfg.ObserveDtype),
-		RankMin: math.MaxInt}
+		RankMin: math.MaxInt, Recompute: opt.Recompute}
 	for _, k := range kinds {
 		res.Scores = append(res.Scores, k.String())
 	}
@@ -181,7 +192,8 @@ func Run(ctx context.Context, s *gelo.Sampler, emb *Embedder, opt Options) (*Res
 			uObs.RawMatrix().Data[i] = float64(x)
 		}
 		tol := membership.RankTol(uObs, u)
-		ms, err := membership.New(uObs, membership.Options{UnitRoundoff: u, AllObserved: cfg.ObsRows == 1, RankTol: tol})
+		ms, err := membership.New(uObs, membership.Options{UnitRoundoff: u, AllObserved: cfg.ObsRows == 1, RankTol: tol,
+			Recompute: opt.Recompute.Rho})
 		if err != nil {
 			return nil, fmt.Errorf("content: victim %d (example %d): %w", v, idx, err)
 		}
@@ -195,7 +207,11 @@ func Run(ctx context.Context, s *gelo.Sampler, emb *Embedder, opt Options) (*Res
 		}
 		if opt.Absent {
 			// The secret is not among the candidates: nothing can score it.
-			for _, sc := range append(append([][]float64{}, scores...), append([][]float64{meas.Leverage}, meas.TopK...)...) {
+			all := append(append([][]float64{}, scores...), append([][]float64{meas.Leverage}, meas.TopK...)...)
+			if meas.LeverageExcess != nil {
+				all = append(all, meas.LeverageExcess)
+			}
+			for _, sc := range all {
 				sc[secrets[v]] = math.MaxFloat64 // finite, so that the JSON result encodes
 			}
 		}
@@ -219,6 +235,9 @@ func Run(ctx context.Context, s *gelo.Sampler, emb *Embedder, opt Options) (*Res
 		rec.Verdict, rec.Measure, rec.K = dec.Verdict, dec.Measure, dec.K
 		rec.Claimed = dec.Verdict == VerdictClaim
 		rec.SecretAbsent = opt.Absent
+		if !ms.FullRank() {
+			rec.ResidualBound = ms.ResidualBound()
+		}
 		res.Victims = append(res.Victims, rec)
 		if opt.Progress != nil && (time.Since(last) > 5*time.Second || v == opt.Victims-1) {
 			last = time.Now()
@@ -236,7 +255,7 @@ func Run(ctx context.Context, s *gelo.Sampler, emb *Embedder, opt Options) (*Res
 // summarise fills the aggregate fields from res.Victims.
 func (res *Result) summarise() {
 	nv := float64(len(res.Victims))
-	var claims, right, full, absent int
+	var claims, right, full, absent, ranked int
 	for _, v := range res.Victims {
 		res.N += float64(v.N) / nv
 		res.NObs += float64(v.NObs) / nv
@@ -252,13 +271,17 @@ func (res *Result) summarise() {
 				right++
 			}
 		}
-		if v.Verdict == VerdictAbsent {
+		switch v.Verdict {
+		case VerdictAbsent:
 			absent++
+		case VerdictRanked:
+			ranked++
 		}
 	}
 	res.FullRank = float64(full) / nv
 	res.Claimed = float64(claims) / nv
 	res.Absent = float64(absent) / nv
+	res.Ranked = float64(ranked) / nv
 	res.ClaimedCorrect = -1
 	if claims > 0 {
 		res.ClaimedCorrect = float64(right) / float64(claims)
@@ -310,9 +333,10 @@ func quantile(x []float64, q float64) float64 {
 // Table renders the result's summaries as a Markdown table.
 func (res *Result) Table() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "template %q, |C| = %d, %d victims, observe %s: n %.1f, n_obs %.1f, rank %.1f (min %d, max %d) of d %d, full rank %.2f; claimed %.2f (right %.2f), not among the candidates %.2f; %.1f s (%.3f s/victim)\n\n",
+	fmt.Fprintf(&b, "%s\n", res.Recompute)
+	fmt.Fprintf(&b, "template %q, |C| = %d, %d victims, observe %s: n %.1f, n_obs %.1f, rank %.1f (min %d, max %d) of d %d, full rank %.2f; claimed %.2f (right %.2f), ranked first, not claimed %.2f, not among the candidates %.2f; %.1f s (%.3f s/victim)\n\n",
 		res.Template.Pattern, res.Candidates, len(res.Victims), orNone(res.ObserveDtype), res.N, res.NObs, res.Rank, res.RankMin, res.RankMax, res.D,
-		res.FullRank, res.Claimed, res.ClaimedCorrect, res.Absent, res.Seconds, res.VictimSeconds)
+		res.FullRank, res.Claimed, res.ClaimedCorrect, res.Ranked, res.Absent, res.Seconds, res.VictimSeconds)
 	b.WriteString("| score | recovery | chance | median rank | mean rank | margin min | p5 | p50 | p95 | secret med | best wrong med |\n")
 	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, s := range res.Summaries {

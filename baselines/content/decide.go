@@ -3,6 +3,7 @@ package content
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	"gonum.org/v1/gonum/mat"
 
@@ -11,19 +12,18 @@ import (
 
 // Verdicts of the attack on one victim, decided without knowing the secret.
 const (
-	// VerdictClaim: one candidate is certified contained and leads the rest.
+	// VerdictClaim: below full rank, one candidate passes the residual test and leads the rest
+	// by the claim gap.
 	VerdictClaim = "claim"
-	// VerdictAbsent: no candidate passes the absolute test: the secret is not among them.
+	// VerdictAbsent: no candidate passes an absolute test that the secret's rows are guaranteed
+	// to pass (recomputation error allowed for): the secret is not among the candidates.
 	VerdictAbsent = "not among the candidates"
-	// VerdictNone: some candidate passes the absolute test, but none stands out (or no absolute
-	// test holds for this observation, e.g. rows dropped past full rank).
-	VerdictNone = "no claim"
+	// VerdictRanked: the ranking puts a candidate first (Decision.Best) but nothing can be proven:
+	// it passes no test that an absent candidate (a prefix or near-duplicate of the secret)
+	// could not pass too, or its lead is short, or the tests that could prove absence do not
+	// hold for this observation (rows dropped, directions lost to rounding).
+	VerdictRanked = "ranked first, not claimed"
 )
-
-// LeverageRunnerUp is how far above the leverage bound the runner-up must lie for a leverage
-// claim: a row of X has leverage at most the bound, so one certified candidate among candidates
-// that are all at least twice the bound is the only one that can be a row of X.
-const LeverageRunnerUp = 2
 
 // MeasureScores are every candidate's membership scores over its secret rows (the worst row
 // decides, as SlotWorst): log10 leverage, and log10 outside fraction of the top-k directions for
@@ -31,12 +31,19 @@ const LeverageRunnerUp = 2
 type MeasureScores struct {
 	Leverage []float64
 	TopK     [][]float64
+	// LeverageExcess is, per candidate, log10 of the largest ratio of a secret row's leverage to
+	// that row's own bound (membership.Space.RowLeverageBound): > 0 means some row of the
+	// candidate cannot be a row of X. nil where no leverage bound holds.
+	LeverageExcess []float64
 }
 
 // Measure scores every candidate's secret rows against ms.
 func (c *Candidates) Measure(ms *membership.Space) (*MeasureScores, error) {
 	ks := ms.Ks()
 	out := &MeasureScores{Leverage: make([]float64, c.Len()), TopK: make([][]float64, len(ks))}
+	if ms.LeverageBound() > 0 {
+		out.LeverageExcess = make([]float64, c.Len())
+	}
 	for j := range out.TopK {
 		out.TopK[j] = make([]float64, c.Len())
 	}
@@ -57,6 +64,16 @@ func (c *Candidates) Measure(ms *membership.Space) (*MeasureScores, error) {
 				lev = max(lev, l)
 			}
 			out.Leverage[i] = math.Log10(max(lev, floorFrac))
+			if out.LeverageExcess != nil {
+				ex := math.Inf(-1)
+				if w == 0 {
+					ex = math.Inf(1)
+				}
+				for r := at; r < at+w; r++ {
+					ex = max(ex, math.Log10(max(sc.Leverage[r], floorFrac)/sc.LeverageBound[r]))
+				}
+				out.LeverageExcess[i] = ex
+			}
 			for j := range ks {
 				out.TopK[j][i] = math.Log10(max(worst(sc.TopK[j][at:at+w]), floorFrac))
 			}
@@ -90,7 +107,7 @@ func (c *Candidates) ScoreResidual(ms *membership.Space, kinds []Score) ([][]flo
 
 // Decision is the attack's verdict on one victim and the ranking it rests on.
 type Decision struct {
-	// Verdict is VerdictClaim, VerdictAbsent or VerdictNone; Best the candidate ranked first by
+	// Verdict is VerdictClaim, VerdictAbsent or VerdictRanked; Best the candidate ranked first by
 	// Measure ("residual", "leverage" or "topk"; K the top-k of topk).
 	Verdict string
 	Best    int
@@ -102,21 +119,26 @@ type Decision struct {
 	TopK []float64
 }
 
-// Decide is the attack's decision, made from the observation and the scores alone:
-//   - below full rank the residual ranks (residual, the primary score's log10 outside fractions);
-//     a claim needs the best candidate's residual within ms.ResidualBound() (the absolute test)
-//     and a lead of gap decades; no certified candidate means the secret is not among them when
-//     every row is observed (with rows dropped, a true row need not be contained: no verdict);
-//   - at full rank with every row observed the leverage ranks; a claim needs its best candidate
-//     within ms.LeverageBound() and every other candidate beyond LeverageRunnerUp times it, and
-//     no candidate within the bound means the secret is not among them;
+// Decide is the attack's decision, made from the observation and the scores alone. Every bound
+// allows for ms's recomputation error (membership.Options.Recompute):
+//   - below full rank the residual ranks (residual, the primary score's log10 outside
+//     fractions). A claim needs the best candidate's residual within ms.ResidualBound() and a
+//     lead of gap decades. No candidate within the bound proves the secret absent only when
+//     every row is observed and no direction of U was lost to rounding (ms.Deficient): with rows
+//     dropped or directions lost, a true row need not lie in the retained row space;
+//   - at full rank with every row observed the leverage ranks and nothing is claimed: a row of
+//     X is within its leverage bound, but so can be rows that are not (near-duplicates and
+//     prefixes of the secret, whose rows nearly contain the secret's; strong shields), and no
+//     test tells an absent near-duplicate from the secret. On the small MiniLM store at +384
+//     shield rows of scale 1 the old rule (best within 1.25, every other beyond 2.5) claimed
+//     "1603" for the secret "16037" and "5288" for "5282". Every candidate beyond its own
+//     bound (m.LeverageExcess > 0) does prove the secret absent;
 //   - at full rank with rows dropped no absolute test holds: the top-k ranking (at the k whose
-//     best candidate leads most) ranks and nothing is claimed.
+//     best candidate leads most) ranks.
 //
-// The top-k ranking never claims, even where it ranks the secret first: it has no absolute test,
-// and the leverage bound does not stand in for one (strong shields put every candidate within
-// it; measured on the small MiniLM store with +384 shield rows at scale 10, a top-k claim
-// backed by the leverage bound was wrong).
+// Where a candidate is ranked first but nothing is proven the verdict is VerdictRanked, never
+// VerdictAbsent: an absolute test that the secret could have failed (a recomputed row is never
+// bit-equal to the deployer's) must not read as "safe".
 func Decide(ms *membership.Space, residual []float64, m *MeasureScores, gap float64) Decision {
 	kBest, kLead := 0, math.Inf(-1)
 	for j := range m.TopK {
@@ -124,17 +146,17 @@ func Decide(ms *membership.Space, residual []float64, m *MeasureScores, gap floa
 			kBest, kLead = j, g
 		}
 	}
-	dec := Decision{Verdict: VerdictNone, TopK: m.TopK[kBest]}
+	dec := Decision{Verdict: VerdictRanked, TopK: m.TopK[kBest]}
 	if !ms.FullRank() {
 		best, g := membership.Lead(residual)
 		dec.Best, dec.Measure, dec.Ranking = best, membership.Residual.String(), residual
 		switch {
-		case !(residual[best] <= math.Log10(ms.ResidualBound())):
-			if ms.AllObserved() {
-				dec.Verdict = VerdictAbsent
-			} // with rows dropped the secret's own rows may lie outside: no verdict
-		case g >= gap:
-			dec.Verdict = VerdictClaim
+		case residual[best] <= math.Log10(ms.ResidualBound()):
+			if g >= gap {
+				dec.Verdict = VerdictClaim
+			}
+		case ms.AllObserved() && !ms.Deficient():
+			dec.Verdict = VerdictAbsent
 		}
 		return dec
 	}
@@ -142,20 +164,15 @@ func Decide(ms *membership.Space, residual []float64, m *MeasureScores, gap floa
 	// top-k ranking at the k whose best candidate leads most. Choosing between them by the lead
 	// was tried and is wrong: on the real 20k MiniLM store at +384 shield rows of scale 3, top-k's
 	// best led by decades and was never the secret (recovery 0.00) while leverage ranked 0.65.
-	lBest, lLead := membership.Lead(m.Leverage)
-	bound := ms.LeverageBound()
-	if bound == 0 {
+	if ms.LeverageBound() == 0 {
 		tBest, _ := membership.Lead(m.TopK[kBest])
 		dec.Best, dec.Measure, dec.K, dec.Ranking = tBest, membership.TopK.String(), ms.Ks()[kBest], m.TopK[kBest]
-		return dec // rows dropped: no absolute test, no claim
+		return dec
 	}
-	dec.Best, dec.Measure, dec.Ranking = lBest, membership.Leverage.String(), m.Leverage
-	logBound := math.Log10(bound)
-	switch {
-	case !(m.Leverage[lBest] <= logBound):
+	dec.Best, _ = membership.Lead(m.Leverage)
+	dec.Measure, dec.Ranking = membership.Leverage.String(), m.Leverage
+	if slices.Min(m.LeverageExcess) > 0 {
 		dec.Verdict = VerdictAbsent
-	case m.Leverage[lBest]+lLead > logBound+math.Log10(LeverageRunnerUp):
-		dec.Verdict, dec.Best, dec.Measure, dec.K, dec.Ranking = VerdictClaim, lBest, membership.Leverage.String(), 0, m.Leverage
 	}
 	return dec
 }

@@ -59,6 +59,19 @@ func NewEmbedder(m *extract.Model, tok *wordpiece.Tokenizer, meta store.Meta) (*
 // D is the row width.
 func (e *Embedder) D() int { return e.d }
 
+// Layer is the block whose output the rows are (0: the embedding output), so the number of
+// transformer blocks a row went through.
+func (e *Embedder) Layer() int { return e.opt.Layer }
+
+// StoreRoundoff is the unit round-off of the row type Embed rounds to as the store writer did:
+// 2^-11 for a float16 store, 0 for float32 rows (kept as computed).
+func (e *Embedder) StoreRoundoff() float64 {
+	if e.fp16 {
+		return 0x1p-11
+	}
+	return 0
+}
+
 // Tokenizer is the tokenizer the rows are made with.
 func (e *Embedder) Tokenizer() *wordpiece.Tokenizer { return e.tok }
 

@@ -22,10 +22,15 @@
 //     attacker does not know n, so k is chosen from U's spectrum: every k of Ks() is scored and a
 //     caller keeps the k whose best candidate leads the runner-up most (no truth needed).
 //
-// Certification (the absolute test a claim needs besides a lead over the runner-up): below full
-// rank, a residual at most ResidualBound(); at full rank with every row observed, a leverage at
-// most LeverageBound(). TopK has no absolute test of its own: a claim that rests on it must also
-// pass the leverage test.
+// Absolute tests (what every row of X is guaranteed to pass, so that failing one is proof that a
+// row is not in X): below full rank, a residual at most ResidualBound(); at full rank with every
+// row observed, a leverage at most the row's own RowLeverageBound(energy) (Scores.LeverageBound).
+// Both allow for Options.Recompute, the relative error between the attacker's recomputed row and
+// the row the deployer mixed (RecomputeError gives a default): a recomputed row is never
+// bit-equal to the deployer's once the BLAS kernel, the batch composition or the precision
+// differs. Passing a test is necessary for membership, not sufficient: past full rank rows that
+// are not in X pass the leverage test too (strong shields, near-duplicates of a row of X), so a
+// pass is no proof. TopK has no absolute test of its own.
 package membership
 
 import (
@@ -79,27 +84,38 @@ type Options struct {
 	// RankTol is the relative singular-value cut-off of the numerical rank (RankTol(U, u) for
 	// the observed precision).
 	RankTol float64
+	// Recompute is rho, a bound on ||x_att - x_dep|| / ||x_dep||: the relative 2-norm error
+	// between the attacker's recomputed row x_att and the row x_dep the deployer mixed into U.
+	// ResidualBound and RowLeverageBound widen by it. 0 keeps the bounds of bit-equal rows, which
+	// only holds when both sides ran the same kernels on the same batches (RecomputeError and
+	// StoredRecompute give a default from the deployer's precision).
+	Recompute float64
 }
 
 // Space is U_obs prepared for scoring: its row space at the numerical rank and its right singular
 // directions.
 type Space struct {
-	d, rank int
-	uEff    float64
-	opt     Options
-	rs      *baselines.RowSpace
-	v       *mat.Dense // (d, r): right singular vectors, by decreasing singular value
-	sig2    []float64  // (r): squared singular values, decreasing
-	ks      []int
+	n, d, rank int
+	uEff       float64
+	opt        Options
+	rs         *baselines.RowSpace
+	v          *mat.Dense // (d, r): right singular vectors, by decreasing singular value
+	sig2       []float64  // (r): squared singular values, decreasing
+	ks         []int
+	// sigMin is the smallest singular value of U_obs at full rank (0 below it), which bounds how
+	// far a recomputation error can move a leverage: l = x^T G^-1 x with ||G^-1/2|| = 1/sigMin.
+	sigMin float64
 }
 
 // ResidualSafety multiplies the effective unit round-off in ResidualBound. A contained row's
 // residual norm is the rounding's component outside the row space, about the unit round-off
 // times a factor of order one (measured: 0.1-0.3 u for the secret's rows on the real MiniLM store
 // in bf16 and fp32, 0.6-0.7 u on the synthetic worlds of the tests), so 10 u leaves more than a
-// decade. What it does not cover: a kappa large enough to push directions of X under the rounding
-// floor (the numerical rank then drops below n + shields) leaves true rows outside by far more;
-// they then fail the test and the verdict is "not among the candidates", a miss, not a false claim.
+// decade. It is a measured premise, not a theorem, and it does not cover directions of [X; S]
+// that sank under the rounding floor (near-duplicate rows such as [CLS] in bf16, or a kappa that
+// lifts sigma_max(U) and with it the cut-off): true rows may then stick out by more. Space.Deficient
+// says when that can have happened (rank below the rows of U_obs); callers must not read a failed
+// residual test as proof of absence then.
 const ResidualSafety = 10
 
 // LeverageSlack is the relative slack on the leverage bound for rounding.
@@ -123,12 +139,19 @@ func New(uObs *mat.Dense, opt Options) (*Space, error) {
 	if !(opt.RankTol > 0 && opt.RankTol < 1) {
 		return nil, fmt.Errorf("membership: rank tolerance %v outside (0, 1)", opt.RankTol)
 	}
-	s := &Space{d: d, opt: opt, uEff: max(opt.UnitRoundoff, 0x1p-24*math.Sqrt(float64(n)))}
+	if !(opt.Recompute >= 0 && opt.Recompute < 1) {
+		// rho >= 1 allows x_att = 0 for any x_dep: no bound is left to test against.
+		return nil, fmt.Errorf("membership: recomputation error %v outside [0, 1)", opt.Recompute)
+	}
+	s := &Space{n: n, d: d, opt: opt, uEff: max(opt.UnitRoundoff, 0x1p-24*math.Sqrt(float64(n)))}
 	if err := s.spectrum(uObs); err != nil {
 		return nil, err
 	}
 	s.ks = chooseKs(s.sig2)
 	s.rank = len(s.sig2)
+	if s.rank >= d {
+		s.sigMin = math.Sqrt(s.sig2[s.rank-1])
+	}
 	if s.rank < d {
 		// The residual needs the row space to round-off (RowSpace refines contained rows in
 		// float64); at full rank it is all of R^d and the basis, an n x n eigenproblem for
@@ -241,6 +264,11 @@ func (s *Space) Rank() int { return s.rank }
 // FullRank says rowspace(U_obs) is all of R^d at the numerical rank: Residual is then void.
 func (s *Space) FullRank() bool { return s.rank >= s.d }
 
+// Deficient says the numerical rank is below both d and the number of observed rows: some
+// direction of rowspace(U_obs) sank under the rounding floor and was dropped, so a row of X may
+// lie outside the retained row space by more than rounding (ResidualSafety's premise fails).
+func (s *Space) Deficient() bool { return s.rank < s.d && s.rank < s.n }
+
 // AllObserved says every row of U reaches the observer. Only then does a failed residual test
 // mean a row is not in X: with rows dropped, rowspace(U_obs) is a subspace of rowspace([X; S])
 // that need not hold X's rows (a contained row is still evidence, an uncontained one is not).
@@ -249,21 +277,61 @@ func (s *Space) AllObserved() bool { return s.opt.AllObserved }
 // Ks are the k that TopK scores, increasing.
 func (s *Space) Ks() []int { return s.ks }
 
-// ResidualBound is the largest residual fraction of a certified row: (ResidualSafety u_eff)^2,
-// u_eff the unit round-off or, in fp32, the accumulation of the float32 product A X.
+// ResidualBound is the largest residual fraction of a recomputed row of X below full rank:
+//
+//	((ResidualSafety u_eff + rho) / (1 - rho))^2
+//
+// u_eff the unit round-off or, in fp32, the accumulation of the float32 product A X, rho
+// Options.Recompute. Why: let P be the projection off rowspace(U_obs). A row the deployer mixed
+// is contained up to rounding, ||P x_dep|| <= ResidualSafety u_eff ||x_dep|| (the premise; see
+// ResidualSafety for what it rests on). The attacker scores x_att = x_dep + e with
+// ||e|| <= rho ||x_dep||, and ||P e|| <= ||e||, so
+//
+//	||P x_att|| <= (ResidualSafety u_eff + rho) ||x_dep||,  ||x_att|| >= (1 - rho) ||x_dep||,
+//
+// and the fraction ||P x_att||^2 / ||x_att||^2 is at most the bound. rho = 0 is the bound of
+// bit-equal rows, (ResidualSafety u_eff)^2.
 func (s *Space) ResidualBound() float64 {
-	return (ResidualSafety * s.uEff) * (ResidualSafety * s.uEff)
+	b := (ResidualSafety*s.uEff + s.opt.Recompute) / (1 - s.opt.Recompute)
+	return b * b
 }
 
-// LeverageBound is the largest leverage of a certified row, 1/sigma_min(A)^2 with slack for
-// rounding; 0 when the bound does not hold (rows dropped, or below full rank where the pseudo-
-// inverse ignores what lies outside the row space).
+// LeverageBound is the largest leverage of a row of X that the attacker computed bit-equal to
+// the deployer's, 1/sigma_min(A)^2 with slack for rounding; 0 when the bound does not hold (rows
+// dropped, or below full rank where the pseudo-inverse ignores what lies outside the row space).
+// With Options.Recompute > 0 compare each row with its own RowLeverageBound instead (Score fills
+// Scores.LeverageBound).
 func (s *Space) LeverageBound() float64 {
 	if !s.opt.AllObserved || !s.FullRank() {
 		return 0
 	}
 	return (1 + LeverageSlack) / (s.opt.SigmaMinA * s.opt.SigmaMinA)
 }
+
+// RowLeverageBound is the largest leverage of a recomputed row of X of squared norm energy, past
+// full rank with every row observed (0 where LeverageBound is 0):
+//
+//	(sqrt(LeverageBound()) + rho ||x_att|| / ((1 - rho) sigma_min(U_obs)))^2
+//
+// Why: at full rank l(x) = ||G^-1/2 x||^2 with G = U_obs^T U_obs, and ||G^-1/2|| = 1/sigma_min(U_obs).
+// For x_att = x_dep + e, the triangle inequality gives sqrt(l(x_att)) <= sqrt(l(x_dep)) +
+// ||e|| / sigma_min(U_obs), with l(x_dep) <= LeverageBound() and ||e|| <= rho ||x_dep|| <=
+// rho ||x_att|| / (1 - rho). The bound depends on the row's own norm: a long row moves further.
+func (s *Space) RowLeverageBound(energy float64) float64 {
+	b := s.LeverageBound()
+	if b == 0 || s.opt.Recompute == 0 {
+		return b
+	}
+	r := math.Sqrt(b) + s.opt.Recompute*math.Sqrt(energy)/((1-s.opt.Recompute)*s.sigMin)
+	return r * r
+}
+
+// SigmaMin is the smallest singular value of U_obs at full rank; 0 below full rank, where the
+// smallest retained one says nothing about directions outside the row space.
+func (s *Space) SigmaMin() float64 { return s.sigMin }
+
+// Recompute is the recomputation error rho the bounds allow for (Options.Recompute).
+func (s *Space) Recompute() float64 { return s.opt.Recompute }
 
 // Scores are per-row measures of t rows.
 type Scores struct {
@@ -273,6 +341,9 @@ type Scores struct {
 	TopK [][]float64
 	// Energy is each row's squared norm.
 	Energy []float64
+	// LeverageBound is each row's RowLeverageBound (t): a row whose Leverage exceeds its own
+	// bound is not a row of X. nil where no leverage bound holds (below full rank, rows dropped).
+	LeverageBound []float64
 }
 
 // Score measures rows (t, d).
@@ -311,6 +382,9 @@ func (s *Space) score(rows *mat.Dense, residual bool) (*Scores, error) {
 	for j := range out.TopK {
 		out.TopK[j] = make([]float64, t)
 	}
+	if s.LeverageBound() > 0 {
+		out.LeverageBound = make([]float64, t)
+	}
 	r := len(s.sig2)
 	c := make([]float64, t*r) // (t, r): coordinates along the right singular directions
 	rr, vr := rows.RawMatrix(), s.v.RawMatrix()
@@ -328,6 +402,9 @@ func (s *Space) score(rows *mat.Dense, residual bool) (*Scores, error) {
 			}
 		}
 		out.Leverage[i] = lev
+		if out.LeverageBound != nil {
+			out.LeverageBound[i] = s.RowLeverageBound(energy[i])
+		}
 		if s.rs == nil {
 			frac[i] = outside(in, energy[i])
 		}

@@ -9,11 +9,13 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/gelo-research/geloattack/baselines/content"
+	"github.com/gelo-research/geloattack/baselines/membership"
 	"github.com/gelo-research/geloattack/checkpoints"
 	"github.com/gelo-research/geloattack/data"
 	"github.com/gelo-research/geloattack/data/extract"
@@ -40,11 +42,22 @@ refuses), and ranks the candidates by how well their rows lie in rowspace(U_obs)
 rank tolerance suited to the observed dtype, and past full rank by leverage against (U^T U)^+ and by
 containment in U's top-k singular directions (baselines/membership). It reports exact recovery
 (secret ranked first) per score, the secret's rank, the margin (best wrong score minus the secret's,
-in decades; > 0 = recovered), chance 1/|C|, and the numerical rank of U_obs beside n. The attack
-claims only what it can prove: below full rank the best candidate must be contained within the
-precision's bound and lead the next by -claim-gap decades; at full rank with every row observed
-its leverage must be within the bound (<= 1) and every other candidate's beyond twice it; with no
-candidate within the bound it answers "not among the candidates".
+in decades; > 0 = recovered), chance 1/|C|, and the numerical rank of U_obs beside n.
+
+The attacker's candidate rows are never bit-equal to the rows the deployer mixed (another BLAS
+kernel, batch or precision changes the last bits, and a float16 store turns them into flipped
+rounding), so every absolute test allows a recomputation error rho: -deployer-precision gives
+the default for the deployer's declared compute precision, -recompute-error sets it; the run's
+first line says which is in force. Each victim gets one verdict:
+  claim                      below full rank only: the best candidate's secret rows are contained
+                             within ((10 u_eff + rho)/(1 - rho))^2 and it leads the next by
+                             -claim-gap decades;
+  not among the candidates   proven: no candidate passes a test the secret's rows are guaranteed
+                             to pass (every row observed; below full rank no direction of U lost
+                             to rounding; past full rank every candidate's leverage above its
+                             row's own bound (sqrt(1.25) + rho |x|/((1 - rho) sigma_min(U)))^2);
+  ranked first, not claimed  everything else: past full rank always (a prefix or near-duplicate
+                             of the secret passes the leverage test too), a short lead, rows dropped.
 -grid runs a one-axis-at-a-time grid around the base cell (the flags' settings).`,
 	Flags: recoverFlags,
 }
@@ -69,8 +82,10 @@ func recoverFlags(fs *flag.FlagSet) runFunc {
 		seed      = int64Flag(fs, "seed", -1, field.Bounds{Int: true, Min: -1, Max: 1 << 62}, "seed of the secrets and of the candidate subset (-1: the config's seed)")
 		scoreName = fs.String("score", "slot_worst", "ranking score: slot_worst (worst residual over the secret's own rows), slot_energy, worst, energy (all rows), best_row (fooled by [CLS])")
 		compare   = fs.String("compare", "", "comma-separated further scores reported beside -score (all: every score; scores over all rows cost a pass over every row)")
-		claimGap  = fs.Float64("claim-gap", 1, "decades by which the best candidate must lead the second for a residual claim (below full rank; the best must also be contained within (10 u)^2)")
-		absent    = fs.Bool("absent", false, "remove each victim's secret from the candidates it is scored against: an honest attack answers \"not among the candidates\" or makes no claim")
+		claimGap  = fs.Float64("claim-gap", 1, "decades by which the best candidate must lead the second for a claim (below full rank; the best must also be contained within ((10 u_eff + rho)/(1 - rho))^2)")
+		precision = fs.String("deployer-precision", membership.PrecisionFP32, "the deployer's declared compute precision, "+strings.Join(membership.ComputePrecisions, ", ")+": sets the default recomputation error rho (membership.RecomputeError through the store's layer at its width, plus the store's float16 rounding on both sides)")
+		rhoFlag   = new(float64)
+		absent    = fs.Bool("absent", false, "remove each victim's secret from the candidates it is scored against: an honest attack answers \"not among the candidates\" or \"ranked first, not claimed\", never a claim")
 		grid      = fs.Bool("grid", false, "run the one-axis-at-a-time grid (candidates, shield, dtype, obs_rows, mix, rows, defence) around the flags' base cell")
 		axes      = fs.String("axes", "", "with -grid: comma-separated axes to run (empty: all): "+strings.Join(content.GridAxes, ","))
 		verifyN   = intFlag(fs, "verify", 4, field.Bounds{Int: true, Min: 1, Max: 1000}, "store texts re-computed and compared with the stored rows before attacking (refuses on a mismatch)")
@@ -78,6 +93,8 @@ func recoverFlags(fs *flag.FlagSet) runFunc {
 		table     = fs.String("table", "", "with -grid: also write the Markdown grid table to this file")
 		quiet     = fs.Bool("quiet", false, "no progress output")
 	)
+	floatVar(fs, rhoFlag, "recompute-error", 0, field.Bounds{Min: 0, Max: 1, MaxOpen: true, Zero: "rows bit-equal to the deployer's, true only for its very kernel and batches"},
+		"recomputation error rho: a bound on ||x_att - x_dep|| / ||x_dep|| between the attacker's candidate row and the row the deployer mixed, storage rounding included; left out: from -deployer-precision, given: overrides it")
 	// Sampler overrides: each changes the config's base cell.
 	over := addSamplerOverrides(fs, "texts per example, the victim included", true)
 	return func(ctx context.Context, args []string) error {
@@ -123,6 +140,9 @@ func recoverFlags(fs *flag.FlagSet) runFunc {
 		if !(*claimGap > 0) {
 			return fmt.Errorf("-claim-gap %v: want a positive number of decades", *claimGap)
 		}
+		if !slices.Contains(membership.ComputePrecisions, *precision) {
+			return fmt.Errorf("-deployer-precision %q: want one of %s", *precision, strings.Join(membership.ComputePrecisions, ", "))
+		}
 		t, defSet, err := parseTemplate(*tmpl)
 		if err != nil {
 			return err
@@ -160,6 +180,17 @@ func recoverFlags(fs *flag.FlagSet) runFunc {
 		}
 		logf(progress, "recover: store %s (%s, layer %d, d %d, special tokens %s); model %s reproduces %d stored texts to %.2g relative (%.1f s)\n",
 			st.Dir(), termtext.Escape(meta.Model), meta.Layer, meta.D, meta.SpecialTokens, *modelDir, *verifyN, worst, time.Since(t0).Seconds())
+		var rho content.Recompute
+		given := false
+		fs.Visit(func(f *flag.Flag) { given = given || f.Name == "recompute-error" })
+		if given {
+			rho, err = content.ExplicitRecompute(*rhoFlag)
+		} else {
+			rho, err = content.DefaultRecompute(emb, *precision)
+		}
+		if err != nil {
+			return fmt.Errorf("recover: %w", err)
+		}
 
 		// Candidate sets, embedded once each (the grid reuses them).
 		cache := map[string]*content.Candidates{}
@@ -204,7 +235,7 @@ func recoverFlags(fs *flag.FlagSet) runFunc {
 			}
 			return content.Run(ctx, s, emb, content.Options{
 				Template: tp, Candidates: c, Victims: *victims, Split: split, FirstExample: *first,
-				Seed: secretSeed, Score: score, Compare: cmp, ClaimGap: *claimGap, Absent: *absent, Progress: progress,
+				Seed: secretSeed, Score: score, Compare: cmp, ClaimGap: *claimGap, Absent: *absent, Recompute: rho, Progress: progress,
 			})
 		}
 
@@ -235,8 +266,8 @@ func recoverFlags(fs *flag.FlagSet) runFunc {
 		}
 		var outs []cellOut
 		var tbl strings.Builder
-		tbl.WriteString(content.GridHeader)
-		fmt.Print(content.GridHeader)
+		fmt.Fprintf(&tbl, "%s\n\n%s", rho, content.GridHeader)
+		fmt.Print(tbl.String())
 		for i, cell := range cells {
 			tp, setName, size := t, *set, *nCand
 			if cell.Set != content.BaseSet {

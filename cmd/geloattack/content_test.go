@@ -67,7 +67,8 @@ func TestContentRecoversAPINAmong100(t *testing.T) {
 // TestContentFullRankIsNotADefence: 420 gaussian shield rows give U full numerical rank d, so
 // rowspace(U) is all of R^d and the residual ranks at chance; but with every row observed a row
 // of X has leverage <= 1 while the wrong candidates' secret rows do not, so the leverage ranks the
-// secret first, and every claim the attack makes is right (issue 28).
+// secret first (issue 28). Nothing is claimed past full rank (issue 36: an absent near-duplicate
+// passes the leverage test too): every victim is "ranked first, not claimed", never "not among".
 func TestContentFullRankIsNotADefence(t *testing.T) {
 	st, model := contentStore(t)
 	r := recoverJSON(t, "-store", st, "-model", model, "-candidates", "100", "-victims", "4",
@@ -85,19 +86,17 @@ func TestContentFullRankIsNotADefence(t *testing.T) {
 	if s := byName["leverage"]; s.Recovery != 1 {
 		t.Errorf("leverage recovery %v past full rank with weak shields, want 1", s.Recovery)
 	}
-	if r.Claimed == 0 || r.ClaimedCorrect != 1 {
-		t.Errorf("claimed %v, right %v: want claims, all right", r.Claimed, r.ClaimedCorrect)
-	}
 	for _, v := range r.Victims {
-		if v.Claimed && v.Measure != "leverage" {
-			t.Errorf("victim %d claimed by %s at full rank", v.Example, v.Measure)
+		if v.Verdict != content.VerdictRanked || v.Measure != "leverage" || v.Guess != v.Value {
+			t.Errorf("victim %d (secret %s): verdict %q by %s, guess %s; want %q by leverage, the secret",
+				v.Example, v.Value, v.Verdict, v.Measure, v.Guess, content.VerdictRanked)
 		}
 	}
 }
 
 // TestContentSecretAbsentIsNeverClaimed removes each victim's secret from the candidates: below
 // full rank the attack must answer "not among the candidates" (no candidate is contained), past
-// full rank with weak shields likewise or make no claim; never a claim.
+// full rank likewise or "ranked first, not claimed"; never a claim.
 func TestContentSecretAbsentIsNeverClaimed(t *testing.T) {
 	st, model := contentStore(t)
 	for _, extra := range [][]string{nil, {"-shield-rows", "420"}} {
@@ -150,9 +149,42 @@ func TestContentBaselineAttackSelectsRecover(t *testing.T) {
 		t.Fatalf("template without a slot: %v\n%s", err, out)
 	}
 	out, _ = cli(t, "recover", "-h").CombinedOutput()
-	for _, w := range []string{"-claim-gap", "-grid", "-set", "slot_worst", "rowspace(U_obs)"} {
+	for _, w := range []string{"-claim-gap", "-grid", "-set", "slot_worst", "rowspace(U_obs)", "-deployer-precision", "-recompute-error",
+		content.VerdictRanked, content.VerdictAbsent} {
 		if !strings.Contains(string(out), w) {
 			t.Fatalf("recover -h lacks %q:\n%s", w, out)
 		}
+	}
+}
+
+// TestRecoverNamesTheRecomputationBound: the run's first line says which recomputation error is in
+// force (the store's float16 rounding on both sides makes the fp32 default 2^-10 and a little
+// more, whatever the kernel), -deployer-precision bf16 widens it, -recompute-error overrides it,
+// and an unknown precision is refused with the flag named.
+func TestRecoverNamesTheRecomputationBound(t *testing.T) {
+	st, model := contentStore(t)
+	base := []string{"-store", st, "-model", model, "-candidates", "10", "-victims", "1"}
+	fp32 := recoverJSON(t, base...)
+	bf16 := recoverJSON(t, append(base, "-deployer-precision", "bf16")...)
+	given := recoverJSON(t, append(base, "-recompute-error", "0.002")...)
+	if r := fp32.Recompute; r.Precision != "fp32" || !(r.Rho > 0x1p-10 && r.Rho < 0x1p-10*1.1) || r.StoreRoundoff != 0x1p-11 || r.Blocks != 3 {
+		t.Errorf("fp32 default: %+v, want deployer fp32 through 3 blocks, rho just above 2^-10", r)
+	}
+	if bf16.Recompute.Rho <= fp32.Recompute.Rho || bf16.Recompute.Precision != "bf16" {
+		t.Errorf("bf16: rho %v against fp32's %v", bf16.Recompute.Rho, fp32.Recompute.Rho)
+	}
+	if given.Recompute.Rho != 0.002 || given.Recompute.Precision != "" {
+		t.Errorf("-recompute-error 0.002: %+v", given.Recompute)
+	}
+	out, err := cli(t, append([]string{"recover", "-quiet"}, base...)...).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first, _, _ := strings.Cut(string(out), "\n"); !strings.HasPrefix(first, "recomputation error rho") || !strings.Contains(first, "deployer fp32") {
+		t.Errorf("first line %q: want the recomputation error in force", first)
+	}
+	b, err := cli(t, append([]string{"recover", "-quiet", "-deployer-precision", "fp8"}, base...)...).CombinedOutput()
+	if err == nil || !strings.Contains(string(b), "-deployer-precision") {
+		t.Errorf("-deployer-precision fp8: %v\n%s", err, b)
 	}
 }
