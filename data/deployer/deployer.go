@@ -9,7 +9,7 @@
 // them (Info). Import turns one such directory into a store whose text ids are the input's ids.
 //
 // RelErrBound is how far a deployer's rows may lie from geloattack's float32 rows of the same
-// checkpoint, measured on random-init checkpoints (see its comment).
+// checkpoint (fptol.Recompute, fitted on random-init checkpoints).
 package deployer
 
 import (
@@ -22,12 +22,12 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"math"
 	"os"
 	"path/filepath"
 	"slices"
 
 	"github.com/gelo-research/geloattack/data/store"
+	"github.com/gelo-research/geloattack/internal/fptol"
 	"github.com/gelo-research/geloattack/internal/safefile"
 )
 
@@ -252,49 +252,30 @@ func Import(ctx context.Context, dir, point string, block int, storeDir string) 
 	return in, nil
 }
 
-// Unit returns the effective unit roundoff of a deployer dtype: 2^-8 for bf16 (8 significant
-// bits), 2^-11 for fp16 (11 bits). For fp32 it is 2^-20 rather than float32's 2^-24: a float32
-// deployer differs from geloattack's float32 forward less by storage rounding than by how it
-// computes (summation order; transformers' RoPE angles p·θ in float32 where geloattack's are in
-// float64, an error that grows with the position): measured up to 10 u at depth 3 and 4096 tokens.
+// Unit returns the unit round-off of a deployer dtype's storage: 2^-8 for bf16, 2^-11 for fp16,
+// 2^-24 for fp32.
 func Unit(dtype string) (float64, error) {
 	switch dtype {
-	case "bf16":
-		return 0x1p-8, nil
-	case "fp16":
-		return 0x1p-11, nil
-	case "fp32":
-		return 0x1p-20, nil
+	case fptol.PrecisionBF16:
+		return fptol.BFloat16, nil
+	case fptol.PrecisionFP16:
+		return fptol.Float16, nil
+	case fptol.PrecisionFP32:
+		return fptol.Float32, nil
 	}
 	return 0, fmt.Errorf("deployer dtype %q: want fp32, bf16 or fp16", dtype)
 }
 
-// BoundC is RelErrBound's constant: about twice the largest C = err / (u·sqrt(depth+1)) measured.
-const BoundC = 12
-
-// RelErrBound bounds the relative error ||x_deployer − x_gelo||₂ / ||x_gelo||₂ of every row a
-// deployer computing in dtype gives, against geloattack's float32 row of the same checkpoint, for
-// a row that has passed through depth decoder blocks (attn-input and residual rows of block L:
-// depth L; the final norm's output: the number of layers):
-//
-//	rho = BoundC · Unit(dtype) · sqrt(depth + 1)
-//
-// Fitted on random-init Llama-3-shaped checkpoints (bf16 weights; d 64 to 1024; 2 to 32 layers;
-// 64 to 4096 tokens; Llama-2, Mistral, Qwen2 and Qwen3 shapes at d 256) against bench/torch_deploy.py
-// in bf16 and fp16 (emulated and, for bf16, PyTorch's CPU kernels; eager and fused attention). The
-// error of a row grows like sqrt(depth + 1), as if each block added an independent rounding error;
-// the largest measured max over rows was 6.4 u·sqrt(depth + 1) (a norm-preserving
-// init, std 1/sqrt(d), at 4096 tokens), p99 3.5; with model init's own std 0.02 the max was 2.3.
-// BoundC = 12 leaves about 2× for real checkpoints (outlier features, sharper attention) and GPU
-// kernels, neither measured. Not covered: a deployer whose weights differ from the file's (an
-// fp32 checkpoint cast to bf16), and fp32 contexts far past 4096 tokens (the angle error grows).
-func RelErrBound(dtype string, depth int) (float64, error) {
-	u, err := Unit(dtype)
+// RelErrBound bounds the relative error ||x_deployer - x_gelo|| / ||x_gelo|| of every row a
+// deployer computing in dtype gives, against geloattack's float32 row of the same checkpoint,
+// for a row that has passed through depth decoder blocks of width width (attn-input and residual
+// rows of block L: depth L; the final norm's output: the number of layers). It is
+// fptol.Recompute, the one definition the attacks' absolute tests use too; its comment holds the
+// measurements of this package's deployer (TestDeployerSweep reproduces them).
+func RelErrBound(dtype string, depth, width int) (float64, error) {
+	rho, err := fptol.Recompute(dtype, depth, width)
 	if err != nil {
-		return 0, err
+		return 0, fmt.Errorf("deployer error bound: %w", err)
 	}
-	if depth < 0 {
-		return 0, fmt.Errorf("deployer error bound: depth %d is negative", depth)
-	}
-	return BoundC * u * math.Sqrt(float64(depth+1)), nil
+	return rho, nil
 }

@@ -258,19 +258,19 @@ func TestReadInfo(t *testing.T) {
 func TestRelErrBound(t *testing.T) {
 	prev := 0.0
 	for _, dt := range []string{"fp32", "fp16", "bf16"} {
-		b, err := deployer.RelErrBound(dt, 0)
+		b, err := deployer.RelErrBound(dt, 0, 256)
 		if err != nil || !(b > prev) {
 			t.Errorf("RelErrBound(%s, 0) = %g, %v: want above the finer dtype's %g", dt, b, err, prev)
 		}
-		if deep, _ := deployer.RelErrBound(dt, 8); !(deep > b) {
+		if deep, _ := deployer.RelErrBound(dt, 8, 256); !(deep > b) {
 			t.Errorf("RelErrBound(%s, 8) = %g: want above depth 0's %g", dt, deep, b)
 		}
 		prev = b
 	}
-	if _, err := deployer.RelErrBound("fp8", 0); err == nil {
+	if _, err := deployer.RelErrBound("fp8", 0, 256); err == nil {
 		t.Error("fp8: accepted")
 	}
-	if _, err := deployer.RelErrBound("bf16", -1); err == nil {
+	if _, err := deployer.RelErrBound("bf16", -1, 256); err == nil {
 		t.Error("depth -1: accepted")
 	}
 }
@@ -309,7 +309,7 @@ func TestTorchDeployerBF16(t *testing.T) {
 	}{{deployer.AttnInput, 0, 0}, {deployer.AttnInput, 1, 1}, {deployer.Residual, 0, 0}, {deployer.Residual, 1, 1}} {
 		errs := importedErrors(t, dir, c.point, c.block, texts, want[c.point][c.block])
 		worst := slices.Max(errs)
-		bound, err := deployer.RelErrBound(info.DType, c.depth)
+		bound, err := deployer.RelErrBound(info.DType, c.depth, m.Cfg.Hidden)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -65,3 +65,33 @@ func pairwise(a, b []float32) float32 {
 	h := len(a) / 2
 	return pairwise(a[:h], b[:h]) + pairwise(a[h:], b[h:])
 }
+
+// Recompute is the larger of its two documented terms, grows with depth, orders the precisions
+// fp32 < fp16 < bf16, and refuses what it cannot bound.
+func TestRecompute(t *testing.T) {
+	// bf16 at block 3, d 64: the fit (12 2^-8 2 = 0.094) is above the rounding model (0.036) and
+	// above the 5.0e-2 measured against PyTorch that the rounding model alone missed.
+	b, err := Recompute(PrecisionBF16, 3, 64)
+	if err != nil || b < 5.0e-2 || math.Abs(b-12*BFloat16*2) > 1e-15 {
+		t.Fatalf("Recompute(bf16, 3, 64) = %v, %v: want the fitted 0.09375", b, err)
+	}
+	// fp32 at d 4096: the accumulation term of the rounding model dominates the fit.
+	f, _ := Recompute(PrecisionFP32, 3, 4096)
+	stage := func(u float64) float64 { return math.Sqrt(16.0/3)*u + math.Sqrt(4*4096)*Float32 }
+	if want := 4 * (stage(Float32) + stage(Float32)); math.Abs(f-want) > 1e-18 {
+		t.Fatalf("Recompute(fp32, 3, 4096) = %v, want the derived %v", f, want)
+	}
+	f16, _ := Recompute(PrecisionFP16, 3, 4096)
+	deeper, _ := Recompute(PrecisionBF16, 8, 64)
+	if !(f < f16 && f16 < b && b < deeper) {
+		t.Fatalf("fp32 %v, fp16 %v, bf16 %v, bf16 deeper %v: order wrong", f, f16, b, deeper)
+	}
+	for _, bad := range []struct {
+		p    string
+		b, w int
+	}{{"fp8", 0, 1}, {PrecisionBF16, -1, 1}, {PrecisionBF16, 0, 0}} {
+		if _, err := Recompute(bad.p, bad.b, bad.w); err == nil {
+			t.Errorf("Recompute(%q, %d, %d) accepted", bad.p, bad.b, bad.w)
+		}
+	}
+}
