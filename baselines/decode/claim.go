@@ -50,6 +50,8 @@ func (a *attack) leftOutBound() float64 {
 }
 
 // certifiable says every attacked block offers an absolute test and the search had the whole bag.
+// (Below full rank the test of U is membership.Space.RowResidualBound, which counts the
+// directions the rank cut dropped, so a block that lost some to rounding still refuses soundly.)
 func (a *attack) certifiable() bool {
 	if a.bagCut {
 		return false

@@ -143,9 +143,10 @@ func TestLlamaClaimsAreProofs(t *testing.T) {
 	}
 }
 
-// The old claim rule's false claims, which only the explained-span test (rule 1) refuses: in bf16
-// a text read with one repetition too few (5 x 40 read as 4), and in fp16 with the blocks scored
-// jointly, texts read with one repetition too many. Each wrong text is decoded with its end proven,
+// The old claim rule's false claims, which only the explained-span test (rule 1) refuses: in fp16
+// with the blocks scored jointly, a text read with one repetition too many. (A bf16 case, 5 x 40
+// read as 4, is refused by the lead now that U's test counts the directions bf16's rank cut
+// dropped, membership.RowResidualBound: it no longer isolates rule 1.) Each wrong text is decoded with its end proven,
 // every step certified and leading the best extension left out by a decade, as the old rule asked:
 // its repeated steps prove nothing, so it is not claimed.
 func TestExplainedSpanRefusesRepeats(t *testing.T) {
@@ -156,12 +157,12 @@ func TestExplainedSpanRefusesRepeats(t *testing.T) {
 		joint bool
 		wrong []int
 	}{
-		{[][]int{{147, 62, 84, 37, 154, 154, 154, 154, 199}, {194, 110, 35, 3, 53, 111, 37, 136, 136, 136, 149, 37}, {187, 81, 40, 40, 40, 40, 40, 66}},
-			gelo.ObserveBF16, false, []int{187, 81, 40, 40, 40, 40, 66}},
 		{[][]int{{174, 50, 50, 50, 50, 50}, {179, 187, 187, 187}, {186, 127, 29, 29, 29}, {101, 188, 188, 188}},
 			gelo.ObserveFP16, true, []int{101, 188, 188, 188, 188}},
 	} {
-		r := decodeExact(t, m, c.texts, c.dtype, Options{Joint: c.joint})
+		// A recomputation error pinned near 0 (the toy's rows are the deployer's, bit for bit):
+		// a wider bound may refuse the text by the lead already, and this test is about rule 1.
+		r := decodeExact(t, m, c.texts, c.dtype, Options{Joint: c.joint, Recompute: 1e-9})
 		what := fmt.Sprintf("%s joint %v", c.dtype, c.joint)
 		checkClaimsRight(t, what, r)
 		i := slices.IndexFunc(r.Decoded, func(d Text) bool { return slices.Equal(d.Tokens, c.wrong) })

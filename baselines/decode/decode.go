@@ -51,6 +51,7 @@ type attack struct {
 	blocks            []int
 	order             []int // the attacked blocks >= 1, in the order of blocks: what a step is scored on
 	u                 float64
+	rho               map[int]float64 // the recomputation error each attacked block's tests allow
 	beam              int
 	branch, claimLead float64
 	allObserved       bool
@@ -153,7 +154,7 @@ func (a *attack) observe(samplers map[int]*gelo.Sampler, ws *gelo.Workspace, spl
 			}
 			res.N, res.NObs = ex.N, ex.NObs
 		}
-		sp, err := a.space(ex)
+		sp, err := a.space(ex, l)
 		if err != nil {
 			return fmt.Errorf("block %d: %w", l, err)
 		}
@@ -165,11 +166,12 @@ func (a *attack) observe(samplers map[int]*gelo.Sampler, ws *gelo.Workspace, spl
 	return nil
 }
 
-// space is the row space of an example's observed U, (NObs, d), tested at the observed dtype's
-// round-off.
-func (a *attack) space(ex *gelo.Example) (*membership.Space, error) {
+// space is the row space of an example's observed U at block l, (NObs, d), tested at the
+// observed dtype's round-off and with block l's recomputation error.
+func (a *attack) space(ex *gelo.Example, l int) (*membership.Space, error) {
 	uObs := toDense(ex.UObs, ex.NObs, a.d)
-	return membership.New(uObs, membership.Options{UnitRoundoff: a.u, AllObserved: a.allObserved, RankTol: membership.RankTol(uObs, a.u)})
+	return membership.New(uObs, membership.Options{UnitRoundoff: a.u, AllObserved: a.allObserved,
+		RankTol: membership.RankTol(uObs, a.u), Recompute: a.rho[l]})
 }
 
 // readOrder reads the texts from res.Bag, measures the order margin (an evaluation), decides the

@@ -64,14 +64,20 @@ func Generation(ctx context.Context, m Model, texts [][]int, textIDs []int64, cf
 	start := time.Now()
 	res := &GenerationResult{Steps: steps}
 	ws := new(gelo.Workspace)
-	a := &attack{m: m, d: d, blocks: []int{0}, upto: 1, u: u, allObserved: cfg.ObsRows == 1}
+	// The generated row is block 0's, recomputed by the attacker from the vocabulary: an fp32
+	// deployer's recomputation error through no block.
+	rho, err := recomputeBounds(Options{}, []int{0}, d)
+	if err != nil {
+		return nil, err
+	}
+	a := &attack{m: m, d: d, blocks: []int{0}, upto: 1, u: u, rho: rho, allObserved: cfg.ObsRows == 1}
 	for i := 0; i < steps; i++ {
 		ex, err := s.ExampleWith(ws, split, int64(i))
 		if err != nil {
 			return nil, fmt.Errorf("decode generation: step %d: %w", i, err)
 		}
 		res.N += float64(ex.N) / float64(steps)
-		sp, err := a.space(ex)
+		sp, err := a.space(ex, 0)
 		if err != nil {
 			return nil, fmt.Errorf("decode generation: step %d: %w", i, err)
 		}

@@ -8,6 +8,7 @@ import (
 	"github.com/gelo-research/geloattack/baselines/membership"
 	"github.com/gelo-research/geloattack/data"
 	"github.com/gelo-research/geloattack/data/gelo"
+	"github.com/gelo-research/geloattack/internal/fptol"
 )
 
 // Options configures Run. Its modes resolve into types (newAttack): Rank picks the order search
@@ -77,6 +78,14 @@ type Options struct {
 	// NaN, nothing is decoded or claimed, and only block 0 is needed. The bag is still the one
 	// Rank and RankBag pick; the search's other settings have nothing to act on.
 	BagOnly bool
+	// DeployerPrecision is the deployer's declared compute precision (fptol's fp32, bf16 or fp16;
+	// "": fp32). The deployer's rows are never bit-equal to the attacker's recomputation (another
+	// stack, kernel or batch, or the attacker's KV-cache steps against the deployer's whole
+	// texts), so every absolute test allows rho = fptol.Recompute(precision, l, d) at block l.
+	DeployerPrecision string
+	// Recompute, when > 0, is rho at every attacked block instead: the attacker's own bound on
+	// the relative distance between its rows and the deployer's. It must be below 1.
+	Recompute float64
 }
 
 // scoring is what ranks a prefix's extensions and measures a step's lead, the end's lead and the
@@ -152,6 +161,12 @@ func (o Options) check(m Model, nTexts int) error {
 	if !(o.Branch >= 0) || !(o.ClaimLead >= 0) {
 		return fmt.Errorf("decode: branch %v, claim lead %v: want decades >= 0 (0: the default, 1)", o.Branch, o.ClaimLead)
 	}
+	if o.DeployerPrecision != "" && !slices.Contains(membership.ComputePrecisions, o.DeployerPrecision) {
+		return fmt.Errorf("decode: deployer precision %q: want one of %v", o.DeployerPrecision, membership.ComputePrecisions)
+	}
+	if !(o.Recompute >= 0 && o.Recompute < 1) {
+		return fmt.Errorf("decode: recomputation error %v: want 0 <= rho < 1 (0: from the deployer's precision)", o.Recompute)
+	}
 	if o.RankBag > 0 && !o.Rank {
 		return fmt.Errorf("decode: a rank bag of %d needs Rank (the certified search tries the whole certified bag)", o.RankBag)
 	}
@@ -190,8 +205,35 @@ func newAttack(m Model, opt Options, nTexts int) (*attack, error) {
 	if beam == 0 {
 		beam = 4 * max(1, int(opt.Sampler.Positives.Max))
 	}
-	return &attack{m: m, d: m.D(), blocks: blocks, order: orderBlocks(blocks), upto: upto, u: u,
+	rho, err := recomputeBounds(opt, blocks, m.D())
+	if err != nil {
+		return nil, err
+	}
+	return &attack{m: m, d: m.D(), blocks: blocks, order: orderBlocks(blocks), upto: upto, u: u, rho: rho,
 		beam: beam, branch: cmp.Or(opt.Branch, 1), claimLead: cmp.Or(opt.ClaimLead, 1),
 		allObserved: opt.Sampler.ObsRows == 1, search: opt.search(), scoring: opt.scoring(), orderTopK: opt.OrderTopK,
 		maxSteps: opt.MaxSteps, progress: opt.Progress, noOrderMargin: opt.NoOrderMargin, bagOnly: opt.BagOnly}, nil
+}
+
+// recomputeBounds is rho at each attacked block: opt.Recompute when set, else fptol.Recompute for
+// the deployer's precision through l blocks of width d (block l's attention input has been
+// through blocks 0..l-1).
+func recomputeBounds(opt Options, blocks []int, d int) (map[int]float64, error) {
+	prec := cmp.Or(opt.DeployerPrecision, fptol.PrecisionFP32)
+	rho := map[int]float64{}
+	for _, l := range blocks {
+		if opt.Recompute > 0 {
+			rho[l] = opt.Recompute
+			continue
+		}
+		r, err := fptol.Recompute(prec, l, d)
+		if err != nil {
+			return nil, fmt.Errorf("decode: block %d: %w", l, err)
+		}
+		if r >= 1 {
+			return nil, fmt.Errorf("decode: block %d: a %s deployer's recomputation error %.3g leaves no bound to test", l, prec, r)
+		}
+		rho[l] = r
+	}
+	return rho, nil
 }

@@ -210,9 +210,12 @@ func (a *attack) excessOf(l int, sc *membership.Scores) []float64 {
 	for i := range out {
 		switch {
 		case !sp.FullRank():
-			out[i] = math.Log10(max(sc.Residual[i], 1e-30) / a.residualBound(l))
-		case sp.LeverageBound() > 0:
-			out[i] = math.Log10(max(sc.Leverage[i], 1e-30) / sp.LeverageBound())
+			// Each row's own bound: what the rank cut dropped weighs more on a short row.
+			out[i] = math.Log10(max(sc.Residual[i], 1e-30) / sp.RowResidualBound(sc.Energy[i]))
+		case sc.LeverageBound != nil:
+			// Each row's own bound: a recomputation error moves a leverage by up to
+			// rho ||x|| / sigma_min(U), so the bound grows with the row's norm.
+			out[i] = math.Log10(max(sc.Leverage[i], 1e-30) / sc.LeverageBound[i])
 		default:
 			// No absolute test (rows dropped past full rank): leverage against the bound an
 			// observation of every row would have, to rank; certifiable() then forbids claims.

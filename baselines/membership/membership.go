@@ -105,6 +105,11 @@ type Space struct {
 	// sigMin is the smallest singular value of U_obs at full rank (0 below it), which bounds how
 	// far a recomputation error can move a leverage: l = x^T G^-1 x with ||G^-1/2|| = 1/sigMin.
 	sigMin float64
+	// eig are the Gram matrix's eigenvalues, decreasing (the squared singular values of U_obs,
+	// dropped ones included); sigDrop is the largest singular value below the numerical rank
+	// (0 when none was dropped), what a row of X can have lost to the rank cut.
+	eig     []float64
+	sigDrop float64
 }
 
 // ResidualSafety multiplies the effective unit round-off in ResidualBound. A contained row's
@@ -162,6 +167,9 @@ func New(uObs *mat.Dense, opt Options) (*Space, error) {
 		}
 		s.rs, s.rank = rs, rs.Rank()
 	}
+	if s.rank < len(s.eig) {
+		s.sigDrop = math.Sqrt(max(0, s.eig[s.rank]))
+	}
 	return s, nil
 }
 
@@ -182,6 +190,10 @@ func (s *Space) spectrum(u *mat.Dense) error {
 	vals := make([]float64, m)
 	if err := blas.EigSym(m, g, m, vals); err != nil { // vals ascending, vectors in g's columns
 		return fmt.Errorf("membership: eigendecomposition of the Gram matrix of U (%d x %d): %w", n, d, err)
+	}
+	s.eig = make([]float64, m)
+	for i, v := range vals {
+		s.eig[m-1-i] = v
 	}
 	top := vals[m-1]
 	if !(top > 0) {

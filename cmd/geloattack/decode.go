@@ -16,6 +16,7 @@ import (
 	"github.com/gelo-research/geloattack/data/extract"
 	"github.com/gelo-research/geloattack/engine/blas"
 	"github.com/gelo-research/geloattack/internal/field"
+	"github.com/gelo-research/geloattack/internal/fptol"
 	"github.com/gelo-research/geloattack/models/hf"
 )
 
@@ -63,6 +64,8 @@ func decodeFlags(fs *flag.FlagSet) runFunc {
 		bagOnly    = fs.Bool("bag-only", false, "read the bag (block 0) and stop: no order search and no candidate passes (full rank at d 4096 would take hours); exact and token accuracy show -")
 		generation = intFlag(fs, "generation", 0, field.Bounds{Int: true, Min: 1, Max: 1 << 20, Zero: "decode prompts"}, "observe this many generation steps (one row of block 0 plus shields each) instead")
 		out        = fs.String("out", "", "write the per-batch results as JSON to this file")
+		precision  = fs.String("deployer-precision", fptol.PrecisionFP32, "the deployer's declared compute precision, fp32, bf16 or fp16: every absolute test allows the recomputation error rho = fptol.Recompute(precision, block, d) between the deployer's rows and the attacker's")
+		rho        = fs.Float64("recompute-error", 0, "recomputation error rho at every attacked block, in [0, 1): the attacker's own bound on ||x_att - x_dep|| / ||x_dep||; left out (0): from -deployer-precision")
 	)
 	over := addSamplerOverrides(fs, "texts per batch", false)
 	return func(ctx context.Context, _ []string) error {
@@ -149,7 +152,20 @@ func decodeFlags(fs *flag.FlagSet) runFunc {
 				g.Steps, g.N, g.Correct, float64(g.Correct)/float64(g.Steps), g.Claims, g.ClaimsRight, g.Seconds)
 			return writeJSON(*out, g)
 		}
+		bounds := make([]string, len(blocks))
+		for i, l := range blocks {
+			r := *rho
+			if r == 0 {
+				if r, err = fptol.Recompute(*precision, l, m.Cfg.Hidden); err != nil {
+					return fmt.Errorf("decode: -deployer-precision: %w", err)
+				}
+			}
+			bounds[i] = fmt.Sprintf("block %d %.3g", l, r)
+		}
+		fmt.Fprintf(os.Stderr, "decode: recomputation error rho (deployer %s%s): %s\n", *precision,
+			map[bool]string{true: ", -recompute-error", false: ""}[*rho > 0], strings.Join(bounds, ", "))
 		res, err := decode.Run(ctx, lm, ids, decode.Options{Sampler: sc, Split: split, Batches: *batches, Blocks: blocks,
+			DeployerPrecision: *precision, Recompute: *rho,
 			Beam: *beam, Branch: *branch, ClaimLead: *claimLead, TextIDs: textIDs, Rank: *rank, RankBag: *rankBagN, OrderTopK: *orderTopK, MaxSteps: *maxSteps, Joint: *joint, NoOrderMargin: *noOrder, BagOnly: *bagOnly,
 			Progress: func(line string) { fmt.Fprintln(os.Stderr, "decode: "+line) }})
 		if err != nil {
