@@ -2,7 +2,6 @@ package checkpoints
 
 import (
 	"cmp"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,6 +16,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/gelo-research/geloattack/internal/safefile"
+	"github.com/gelo-research/geloattack/internal/safetensors"
 )
 
 // LatestFile is the name of the pointer file in a run directory; it holds the file name of the
@@ -395,26 +395,36 @@ func checkVersion(version string) error {
 // error names the file; a damaged tensor is named with both checksums. A checkpoint written before
 // checksums loads with Verified false and a note in Notes for the caller to print.
 func LoadCheckpoint(path string) (Checkpoint, error) {
-	buf, err := readFile(path)
-	if err != nil {
-		return Checkpoint{}, err
-	}
-	return loadCheckpointBytes(path, buf)
+	return loadCheckpoint(path, false)
 }
 
 // loadRunCheckpoint is LoadCheckpoint for a checkpoint found in a run directory, which is never a
 // symbolic link there: one planted in its place is refused rather than followed.
 func loadRunCheckpoint(path string) (Checkpoint, error) {
-	buf, err := readFileOpts(path, true)
+	return loadCheckpoint(path, true)
+}
+
+func loadCheckpoint(path string, noFollow bool) (Checkpoint, error) {
+	f, err := open(path, noFollow)
 	if err != nil {
 		return Checkpoint{}, err
 	}
-	return loadCheckpointBytes(path, buf)
+	defer f.Close()
+	return finishLoad(path, f)
 }
 
 // loadCheckpointBytes is LoadCheckpoint on the file's content.
 func loadCheckpointBytes(path string, buf []byte) (Checkpoint, error) {
-	ckpt, err := decodeCheckpoint(buf)
+	f, err := safetensors.Parse(buf)
+	if err != nil {
+		return Checkpoint{}, fmt.Errorf("checkpoints: load %s: %w", path, err)
+	}
+	return finishLoad(path, f)
+}
+
+// finishLoad decodes a parsed checkpoint file, naming path in errors and notes.
+func finishLoad(path string, f *safetensors.File) (Checkpoint, error) {
+	ckpt, err := decodeFile(f)
 	if err != nil {
 		return Checkpoint{}, fmt.Errorf("checkpoints: load %s: %w", path, err)
 	}
@@ -427,10 +437,17 @@ func loadCheckpointBytes(path string, buf []byte) (Checkpoint, error) {
 
 // decodeCheckpoint decodes and verifies a checkpoint file's content (see LoadCheckpoint).
 func decodeCheckpoint(buf []byte) (Checkpoint, error) {
-	raws, meta, err := parse(buf)
+	f, err := safetensors.Parse(buf)
 	if err != nil {
 		return Checkpoint{}, err
 	}
+	return decodeFile(f)
+}
+
+// decodeFile decodes and verifies a parsed checkpoint file; what it returns does not refer to
+// the file's memory, which the caller may release.
+func decodeFile(f *safetensors.File) (Checkpoint, error) {
+	raws, meta := f.Tensors(), f.Metadata()
 	// The checksums come before every other check, so that damage is reported as damage rather
 	// than as whatever odd value it produced; only the kind and version come earlier, to tell a
 	// plain weights file or an older checkpoint from a damaged one.
@@ -443,8 +460,7 @@ func decodeCheckpoint(buf []byte) (Checkpoint, error) {
 	}
 	verified := false
 	if version == formatVersion {
-		header := buf[8 : 8+binary.LittleEndian.Uint64(buf[:8])]
-		if err := verify(header, raws, meta); err != nil {
+		if err := verify(f.Header(), raws, meta); err != nil {
 			return Checkpoint{}, err
 		}
 		verified = true

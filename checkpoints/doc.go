@@ -5,17 +5,18 @@
 //
 // Save writes named float32 tensors in the safetensors format with PyTorch's conventions: row-major
 // ("C") order, little-endian, linear weights as [out, in], a "__metadata__" map of strings. The file
-// is laid out by github.com/nlpodyssey/safetensors: an 8-byte little-endian header length, a JSON
-// header padded with spaces to a multiple of 8 bytes, then the raw data; tensors appear in the file
-// (and in what Load returns) sorted by name, so the same input always gives the same bytes. The model
+// is laid out by internal/safetensors: an 8-byte little-endian header length, a JSON header padded
+// with spaces to a multiple of 8 bytes, then the raw data; tensors appear in the file (and in what
+// Load returns) sorted by name, so the same input always gives the same bytes (the bytes that the
+// earlier writer, github.com/nlpodyssey/safetensors, produced: testdata holds files it wrote). The model
 // config is stored as JSON under the metadata key MetaConfig ("config"), and files meant for PyTorch
 // tools carry MetaFormat = "pt". Save writes the metadata it is given verbatim.
 //
-// Readers (Load, LoadInto, LoadAny) treat every file as hostile: a truncated or corrupt file, a header
-// length larger than the file, a header that is not UTF-8 JSON, out-of-order, overlapping or
-// out-of-range data_offsets, a shape that does not match its byte range or an unexpected dtype is an
-// error naming the file and the fault. Nothing is allocated from a length that the file size does not
-// back. Load and LoadInto accept F32 only; LoadAny also converts F16 and BF16 (exactly, NaN payloads,
+// Readers (Load, LoadInto, LoadAny) map the file and treat it as hostile (see internal/safetensors):
+// a truncated or corrupt file, a header length larger than the file, a header that is not UTF-8 JSON,
+// a key given twice, out-of-order, overlapping or out-of-range data_offsets, a shape that does not
+// match its byte range or an unexpected dtype is an error naming the file and the fault. Nothing is
+// allocated from a length that the file size does not back. Load and LoadInto accept F32 only; LoadAny also converts F16 and BF16 (exactly, NaN payloads,
 // infinities and subnormals included) for pretrained weights such as all-MiniLM-L6-v2.
 //
 // # Checkpoints

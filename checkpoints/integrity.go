@@ -9,11 +9,10 @@ import (
 	"maps"
 	"math"
 	"slices"
-	"strings"
-
-	"github.com/nlpodyssey/safetensors"
 
 	"github.com/gelo-research/geloattack/internal/crc"
+	"github.com/gelo-research/geloattack/internal/numfmt"
+	"github.com/gelo-research/geloattack/internal/safetensors"
 )
 
 // Checksums. A checkpoint of format version 2 carries two metadata entries:
@@ -52,61 +51,30 @@ func crcOfFloats(data []float32) uint32 {
 	return c
 }
 
-// tableEntry is one tensor's row of the header: what the canonical header encodes.
-type tableEntry struct {
-	name     string
-	dtype    safetensors.DType
-	shape    []int
-	off, end uint64
-}
-
 // writtenTable is the tensor table the writer produces for tensors: all F32, laid out in name
-// order (the safetensors writer orders by dtype alignment, then name; a checkpoint has one dtype).
-func writtenTable(tensors []Tensor) []tableEntry {
-	sorted := slices.Clone(tensors)
-	slices.SortFunc(sorted, func(a, b Tensor) int { return strings.Compare(a.Name, b.Name) })
-	table := make([]tableEntry, len(sorted))
-	off := uint64(0)
-	for i, t := range sorted {
-		end := off + 4*uint64(len(t.Data))
-		table[i] = tableEntry{name: t.Name, dtype: safetensors.F32, shape: t.Shape, off: off, end: end}
-		off = end
+// order (see inFileOrder).
+func writtenTable(tensors []Tensor) ([]safetensors.Info, error) {
+	sorted, err := inFileOrder(tensors)
+	if err != nil {
+		return nil, err
 	}
-	return table
+	return safetensors.Layout(f32Specs(sorted))
 }
 
 // parsedTable is the tensor table of a parsed file.
-func parsedTable(raws []rawTensor) []tableEntry {
-	table := make([]tableEntry, len(raws))
+func parsedTable(raws []safetensors.Tensor) []safetensors.Info {
+	table := make([]safetensors.Info, len(raws))
 	for i, r := range raws {
-		table[i] = tableEntry{name: r.name, dtype: r.dtype, shape: r.shape, off: r.off, end: r.off + uint64(len(r.data))}
+		table[i] = r.Info
 	}
 	return table
 }
 
-// canonicalHeader is the JSON header (without padding) that the safetensors writer produces for
-// metadata and table: the "__metadata__" object when there is metadata, and one object per tensor.
-func canonicalHeader(metadata map[string]string, table []tableEntry) ([]byte, error) {
-	obj := make(map[string]any, len(table)+1)
-	if len(metadata) > 0 {
-		obj[metadataKey] = metadata
-	}
-	for _, t := range table {
-		// A non-nil shape, as the writer encodes it: a nil slice would be JSON null.
-		shape := make([]uint64, len(t.shape))
-		for i, d := range t.shape {
-			shape[i] = uint64(d)
-		}
-		obj[t.name] = safetensors.TensorInfo{DType: t.dtype, Shape: shape, DataOffsets: [2]uint64{t.off, t.end}}
-	}
-	return json.Marshal(obj)
-}
-
 // headerCRC is the CRC-32C of the canonical header of metadata without keyHeaderCRC, and table.
-func headerCRC(metadata map[string]string, table []tableEntry) (uint32, error) {
+func headerCRC(metadata map[string]string, table []safetensors.Info) (uint32, error) {
 	rest := maps.Clone(metadata)
 	delete(rest, keyHeaderCRC)
-	b, err := canonicalHeader(rest, table)
+	b, err := safetensors.EncodeHeader(rest, table)
 	if err != nil {
 		return 0, fmt.Errorf("encode header for its checksum: %w", err)
 	}
@@ -129,7 +97,11 @@ func seal(tensors []Tensor, metadata map[string]string) (map[string]string, erro
 		meta = map[string]string{}
 	}
 	meta[keyCRC] = string(sumsJSON)
-	c, err := headerCRC(meta, writtenTable(tensors))
+	table, err := writtenTable(tensors)
+	if err != nil {
+		return nil, err
+	}
+	c, err := headerCRC(meta, table)
 	if err != nil {
 		return nil, err
 	}
@@ -140,7 +112,7 @@ func seal(tensors []Tensor, metadata map[string]string) (map[string]string, erro
 // verify checks a version 2 checkpoint against its checksums: the header checksum over the
 // metadata and tensor table, the header bytes against their canonical encoding, then each
 // tensor's bytes. header is the file's header as read (with its padding).
-func verify(header []byte, raws []rawTensor, metadata map[string]string) error {
+func verify(header []byte, raws []safetensors.Tensor, metadata map[string]string) error {
 	stored, ok := metadata[keyHeaderCRC]
 	if !ok {
 		return fmt.Errorf("metadata %s is missing: a version %s checkpoint has checksums (damaged header?)", keyHeaderCRC, formatVersion)
@@ -156,13 +128,11 @@ func verify(header []byte, raws []rawTensor, metadata map[string]string) error {
 	if crc.Hex(got) != stored {
 		return fmt.Errorf("header checksum mismatch (stored crc32c %s, header %s): the metadata or the tensor table is damaged", stored, crc.Hex(got))
 	}
-	canon, err := canonicalHeader(metadata, table)
+	canon, err := safetensors.EncodeHeader(metadata, table)
 	if err != nil {
 		return fmt.Errorf("encode header: %w", err)
 	}
-	for len(canon)%8 != 0 {
-		canon = append(canon, ' ')
-	}
+	canon = safetensors.Pad(canon)
 	if !bytes.Equal(canon, header) {
 		i := 0
 		for i < len(canon) && i < len(header) && canon[i] == header[i] {
@@ -179,17 +149,17 @@ func verify(header []byte, raws []rawTensor, metadata map[string]string) error {
 		return fmt.Errorf("metadata %s: %w", keyCRC, err)
 	}
 	for _, r := range raws {
-		want, ok := sums[r.name]
+		want, ok := sums[r.Name]
 		switch {
 		case !ok:
-			return fmt.Errorf("tensor %q has no checksum in metadata %s", r.name, keyCRC)
+			return fmt.Errorf("tensor %q has no checksum in metadata %s", r.Name, keyCRC)
 		case !crc.IsHex(want):
-			return fmt.Errorf("tensor %q: stored checksum %q is not 8 lowercase hex digits", r.name, want)
+			return fmt.Errorf("tensor %q: stored checksum %q is not 8 lowercase hex digits", r.Name, want)
 		}
-		if got := crc.Hex(crc32.Checksum(r.data, crc.Castagnoli)); got != want {
-			return fmt.Errorf("tensor %q: checksum mismatch (stored crc32c %s, data %s)%s", r.name, want, got, nonFiniteHint(r))
+		if got := crc.Hex(crc32.Checksum(r.Bytes(), crc.Castagnoli)); got != want {
+			return fmt.Errorf("tensor %q: checksum mismatch (stored crc32c %s, data %s)%s", r.Name, want, got, nonFiniteHint(r))
 		}
-		delete(sums, r.name)
+		delete(sums, r.Name)
 	}
 	if len(sums) > 0 {
 		names := slices.Sorted(maps.Keys(sums))
@@ -200,14 +170,13 @@ func verify(header []byte, raws []rawTensor, metadata map[string]string) error {
 
 // nonFiniteHint describes the first NaN or infinity of a damaged tensor, if it has one, so that
 // the checksum error also says what the damage would have done.
-func nonFiniteHint(r rawTensor) string {
-	if r.checkDType(true) != nil {
+func nonFiniteHint(r safetensors.Tensor) string {
+	data := make([]float32, r.NumElements())
+	if r.Float32s(data) != nil { // not a float dtype
 		return ""
 	}
-	data := make([]float32, r.numel())
-	r.decode(data)
-	if i := firstNonFinite(data); i >= 0 {
-		return "; the damaged data holds " + describeElement(i, r.shape, data[i])
+	if i := numfmt.FirstNonFinite(data); i >= 0 {
+		return "; the damaged data holds " + describeElement(i, r.Shape, data[i])
 	}
 	return ""
 }
@@ -216,21 +185,11 @@ func nonFiniteHint(r rawTensor) string {
 // naming the tensor, the flat element index and its index in the tensor's shape.
 func checkFinite(tensors []Tensor) error {
 	for _, t := range tensors {
-		if i := firstNonFinite(t.Data); i >= 0 {
+		if i := numfmt.FirstNonFinite(t.Data); i >= 0 {
 			return fmt.Errorf("tensor %q: %s: a checkpoint holds only finite values", t.Name, describeElement(i, t.Shape, t.Data[i]))
 		}
 	}
 	return nil
-}
-
-// firstNonFinite is the index of the first NaN or infinity of data, or -1.
-func firstNonFinite(data []float32) int {
-	for i, x := range data {
-		if math.Float32bits(x)&0x7f800000 == 0x7f800000 {
-			return i
-		}
-	}
-	return -1
 }
 
 // describeElement is "element i (index [a b]) is x".

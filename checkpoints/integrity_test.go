@@ -17,6 +17,7 @@ import (
 	"testing"
 
 	"github.com/gelo-research/geloattack/internal/crc"
+	"github.com/gelo-research/geloattack/internal/safetensors"
 )
 
 // tinyModel is the parameter table of a 1-layer set transformer as models/settransformer builds it
@@ -85,14 +86,14 @@ func dataStart(b []byte) int { return 8 + int(binary.LittleEndian.Uint64(b)) }
 // the name of the tensor that holds it.
 func tensorOwners(t *testing.T, b []byte) []string {
 	t.Helper()
-	raws, _, err := parse(b)
+	f, err := safetensors.Parse(b)
 	if err != nil {
 		t.Fatal(err)
 	}
 	owners := make([]string, len(b)-dataStart(b))
-	for _, r := range raws {
-		for i := range r.data {
-			owners[int(r.off)+i] = r.name
+	for _, r := range f.Tensors() {
+		for i := range r.Bytes() {
+			owners[r.Begin+i] = r.Name
 		}
 	}
 	return owners
@@ -320,34 +321,23 @@ func TestChecksumErrorNamesTensor(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	raws, meta, err := parse(b)
+	f, err := safetensors.Parse(b)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var q rawTensor
-	for _, raw := range raws {
-		if raw.name == "layers.0.attn.q_proj.weight" {
-			q = raw
-		}
-	}
+	q, _ := f.Tensor("layers.0.attn.q_proj.weight")
 	var sums map[string]string
-	if err := json.Unmarshal([]byte(meta[keyCRC]), &sums); err != nil {
+	if err := json.Unmarshal([]byte(f.Metadata()[keyCRC]), &sums); err != nil {
 		t.Fatal(err)
 	}
-	at := dataStart(b) + int(q.off) + 4*5 // low byte of element 5: a tiny change of value
+	at := dataStart(b) + q.Begin + 4*5 // low byte of element 5: a tiny change of value
 	b[at] ^= 1
 	if err := os.WriteFile(path, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	raws, _, _ = parse(b)
-	var got string
-	for _, raw := range raws {
-		if raw.name == q.name {
-			got = crc.Hex(crc32.Checksum(raw.data, crc.Castagnoli))
-		}
-	}
+	got := crc.Hex(crc32.Checksum(q.Bytes(), crc.Castagnoli)) // q's bytes are b's, now damaged
 	_, err = LoadCheckpoint(path)
-	want := fmt.Sprintf("checkpoints: load %s: tensor %q: checksum mismatch (stored crc32c %s, data %s)", path, q.name, sums[q.name], got)
+	want := fmt.Sprintf("checkpoints: load %s: tensor %q: checksum mismatch (stored crc32c %s, data %s)", path, q.Name, sums[q.Name], got)
 	if err == nil || err.Error() != want {
 		t.Fatalf("error\n %v\nwant\n %s", err, want)
 	}
@@ -477,15 +467,12 @@ func TestDamageToNaNIsNamed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	raws, _, err := parse(b)
+	f, err := safetensors.Parse(b)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, raw := range raws {
-		if raw.name == "layers.0.mlp.up_proj.weight" {
-			binary.LittleEndian.PutUint32(b[dataStart(b)+int(raw.off)+4*13:], math.Float32bits(float32(math.NaN())))
-		}
-	}
+	up, _ := f.Tensor("layers.0.mlp.up_proj.weight")
+	binary.LittleEndian.PutUint32(b[dataStart(b)+up.Begin+4*13:], math.Float32bits(float32(math.NaN())))
 	if err := os.WriteFile(path, b, 0o644); err != nil {
 		t.Fatal(err)
 	}

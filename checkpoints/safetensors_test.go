@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/gelo-research/geloattack/internal/safetensors"
 )
 
 // f32 builds a float32 from its bits, so tests can name NaN payloads and subnormals exactly.
@@ -263,7 +265,7 @@ func TestLoadRejectsHostileFiles(t *testing.T) {
 		{"truncated JSON", hdr(`{"w":`), "invalid header"},
 		{"trailing garbage in header", hdr(`{}x`), "invalid header"},
 		{"wrong dtype", with(`{"w":{"dtype":"F64","shape":[3],"data_offsets":[0,24]}}`, d24), `tensor "w" has dtype F64, want F32`},
-		{"unknown dtype", with(`{"w":{"dtype":"F8","shape":[3],"data_offsets":[0,3]}}`, d24[:3]), `invalid DType string value "F8"`},
+		{"unknown dtype", with(`{"w":{"dtype":"F8","shape":[3],"data_offsets":[0,3]}}`, d24[:3]), `tensor "w": invalid dtype "F8"`},
 		{"shape/offset mismatch", with(`{"w":{"dtype":"F32","shape":[2,3],"data_offsets":[0,20]}}`, d24[:20]), `tensor "w": F32 shape [2 3] needs 6 elements of 4 bytes, but data_offsets [0, 20] span 20 bytes`},
 		{"overlapping offsets", with(`{"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]},"b":{"dtype":"F32","shape":[4],"data_offsets":[8,24]}}`, d24), `tensor "b": data_offsets [8, 24] overlap tensor "a", which ends at 16`},
 		{"gap between tensors", with(`{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[2],"data_offsets":[16,24]}}`, d24), `data bytes [8, 16) before tensor "b" belong to no tensor`},
@@ -321,7 +323,7 @@ func TestLoadRejectsEveryTruncation(t *testing.T) {
 		t.Fatal(err)
 	}
 	for n := range len(full) {
-		if _, _, err := parse(full[:n]); err == nil {
+		if _, err := safetensors.Parse(full[:n]); err == nil {
 			t.Fatalf("prefix of %d of %d bytes parsed without error", n, len(full))
 		}
 	}

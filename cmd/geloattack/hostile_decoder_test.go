@@ -89,9 +89,14 @@ func decoderHostileCases() []hostileCase {
 			e := h["model.embed_tokens.weight"].(map[string]any)["data_offsets"].([]any)
 			h["model.norm.weight"].(map[string]any)["data_offsets"] = []any{e[0], e[0].(float64) + 256}
 		})), args: extract, want: []string{weights, "overlap", "model.norm.weight"}},
+		// Renamed to a tensor the loader skips: a deleted entry would leave its bytes to no tensor.
 		{name: "decoder: missing tensor", setup: withDecoder(editDecoderHeader(func(h map[string]any) {
+			h["model.layers.1.self_attn.rotary_emb.inv_freq"] = h["model.layers.1.mlp.up_proj.weight"]
 			delete(h, "model.layers.1.mlp.up_proj.weight")
 		})), args: extract, want: []string{victimModel, "model.layers.1.mlp.up_proj.weight", "missing"}},
+		{name: "decoder: bytes of no tensor", setup: withDecoder(editDecoderHeader(func(h map[string]any) {
+			delete(h, "model.layers.1.mlp.up_proj.weight")
+		})), args: extract, want: []string{weights, "belong to no tensor"}},
 		{name: "decoder: head count does not divide the width", setup: withDecoder(editDecoderConfig(map[string]any{
 			"num_attention_heads": 3, "num_key_value_heads": 3,
 		})), args: extract, want: []string{config, "num_attention_heads"}},

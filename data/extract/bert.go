@@ -7,16 +7,16 @@
 package extract
 
 import (
-	"encoding/binary"
 	"encoding/json"
 	"fmt"
-	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/gelo-research/geloattack/engine/blas"
-	"github.com/nlpodyssey/safetensors"
+	"github.com/gelo-research/geloattack/internal/numfmt"
+	"github.com/gelo-research/geloattack/internal/safetensors"
 )
 
 // Config is the part of a HuggingFace BERT config.json that the forward pass needs.
@@ -148,14 +148,11 @@ func LoadModel(dir string, lib *blas.Library) (*Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	raw, err := os.ReadFile(path)
+	st, err := safetensors.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("model weights: %w", err)
+		return nil, err
 	}
-	st, err := safetensors.Deserialize(raw)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
+	defer st.Close()
 	m, err := newModel(cfg, st, lib)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
@@ -163,8 +160,9 @@ func LoadModel(dir string, lib *blas.Library) (*Model, error) {
 	return m, nil
 }
 
-// newModel copies the weights out of a parsed safetensors file, checking every shape.
-func newModel(cfg Config, st safetensors.SafeTensors, lib *blas.Library) (*Model, error) {
+// newModel copies the weights out of a parsed safetensors file, checking every shape and refusing
+// weights that are not finite.
+func newModel(cfg Config, st *safetensors.File, lib *blas.Library) (*Model, error) {
 	if lib == nil {
 		lib = blas.Default()
 	}
@@ -175,26 +173,19 @@ func newModel(cfg Config, st safetensors.SafeTensors, lib *blas.Library) (*Model
 		}
 	}
 	get := func(name string, shape ...int) ([]float32, error) {
-		tv, ok := st.Tensor(prefix + name)
+		t, ok := st.Tensor(prefix + name)
 		if !ok {
 			return nil, fmt.Errorf("tensor %q missing", prefix+name)
 		}
-		got := tv.Shape()
-		same := len(got) == len(shape)
-		for i := 0; same && i < len(shape); i++ {
-			same = got[i] == uint64(shape[i])
+		if !slices.Equal(t.Shape, shape) {
+			return nil, fmt.Errorf("tensor %q has shape %v, config.json implies %v", prefix+name, t.Shape, shape)
 		}
-		if !same {
-			return nil, fmt.Errorf("tensor %q has shape %v, config.json implies %v", prefix+name, got, shape)
+		out := make([]float32, t.NumElements())
+		if err := t.Float32s(out); err != nil {
+			return nil, err
 		}
-		out, err := toFloat32(tv)
-		if err != nil {
-			return nil, fmt.Errorf("tensor %q: %w", prefix+name, err)
-		}
-		for i, v := range out {
-			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
-				return nil, fmt.Errorf("tensor %q: element %d is %v", prefix+name, i, v)
-			}
+		if i := numfmt.FirstNonFinite(out); i >= 0 {
+			return nil, fmt.Errorf("tensor %q: element %d is %v", prefix+name, i, out[i])
 		}
 		return out, nil
 	}
@@ -244,32 +235,6 @@ func newModel(cfg Config, st safetensors.SafeTensors, lib *blas.Library) (*Model
 	return m, nil
 }
 
-// toFloat32 converts a little-endian F32, F16 or BF16 tensor to float32.
-func toFloat32(tv safetensors.TensorView) ([]float32, error) {
-	data := tv.Data()
-	switch tv.DType() {
-	case safetensors.F32:
-		out := make([]float32, len(data)/4)
-		for i := range out {
-			out[i] = math.Float32frombits(binary.LittleEndian.Uint32(data[4*i:]))
-		}
-		return out, nil
-	case safetensors.F16:
-		out := make([]float32, len(data)/2)
-		for i := range out {
-			out[i] = halfToFloat(binary.LittleEndian.Uint16(data[2*i:]))
-		}
-		return out, nil
-	case safetensors.BF16:
-		out := make([]float32, len(data)/2)
-		for i := range out {
-			out[i] = math.Float32frombits(uint32(binary.LittleEndian.Uint16(data[2*i:])) << 16)
-		}
-		return out, nil
-	}
-	return nil, fmt.Errorf("dtype %s: want F32, F16 or BF16", tv.DType())
-}
-
 // Hidden is the width of a hidden state (d_model).
 func (m *Model) Hidden() int { return m.Cfg.HiddenSize }
 
@@ -278,25 +243,3 @@ func (m *Model) NumLayers() int { return m.Cfg.NumLayers }
 
 // MaxLen is the longest sequence the position embeddings cover.
 func (m *Model) MaxLen() int { return m.Cfg.MaxPositions }
-
-// halfToFloat converts an IEEE 754 binary16 value to float32 exactly (subnormals, infinities and
-// NaN included).
-func halfToFloat(h uint16) float32 {
-	sign := uint32(h>>15) << 31
-	exp := uint32(h>>10) & 0x1f
-	frac := uint32(h) & 0x3ff
-	switch {
-	case exp == 0x1f: // Inf or NaN
-		return math.Float32frombits(sign | 0x7f800000 | frac<<13)
-	case exp != 0: // normal: rebias 15 -> 127
-		return math.Float32frombits(sign | (exp+112)<<23 | frac<<13)
-	case frac == 0:
-		return math.Float32frombits(sign)
-	}
-	// Subnormal: frac * 2^-24 is exact in float32.
-	v := float32(frac) * (1.0 / (1 << 24))
-	if sign != 0 {
-		v = -v
-	}
-	return v
-}

@@ -12,7 +12,7 @@ import (
 
 	"github.com/gelo-research/geloattack/data/wordpiece"
 	"github.com/gelo-research/geloattack/engine/blas"
-	"github.com/nlpodyssey/safetensors"
+	"github.com/gelo-research/geloattack/internal/safetensors"
 )
 
 // memSink keeps every text it is given.

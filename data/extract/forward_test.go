@@ -1,19 +1,21 @@
 package extract
 
 import (
+	"bytes"
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/gelo-research/geloattack/engine/blas"
-	"github.com/nlpodyssey/safetensors"
+	"github.com/gelo-research/geloattack/internal/safetensors"
 )
 
 // tinyConfig is a small BERT for tests that need no download.
@@ -77,17 +79,6 @@ func tinyWeights(cfg Config, seed uint64) map[string]struct {
 	return out
 }
 
-// encodeHalf encodes a float16-representable normal number or zero.
-func encodeHalf(v float64) uint16 {
-	if v == 0 {
-		return 0
-	}
-	b := math.Float32bits(float32(v))
-	sign := uint16(b>>16) & 0x8000
-	exp := int(b>>23&0xff) - 127 + 15
-	return sign | uint16(exp)<<10 | uint16(b>>13&0x3ff)
-}
-
 // writeTinyModel writes config.json and model.safetensors (in dtype) into a new directory.
 func writeTinyModel(t *testing.T, cfg Config, prefix string, dtype safetensors.DType, seed uint64) string {
 	t.Helper()
@@ -99,33 +90,31 @@ func writeTinyModel(t *testing.T, cfg Config, prefix string, dtype safetensors.D
 	if err := os.WriteFile(filepath.Join(dir, "config.json"), js, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	views := map[string]safetensors.TensorView{}
-	for name, w := range tinyWeights(cfg, seed) {
-		var data []byte
-		for _, v := range w.v {
-			switch dtype {
-			case safetensors.F32:
-				data = binary.LittleEndian.AppendUint32(data, math.Float32bits(float32(v)))
-			case safetensors.F16:
-				data = binary.LittleEndian.AppendUint16(data, encodeHalf(v))
-			case safetensors.BF16:
-				data = binary.LittleEndian.AppendUint16(data, uint16(math.Float32bits(float32(v))>>16))
-			}
-		}
-		shape := make([]uint64, len(w.shape))
-		for i, s := range w.shape {
-			shape[i] = uint64(s)
-		}
-		tv, err := safetensors.NewTensorView(dtype, shape, data)
-		if err != nil {
-			t.Fatal(err)
-		}
-		views[prefix+name] = tv
+	// The values are exact in every dtype, so the writer's rounding leaves them as drawn.
+	weights := tinyWeights(cfg, seed)
+	names := slices.Sorted(maps.Keys(weights))
+	specs := make([]safetensors.Spec, len(names))
+	for i, name := range names {
+		specs[i] = safetensors.Spec{Name: prefix + name, DType: dtype, Shape: weights[name].shape}
 	}
-	raw, err := safetensors.Serialize(views, map[string]string{"format": "pt"})
+	var buf bytes.Buffer
+	sw, err := safetensors.NewWriter(&buf, map[string]string{"format": "pt"}, specs)
 	if err != nil {
 		t.Fatal(err)
 	}
+	for _, name := range names {
+		x := make([]float32, len(weights[name].v))
+		for i, v := range weights[name].v {
+			x[i] = float32(v)
+		}
+		if err := sw.WriteTensor(x); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := sw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	raw := buf.Bytes()
 	if err := os.WriteFile(filepath.Join(dir, "model.safetensors"), raw, 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -384,23 +373,5 @@ func TestLoadModelRejects(t *testing.T) {
 	}
 	if _, err := LoadModel(t.TempDir(), blas.Gonum()); err == nil {
 		t.Error("empty directory accepted")
-	}
-}
-
-func TestHalfToFloat(t *testing.T) {
-	cases := map[uint16]float32{
-		0x0000: 0, 0x3c00: 1, 0xc000: -2, 0x7bff: 65504, 0x0400: 1.0 / 16384,
-		0x0001: 1.0 / 16777216, 0x83ff: -1023.0 / 16777216, 0x3555: 0.333251953125,
-	}
-	for bits, want := range cases {
-		if got := halfToFloat(bits); got != want {
-			t.Errorf("halfToFloat(%#04x) = %g, want %g", bits, got, want)
-		}
-	}
-	if !math.IsInf(float64(halfToFloat(0xfc00)), -1) || !math.IsNaN(float64(halfToFloat(0x7e00))) {
-		t.Error("infinity or NaN not preserved")
-	}
-	if math.Signbit(float64(halfToFloat(0x8000))) != true {
-		t.Error("negative zero lost its sign")
 	}
 }

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/gelo-research/geloattack/engine/blas"
-	"github.com/nlpodyssey/safetensors"
+	"github.com/gelo-research/geloattack/internal/safetensors"
 )
 
 // FuzzLoadWeights feeds arbitrary bytes as the weights file of the tiny configuration: loading
@@ -25,7 +25,7 @@ func FuzzLoadWeights(f *testing.F) {
 	f.Add([]byte("\x10\x00\x00\x00\x00\x00\x00\x00{\"a\":{\"dtype\":\"F16\",\"shape\":[1],\"data_offsets\":[0,2]}}\x00\x3c"))
 	f.Add([]byte("\xff\xff\xff\xff\xff\xff\xff\x7f{}"))
 	f.Fuzz(func(t *testing.T, raw []byte) {
-		st, err := safetensors.Deserialize(raw)
+		st, err := safetensors.Parse(raw)
 		if err != nil {
 			return
 		}

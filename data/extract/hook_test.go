@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/gelo-research/geloattack/engine/blas"
-	"github.com/nlpodyssey/safetensors"
+	"github.com/gelo-research/geloattack/internal/safetensors"
 )
 
 // exactHook computes every projection as the forward pass would (one GEMM, then the bias) and

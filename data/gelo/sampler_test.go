@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/gelo-research/geloattack/data"
+	"github.com/gelo-research/geloattack/internal/numfmt"
 	"gonum.org/v1/gonum/mat"
 )
 
@@ -379,7 +380,7 @@ func TestPartialObservationAndRounding(t *testing.T) {
 	for _, dt := range []struct {
 		dtype ObserveDtype
 		round func(float32) float32
-	}{{ObserveBF16, RoundBF16}, {ObserveFP16, RoundFP16}} {
+	}{{ObserveBF16, numfmt.RoundBF16}, {ObserveFP16, numfmt.RoundF16}} {
 		cfg.ObserveDtype = dt.dtype
 		ex := example(t, newSampler(t, c, cfg), data.Val, 4)
 		changed := 0

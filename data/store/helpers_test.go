@@ -13,6 +13,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/float16"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/gelo-research/geloattack/internal/numfmt"
 )
 
 // testText is one text of a test store.
@@ -115,7 +117,7 @@ func rawFromTexts(meta Meta, texts []testText) *rawStore {
 			r.tokID = append(r.tokID, x.tokens[k])
 			for _, v := range x.rows[k*meta.D : (k+1)*meta.D] {
 				if meta.DType == Float16 {
-					r.tokEmb = append(r.tokEmb, uint32(ToFloat16(v)))
+					r.tokEmb = append(r.tokEmb, uint32(numfmt.F32ToF16(v)))
 				} else {
 					r.tokEmb = append(r.tokEmb, math.Float32bits(v))
 				}

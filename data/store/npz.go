@@ -12,6 +12,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/gelo-research/geloattack/internal/numfmt"
 )
 
 // How ImportNPZ assigns text ids.
@@ -348,7 +350,7 @@ func readNPZText(path, key string) (npzText, error) {
 func appendFloats(dst []float32, descr string, b []byte, off, n int) []float32 {
 	if descr == "<f2" {
 		for j := off; j < off+n; j++ {
-			dst = append(dst, FromFloat16(binary.LittleEndian.Uint16(b[2*j:])))
+			dst = append(dst, numfmt.F16ToF32(binary.LittleEndian.Uint16(b[2*j:])))
 		}
 		return dst
 	}

@@ -13,6 +13,8 @@ import (
 	"testing"
 
 	"github.com/sbinet/npyio/npy"
+
+	"github.com/gelo-research/geloattack/internal/numfmt"
 )
 
 // npzArray is one array of a test npz file: a Go slice npyio can write, or float16 bits.
@@ -222,7 +224,7 @@ func TestImportNPZIsBitExactAndDropsMaskedRows(t *testing.T) {
 				// Default candidate embedding: the L2-normalised mean of the kept rows.
 				mean := make([]float64, d)
 				for j, h := range wantBits {
-					mean[j%d] += float64(FromFloat16(h))
+					mean[j%d] += float64(numfmt.F16ToF32(h))
 				}
 				var norm2 float64
 				for _, v := range mean {

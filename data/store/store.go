@@ -18,6 +18,7 @@ import (
 	"unsafe"
 
 	"github.com/gelo-research/geloattack/data"
+	"github.com/gelo-research/geloattack/internal/numfmt"
 )
 
 // tokenBatch is one tokens.arrow record batch, every column a view into the memory map.
@@ -558,11 +559,11 @@ func (s *Store) Rows(i, start, n int, dst []float32) error {
 		if tb.emb16 != nil {
 			src := tb.emb16[r0*d : (r0+k)*d]
 			if j := firstNonFinite16(src); j >= 0 {
-				return s.nonFiniteRow(i, tb, r0, j, FromFloat16(src[j]))
+				return s.nonFiniteRow(i, tb, r0, j, numfmt.F16ToF32(src[j]))
 			}
 			out = out[:len(src)]
 			for j, h := range src {
-				out[j] = FromFloat16(h)
+				out[j] = numfmt.F16ToF32(h)
 			}
 		} else {
 			copy(out, tb.emb32[r0*d:(r0+k)*d])
@@ -590,7 +591,7 @@ func (s *Store) RawRows(i, start, n int, dst any) error {
 		return s.segments(i, start, n, func(tb *tokenBatch, r0, k int) error {
 			src := tb.emb16[r0*d : (r0+k)*d]
 			if j := firstNonFinite16(src); j >= 0 {
-				return s.nonFiniteRow(i, tb, r0, j, FromFloat16(src[j]))
+				return s.nonFiniteRow(i, tb, r0, j, numfmt.F16ToF32(src[j]))
 			}
 			copy(out, src)
 			out = out[k*d:]

@@ -9,6 +9,8 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
+
+	"github.com/gelo-research/geloattack/internal/numfmt"
 )
 
 // checkStore compares every value a Store returns with the texts it was written from. want
@@ -35,7 +37,7 @@ func checkStore(t *testing.T, s *Store, texts []testText) {
 		for j, v := range x.rows {
 			want := v
 			if s.Meta().DType == Float16 {
-				want = FromFloat16(ToFloat16(v))
+				want = numfmt.F16ToF32(numfmt.F32ToF16(v))
 			}
 			if math.Float32bits(rows[j]) != math.Float32bits(want) {
 				t.Fatalf("text %d row %d col %d: %v (%#x), want %v (%#x)", x.id, j/d, j%d, rows[j], math.Float32bits(rows[j]), want, math.Float32bits(want))
@@ -47,8 +49,8 @@ func checkStore(t *testing.T, s *Store, texts []testText) {
 				t.Fatal(err)
 			}
 			for j, v := range x.rows {
-				if raw[j] != ToFloat16(v) {
-					t.Fatalf("text %d raw %d: %#04x, want %#04x", x.id, j, raw[j], ToFloat16(v))
+				if raw[j] != numfmt.F32ToF16(v) {
+					t.Fatalf("text %d raw %d: %#04x, want %#04x", x.id, j, raw[j], numfmt.F32ToF16(v))
 				}
 			}
 		}
@@ -159,8 +161,8 @@ func TestWriterOutputReadsWithArrowGo(t *testing.T) {
 			}
 		}
 		for j, v := range x.rows {
-			if bits[k*d+j] != ToFloat16(v) {
-				t.Fatalf("text %d value %d: %#04x, want %#04x", x.id, j, bits[k*d+j], ToFloat16(v))
+			if bits[k*d+j] != numfmt.F32ToF16(v) {
+				t.Fatalf("text %d value %d: %#04x, want %#04x", x.id, j, bits[k*d+j], numfmt.F32ToF16(v))
 			}
 		}
 		k += len(x.tokens)

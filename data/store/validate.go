@@ -11,6 +11,8 @@ import (
 	"time"
 	"unicode/utf8"
 	"unsafe"
+
+	"github.com/gelo-research/geloattack/internal/numfmt"
 )
 
 // scanChunk is how many token rows Validate checks between progress reports and cancellation
@@ -220,7 +222,7 @@ func firstNonFinite(tb *tokenBatch, r, d int) (int, float32) {
 	if tb.emb16 != nil {
 		row := tb.emb16[r*d : (r+1)*d]
 		if j := firstNonFinite16(row); j >= 0 {
-			return j, FromFloat16(row[j])
+			return j, numfmt.F16ToF32(row[j])
 		}
 		return -1, 0
 	}

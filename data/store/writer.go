@@ -17,6 +17,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/gelo-research/geloattack/internal/numfmt"
 	"github.com/gelo-research/geloattack/internal/safefile"
 )
 
@@ -221,7 +222,7 @@ func (w *Writer) AddTextAt(textID int64, text string, hasText bool, positions, t
 		if w.meta.DType == Float16 {
 			out = out[:2*len(row)]
 			for j, v := range row {
-				binary.LittleEndian.PutUint16(out[2*j:], ToFloat16(v))
+				binary.LittleEndian.PutUint16(out[2*j:], numfmt.F32ToF16(v))
 			}
 		} else {
 			out = out[:4*len(row)]

@@ -33,6 +33,7 @@ import (
 	"github.com/gelo-research/geloattack/data"
 	"github.com/gelo-research/geloattack/data/store"
 	"github.com/gelo-research/geloattack/data/synth/synthcfg"
+	"github.com/gelo-research/geloattack/internal/numfmt"
 )
 
 // Config describes a synthetic corpus (data/synth/synthcfg, the schema leaf run configs read).
@@ -172,7 +173,7 @@ func (m *model) finishRow(dst, u []float32, rho float64) {
 		dst[j] = s * v
 	}
 	if m.cfg.DType == store.Float16 {
-		store.RoundFloat16(dst)
+		numfmt.RoundF16s(dst)
 	}
 }
 

@@ -3,14 +3,13 @@ package hf
 import (
 	"encoding/binary"
 	"encoding/json"
-	"math"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
-	"github.com/gelo-research/geloattack/data/store"
+	"github.com/gelo-research/geloattack/internal/numfmt"
 	"github.com/gelo-research/geloattack/models/llama"
 )
 
@@ -58,30 +57,14 @@ func TestRoundTrip(t *testing.T) {
 				w := v
 				switch dtype {
 				case BF16:
-					w = bf16Value(v)
+					w = numfmt.RoundBF16(v)
 				case F16:
-					w = store.FromFloat16(store.ToFloat16(v))
+					w = numfmt.RoundF16(v)
 				}
 				if have[j] != w {
 					t.Fatalf("%s: %s[%d] = %v, want %v", dtype, sp.name, j, have[j], w)
 				}
 			}
-		}
-	}
-}
-
-func bf16Value(v float32) float32 { return math.Float32frombits(uint32(floatToBF16(v)) << 16) }
-
-// bfloat16 rounding is to nearest, ties to even.
-func TestFloatToBF16(t *testing.T) {
-	for _, c := range []struct {
-		in   uint32
-		want uint16
-	}{
-		{0x3f800000, 0x3f80}, {0x3f808000, 0x3f80}, {0x3f818000, 0x3f82}, {0x3f808001, 0x3f81}, {0x7f7fffff, 0x7f80},
-	} {
-		if got := floatToBF16(math.Float32frombits(c.in)); got != c.want {
-			t.Errorf("%#x -> %#x, want %#x", c.in, got, c.want)
 		}
 	}
 }
@@ -242,10 +225,59 @@ func TestHostileWeights(t *testing.T) {
 		})
 	}
 	// A tensor the config needs but the file lacks.
+	const kb = "model.layers.1.self_attn.k_proj.bias"
 	dir, _ := writeModel(t, smallConfig(), F32)
-	rewriteHeader(t, filepath.Join(dir, WeightsFile), func(h map[string]any) { delete(h, "model.layers.1.self_attn.k_proj.bias") })
-	_, err := Load(dir, nil)
-	wantErr(t, err, filepath.Join(dir, WeightsFile), "model.layers.1.self_attn.k_proj.bias", "missing")
+	path := filepath.Join(dir, WeightsFile)
+	all, err := ReadTensors(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for n := range all {
+		if n != kb {
+			names = append(names, n)
+		}
+	}
+	slices.Sort(names)
+	writeTensors(t, path, names, all)
+	_, err = Load(dir, nil)
+	wantErr(t, err, path, kb, "missing")
+	// Only deleting its header entry leaves its bytes to no tensor, which the format forbids.
+	dir, _ = writeModel(t, smallConfig(), F32)
+	path = filepath.Join(dir, WeightsFile)
+	rewriteHeader(t, path, func(h map[string]any) { delete(h, kb) })
+	_, err = Load(dir, nil)
+	wantErr(t, err, path, "belong to no tensor")
+}
+
+// A tied model whose file stores lm_head.weight anyway loads when it equals the embedding (it
+// sorts before model.embed_tokens.weight, so the check waits for the whole file) and is refused
+// when it differs.
+func TestTiedHeadStored(t *testing.T) {
+	cfg := smallConfig()
+	cfg["tie_word_embeddings"] = true
+	dir, m := writeModel(t, cfg, F32)
+	path := filepath.Join(dir, WeightsFile)
+	all, err := ReadTensors(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all["lm_head.weight"] = all["model.embed_tokens.weight"]
+	names := slices.Sorted(mapsKeys(all))
+	writeTensors(t, path, names, all)
+	got, err := Load(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got.Embed, m.Embed) {
+		t.Fatal("embedding differs")
+	}
+	head := slices.Clone(all["lm_head.weight"].Data)
+	head[len(head)-1]++
+	all["lm_head.weight"] = Tensor{Shape: all["lm_head.weight"].Shape, Data: head}
+	writeTensors(t, path, names, all)
+	_, err = Load(dir, nil)
+	wantErr(t, err, path, "lm_head.weight", "differs from model.embed_tokens.weight at row 49")
 }
 
 // Hostile or unsupported configs are refused naming config.json and the key.

@@ -1,23 +1,22 @@
 package hf
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/gelo-research/geloattack/engine/blas"
+	"github.com/gelo-research/geloattack/internal/safetensors"
 	"github.com/gelo-research/geloattack/models/llama"
 )
 
 // File names of a Hugging Face model directory.
 const (
 	ConfigFile  = "config.json"
-	WeightsFile = "model.safetensors"
-	IndexFile   = "model.safetensors.index.json"
+	WeightsFile = safetensors.SingleFile
+	IndexFile   = safetensors.IndexFile
 )
 
 // LoadConfig reads dir/config.json.
@@ -99,7 +98,7 @@ func Load(dir string, lib *blas.Library) (*llama.Model, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, ConfigFile), err)
 	}
-	files, owner, err := weightFiles(dir)
+	set, err := safetensors.FindSet(dir)
 	if err != nil {
 		return nil, err
 	}
@@ -109,126 +108,84 @@ func Load(dir string, lib *blas.Library) (*llama.Model, error) {
 		byName[want[i].name] = &want[i]
 	}
 	loaded := make(map[string]bool, len(want))
-	for _, path := range files {
-		if err := loadShard(path, owner, byName, loaded, m); err != nil {
-			return nil, err
+	tiedHead := "" // the file of a stored lm_head.weight of a tied model
+	err = set.Each(func(path string, t safetensors.Tensor) error {
+		if t.Name == "lm_head.weight" && cfg.TiedEmbeddings {
+			tiedHead = path
+			return nil
 		}
+		ok, err := loadTensor(t, byName, m)
+		loaded[t.Name] = ok
+		return err
+	})
+	if err != nil {
+		return nil, err
 	}
 	for _, s := range want {
 		if !loaded[s.name] {
-			where := filepath.Join(dir, WeightsFile)
-			if owner != nil {
-				where = filepath.Join(dir, IndexFile)
+			where := set.Files[0]
+			if set.Index != "" {
+				where = set.Index
 			}
 			return nil, fmt.Errorf("%s: tensor %q missing (config.json %s implies it)", where, s.name, cfg.Architecture)
+		}
+	}
+	if tiedHead != "" {
+		// Some tied checkpoints store the output projection anyway; it must be the embedding,
+		// which is only known once every file is read (lm_head sorts before model.*).
+		if err := checkTiedHead(tiedHead, m); err != nil {
+			return nil, err
 		}
 	}
 	return m, nil
 }
 
-// loadShard converts every tensor of one file into the model. owner (from the index) says which
-// file each tensor must come from; nil for a single file.
-func loadShard(path string, owner map[string]string, byName map[string]*tensorSpec, loaded map[string]bool, m *llama.Model) error {
-	s, err := openShard(path)
+// checkTiedHead checks that the lm_head.weight in path equals the loaded embedding.
+func checkTiedHead(path string, m *llama.Model) error {
+	f, err := safetensors.Open(path)
 	if err != nil {
 		return err
 	}
-	defer s.close()
-	names := make([]string, 0, len(s.tensors))
-	for n := range s.tensors {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, name := range names {
-		t := s.tensors[name]
-		if owner != nil && owner[name] != filepath.Base(path) {
-			return fmt.Errorf("%s: tensor %q is not listed for this file in %s", path, name, IndexFile)
-		}
-		spec, ok := byName[name]
-		if !ok {
-			if ignorable(name) {
-				continue
-			}
-			if name == "lm_head.weight" && m.Cfg.TiedEmbeddings {
-				// Some tied checkpoints store the output projection anyway; it must be the embedding.
-				if err := sameAsEmbedding(s, t, m); err != nil {
-					return fmt.Errorf("%s: %w", path, err)
-				}
-				continue
-			}
-			return fmt.Errorf("%s: unexpected tensor %q (not part of a %s with this config.json)", path, name, m.Cfg.Architecture)
-		}
-		if !slices.Equal(t.shape, spec.shape) {
-			return fmt.Errorf("%s: tensor %q has shape %v, config.json implies %v", path, name, t.shape, spec.shape)
-		}
-		if loaded[name] {
-			return fmt.Errorf("%s: tensor %q appears in two files", path, name)
-		}
-		if err := s.convert(t, spec.get(m)); err != nil {
-			return fmt.Errorf("%s: %w", path, err)
-		}
-		loaded[name] = true
+	defer f.Close()
+	t, _ := f.Tensor("lm_head.weight")
+	if err := sameAsEmbedding(t, m); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
 	}
 	return nil
 }
 
-func sameAsEmbedding(s *shard, t tensorInfo, m *llama.Model) error {
+// loadTensor converts t into the model and reports whether it is one of the model's weights
+// (false for a tensor the forward pass has no use for, checked and skipped). The set has already
+// checked that no tensor comes from two files.
+func loadTensor(t safetensors.Tensor, byName map[string]*tensorSpec, m *llama.Model) (bool, error) {
+	spec, ok := byName[t.Name]
+	if !ok {
+		if ignorable(t.Name) {
+			return false, nil
+		}
+		return false, fmt.Errorf("unexpected tensor %q (not part of a %s with this config.json)", t.Name, m.Cfg.Architecture)
+	}
+	if !slices.Equal(t.Shape, spec.shape) {
+		return false, fmt.Errorf("tensor %q has shape %v, config.json implies %v", t.Name, t.Shape, spec.shape)
+	}
+	return true, convert(t, spec.get(m))
+}
+
+// sameAsEmbedding checks, a row at a time (the matrix can be gigabytes), that t equals the
+// model's embedding.
+func sameAsEmbedding(t safetensors.Tensor, m *llama.Model) error {
 	c := m.Cfg
-	if !slices.Equal(t.shape, []int{c.VocabSize, c.Hidden}) {
-		return fmt.Errorf("tensor %q has shape %v, want [%d %d] (tie_word_embeddings)", t.name, t.shape, c.VocabSize, c.Hidden)
+	if !slices.Equal(t.Shape, []int{c.VocabSize, c.Hidden}) {
+		return fmt.Errorf("tensor %q has shape %v, want [%d %d] (tie_word_embeddings)", t.Name, t.Shape, c.VocabSize, c.Hidden)
 	}
 	x := make([]float32, c.Hidden)
 	for r := 0; r < c.VocabSize; r++ {
-		row := t
-		sz := (t.end - t.begin) / c.VocabSize
-		row.begin, row.end = t.begin+r*sz, t.begin+(r+1)*sz
-		if err := s.convert(row, x); err != nil {
+		if err := convertAt(t, r*c.Hidden, x); err != nil {
 			return err
 		}
 		if !slices.Equal(x, m.Embed[r*c.Hidden:(r+1)*c.Hidden]) {
-			return fmt.Errorf("tensor %q differs from model.embed_tokens.weight at row %d but tie_word_embeddings is true", t.name, r)
+			return fmt.Errorf("tensor %q differs from model.embed_tokens.weight at row %d but tie_word_embeddings is true", t.Name, r)
 		}
 	}
 	return nil
-}
-
-// weightFiles lists the safetensors files of dir: the shards of model.safetensors.index.json in
-// order, with the file each tensor belongs to, or model.safetensors alone (owner nil).
-func weightFiles(dir string) (files []string, owner map[string]string, err error) {
-	idx := filepath.Join(dir, IndexFile)
-	raw, err := os.ReadFile(idx)
-	if os.IsNotExist(err) {
-		p := filepath.Join(dir, WeightsFile)
-		if _, err := os.Stat(p); err != nil {
-			return nil, nil, fmt.Errorf("model directory %s: neither %s nor %s", dir, WeightsFile, IndexFile)
-		}
-		return []string{p}, nil, nil
-	}
-	if err != nil {
-		return nil, nil, err
-	}
-	var ix struct {
-		WeightMap map[string]string `json:"weight_map"`
-	}
-	if err := json.Unmarshal(raw, &ix); err != nil {
-		return nil, nil, fmt.Errorf("%s: %w", idx, err)
-	}
-	if len(ix.WeightMap) == 0 {
-		return nil, nil, fmt.Errorf("%s: weight_map empty or missing", idx)
-	}
-	seen := map[string]bool{}
-	for name, file := range ix.WeightMap {
-		if file == "" || file != filepath.Base(file) || strings.HasPrefix(file, ".") {
-			return nil, nil, fmt.Errorf("%s: weight_map[%q] = %q: want a file name in the directory", idx, name, file)
-		}
-		if !seen[file] {
-			seen[file] = true
-			files = append(files, file)
-		}
-	}
-	sort.Strings(files)
-	for i, f := range files {
-		files[i] = filepath.Join(dir, f)
-	}
-	return files, ix.WeightMap, nil
 }

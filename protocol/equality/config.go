@@ -8,7 +8,7 @@ import (
 	"strconv"
 
 	"github.com/gelo-research/geloattack/data/extract"
-	"github.com/gelo-research/geloattack/data/gelo"
+	"github.com/gelo-research/geloattack/internal/numfmt"
 )
 
 // Storage precisions of the accelerator (Config.Precisions).
@@ -220,12 +220,8 @@ func (c Config) mixes() []Mix {
 func roundTo(p string, x []float32) {
 	switch p {
 	case BF16:
-		for i, v := range x {
-			x[i] = gelo.RoundBF16(v)
-		}
+		numfmt.RoundBF16s(x)
 	case FP16:
-		for i, v := range x {
-			x[i] = gelo.RoundFP16(v)
-		}
+		numfmt.RoundF16s(x)
 	}
 }

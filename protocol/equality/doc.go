@@ -26,7 +26,7 @@
 //     A, A^-1, the mix and the unmix are float32 (GEMMs with float32 accumulation). A^-1 is A^T
 //     for orthogonal A, else computed (LU with partial pivoting, then the inverse, in float64 from
 //     the A the trusted side holds; rounded to float32 for "fp32").
-//   - Storage rounding is round-to-nearest-even (data/gelo.RoundBF16, RoundFP16); fp16 keeps its
+//   - Storage rounding is round-to-nearest-even (internal/numfmt.RoundBF16, RoundF16); fp16 keeps its
 //     range (overflow to infinity, subnormals), and a text whose output is not finite is counted,
 //     not averaged. The float64 mix result is rounded to float32 before bf16/fp16, as a GPU
 //     converting a float32 tensor would. Weights stay float32 unless Config.RoundWeights.

@@ -1,7 +1,7 @@
 package equality
 
 import (
-	"encoding/binary"
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -14,7 +14,7 @@ import (
 	"github.com/gelo-research/geloattack/data/extract"
 	"github.com/gelo-research/geloattack/data/wordpiece"
 	"github.com/gelo-research/geloattack/engine/blas"
-	"github.com/nlpodyssey/safetensors"
+	"github.com/gelo-research/geloattack/internal/safetensors"
 )
 
 // tinyConfig is a random-weights BERT small enough for every test to run all runs in well under a
@@ -38,7 +38,8 @@ func tinyModel(t testing.TB, cfg extract.Config, seed uint64, biasStd float64) *
 		t.Fatal(err)
 	}
 	r := rand.New(rand.NewPCG(seed, 7))
-	views := map[string]safetensors.TensorView{}
+	var specs []safetensors.Spec
+	var data [][]float32
 	add := func(name string, shape ...int) {
 		n := 1
 		for _, s := range shape {
@@ -53,23 +54,16 @@ func tinyModel(t testing.TB, cfg extract.Config, seed uint64, biasStd float64) *
 		case len(shape) == 2 && !strings.Contains(name, "embeddings"):
 			std = 1 / math.Sqrt(float64(shape[1]))
 		}
-		data := make([]byte, 0, 4*n)
-		for i := 0; i < n; i++ {
+		x := make([]float32, n)
+		for i := range x {
 			v := std * r.NormFloat64()
 			if strings.HasSuffix(name, "LayerNorm.weight") {
 				v = 1 + 0.1*r.NormFloat64()
 			}
-			data = binary.LittleEndian.AppendUint32(data, math.Float32bits(float32(v)))
+			x[i] = float32(v)
 		}
-		us := make([]uint64, len(shape))
-		for i, s := range shape {
-			us[i] = uint64(s)
-		}
-		tv, err := safetensors.NewTensorView(safetensors.F32, us, data)
-		if err != nil {
-			t.Fatal(err)
-		}
-		views[name] = tv
+		specs = append(specs, safetensors.Spec{Name: name, DType: safetensors.F32, Shape: shape})
+		data = append(data, x)
 	}
 	h, f := cfg.HiddenSize, cfg.IntermediateSize
 	add("embeddings.word_embeddings.weight", cfg.VocabSize, h)
@@ -94,11 +88,20 @@ func tinyModel(t testing.TB, cfg extract.Config, seed uint64, biasStd float64) *
 		add(p+"output.LayerNorm.weight", h)
 		add(p+"output.LayerNorm.bias", h)
 	}
-	raw, err := safetensors.Serialize(views, map[string]string{"format": "pt"})
+	var raw bytes.Buffer
+	sw, err := safetensors.NewWriter(&raw, map[string]string{"format": "pt"}, specs)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "model.safetensors"), raw, 0o644); err != nil {
+	for _, x := range data {
+		if err := sw.WriteTensor(x); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := sw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "model.safetensors"), raw.Bytes(), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	m, err := extract.LoadModel(dir, blas.Default())
