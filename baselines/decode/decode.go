@@ -88,15 +88,15 @@ func (a *attack) samplers(ctx context.Context, texts [][]int, opt Options) (map[
 		if len(toks) == 0 {
 			return nil, fmt.Errorf("decode: text %d is empty", i)
 		}
-		rows, err := a.m.Rows(toks, a.upto) // per block: (len(toks), d)
-		if err != nil {
-			return nil, fmt.Errorf("decode: text %d: %w", i, err)
-		}
 		id := int64(i)
 		if opt.TextIDs != nil {
 			id = opt.TextIDs[i]
 		}
-		for l := range corpora {
+		rows, err := a.deployerRows(opt.Deployer, id, toks) // per block: (len(toks), d)
+		if err != nil {
+			return nil, fmt.Errorf("decode: text %d (id %d): %w", i, id, err)
+		}
+		for _, l := range a.blocks {
 			if err := corpora[l].Add(id, rows[l], []float32{0}); err != nil {
 				return nil, fmt.Errorf("decode: text %d: %w", i, err)
 			}
@@ -214,4 +214,25 @@ func toDense(x []float32, n, d int) *mat.Dense {
 		out.RawMatrix().Data[i] = float64(v)
 	}
 	return out
+}
+
+// deployerRows are the rows the deployer mixed of one text at every block < a.upto (nil at the
+// blocks not attacked when they come from dep): the model's own forward, or dep's rows, which
+// another stack computed, at the attacked blocks.
+func (a *attack) deployerRows(dep Deployer, id int64, toks []int) ([][]float32, error) {
+	if dep == nil {
+		return a.m.Rows(toks, a.upto)
+	}
+	rows := make([][]float32, a.upto)
+	for _, l := range a.blocks {
+		r, err := dep.Rows(id, toks, l)
+		if err != nil {
+			return nil, err
+		}
+		if len(r) != len(toks)*a.d {
+			return nil, fmt.Errorf("block %d: %d deployer values for %d tokens of width %d", l, len(r), len(toks), a.d)
+		}
+		rows[l] = r
+	}
+	return rows, nil
 }

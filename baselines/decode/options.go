@@ -86,6 +86,17 @@ type Options struct {
 	// Recompute, when > 0, is rho at every attacked block instead: the attacker's own bound on
 	// the relative distance between its rows and the deployer's. It must be below 1.
 	Recompute float64
+	// Deployer, when set, supplies the rows the deployer mixed (computed by another stack, e.g.
+	// bench/torch_deploy.py); nil: the model's own forward computes them. The attacker's
+	// candidate rows always come from the model.
+	Deployer Deployer
+}
+
+// Deployer is the source of the rows a deployer mixed, when they are not the attacker's model's.
+type Deployer interface {
+	// Rows returns text id's rows at block l, (len(tokens), d), checked to be the rows of these
+	// tokens at positions 0, 1, ...
+	Rows(id int64, tokens []int, l int) ([]float32, error)
 }
 
 // scoring is what ranks a prefix's extensions and measures a step's lead, the end's lead and the

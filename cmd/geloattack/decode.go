@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -8,11 +9,14 @@ import (
 	"io"
 	"math"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/gelo-research/geloattack/baselines/decode"
+	"github.com/gelo-research/geloattack/checkpoints"
 	"github.com/gelo-research/geloattack/data"
+	"github.com/gelo-research/geloattack/data/deployer"
 	"github.com/gelo-research/geloattack/data/extract"
 	"github.com/gelo-research/geloattack/engine/blas"
 	"github.com/gelo-research/geloattack/internal/field"
@@ -66,6 +70,8 @@ func decodeFlags(fs *flag.FlagSet) runFunc {
 		out        = fs.String("out", "", "write the per-batch results as JSON to this file")
 		precision  = fs.String("deployer-precision", fptol.PrecisionFP32, "the deployer's declared compute precision, fp32, bf16 or fp16: every absolute test allows the recomputation error rho = fptol.Recompute(precision, block, d) between the deployer's rows and the attacker's")
 		rho        = fs.Float64("recompute-error", 0, "recomputation error rho at every attacked block, in [0, 1): the attacker's own bound on ||x_att - x_dep|| / ||x_dep||; left out (0): from -deployer-precision")
+		depTexts   = fs.String("deployer-texts", "", "write the texts decode would attack (token ids, as JSON lines) to this file for an external deployer (bench/torch_deploy.py --tokens FILE) and stop")
+		depRows    = fs.String("deployer-rows", "", "attack the rows an external deployer computed (bench/torch_deploy.py --out DIR, attn-input rows of every attacked block, BOS kept) instead of the model's own forward; -deployer-precision defaults to the deployer's dtype")
 	)
 	over := addSamplerOverrides(fs, "texts per batch", false)
 	return func(ctx context.Context, _ []string) error {
@@ -137,6 +143,24 @@ func decodeFlags(fs *flag.FlagSet) runFunc {
 		if len(ids) < 8 {
 			return fmt.Errorf("decode: %s gave %d texts of at least 2 tokens, want at least 8", *texts, len(ids))
 		}
+		if *depTexts != "" {
+			return writeDeployerTexts(*depTexts, tok, ids, textIDs)
+		}
+		var dep decode.Deployer
+		if *depRows != "" {
+			rows, err := deployer.ReadRows(ctx, *depRows, deployer.AttnInput, blocks)
+			if err != nil {
+				return fmt.Errorf("decode: -deployer-rows: %w", err)
+			}
+			if err := rows.Info.CheckModel(*modelDir); err != nil {
+				return fmt.Errorf("decode: -deployer-rows: %w", err)
+			}
+			if !flagWasSet(fs, "deployer-precision") {
+				*precision = rows.Info.DType
+			}
+			fmt.Fprintf(os.Stderr, "decode: the deployer's rows: %s, from %s\n", rows.Info.Stack(), *depRows)
+			dep = deployerRows{rows}
+		}
 		lm, err := decode.NewLlama(m, *maxTokens)
 		if err != nil {
 			return err
@@ -165,7 +189,7 @@ func decodeFlags(fs *flag.FlagSet) runFunc {
 		fmt.Fprintf(os.Stderr, "decode: recomputation error rho (deployer %s%s): %s\n", *precision,
 			map[bool]string{true: ", -recompute-error", false: ""}[*rho > 0], strings.Join(bounds, ", "))
 		res, err := decode.Run(ctx, lm, ids, decode.Options{Sampler: sc, Split: split, Batches: *batches, Blocks: blocks,
-			DeployerPrecision: *precision, Recompute: *rho,
+			DeployerPrecision: *precision, Recompute: *rho, Deployer: dep,
 			Beam: *beam, Branch: *branch, ClaimLead: *claimLead, TextIDs: textIDs, Rank: *rank, RankBag: *rankBagN, OrderTopK: *orderTopK, MaxSteps: *maxSteps, Joint: *joint, NoOrderMargin: *noOrder, BagOnly: *bagOnly,
 			Progress: func(line string) { fmt.Fprintln(os.Stderr, "decode: "+line) }})
 		if err != nil {
@@ -226,4 +250,42 @@ func printDecode(w io.Writer, res []decode.BatchResult, bagOnly bool) {
 	}
 	fmt.Fprintf(w, "\ntotal: %d texts in %d batches: exact %.3f, token accuracy %.3f, %d claims (%d right), %d candidate forwards in %.1f s (%.0f/s)\n",
 		texts, len(res), exact/float64(texts), acc/float64(texts), claims, right, fw, secs, float64(fw)/secs)
+}
+
+// deployerRows adapts an external deployer's rows to decode.Deployer.
+type deployerRows struct{ r *deployer.Rows }
+
+// Rows returns text id's rows at block l, checked against the attacker's tokens.
+func (d deployerRows) Rows(id int64, toks []int, l int) ([]float32, error) {
+	return d.r.Text(id, toks, l)
+}
+
+// writeDeployerTexts writes the texts decode attacks as an external deployer's input: each text's
+// source id, token ids, and how many leading tokens are the tokenizer's special prefix.
+func writeDeployerTexts(path string, tok extract.Tokenizer, ids [][]int, textIDs []int64) error {
+	prefix, err := tok.Encode("", true)
+	if err != nil {
+		return fmt.Errorf("decode: -deployer-texts: %w", err)
+	}
+	texts := make([]deployer.Text, len(ids))
+	for i, t := range ids {
+		toks := make([]int32, len(t))
+		for j, v := range t {
+			toks[j] = int32(v)
+		}
+		bos := 0
+		if len(t) > len(prefix) && slices.Equal(t[:len(prefix)], prefix) {
+			bos = len(prefix)
+		}
+		texts[i] = deployer.Text{ID: textIDs[i], Tokens: toks, BOS: bos}
+	}
+	var buf bytes.Buffer
+	if err := deployer.WriteTexts(&buf, texts); err != nil {
+		return fmt.Errorf("decode: -deployer-texts %s: %w", path, err)
+	}
+	if err := checkpoints.WriteFileAtomic(path, buf.Bytes()); err != nil {
+		return fmt.Errorf("decode: -deployer-texts: %w", err)
+	}
+	fmt.Fprintf(os.Stderr, "decode: wrote %d texts for the deployer to %s\n", len(texts), path)
+	return nil
 }

@@ -279,3 +279,62 @@ func RelErrBound(dtype string, depth, width int) (float64, error) {
 	}
 	return rho, nil
 }
+
+// Rows is one point's rows of a deployer run, by block and text id, held in memory for an attack
+// that mixes them itself (decode -deployer-rows).
+type Rows struct {
+	Info Info
+	// byBlock[block][text id] is the text's kept rows.
+	byBlock map[int]map[int64]store.NPZRows
+}
+
+// ReadRows reads point's rows of every block in blocks from the deployer run in dir.
+func ReadRows(ctx context.Context, dir, point string, blocks []int) (*Rows, error) {
+	in, err := ReadInfo(dir)
+	if err != nil {
+		return nil, err
+	}
+	r := &Rows{Info: in, byBlock: map[int]map[int64]store.NPZRows{}}
+	for _, b := range blocks {
+		src, err := in.PointDir(dir, point, b)
+		if err != nil {
+			return nil, err
+		}
+		texts, err := store.ReadNPZDir(ctx, src)
+		if err != nil {
+			return nil, fmt.Errorf("deployer rows: %w", err)
+		}
+		m := make(map[int64]store.NPZRows, len(texts))
+		for _, t := range texts {
+			if t.D != in.HiddenSize {
+				return nil, fmt.Errorf("deployer rows %s: text %d: rows of width %d, deployer.json says hidden_size %d", src, t.ID, t.D, in.HiddenSize)
+			}
+			m[t.ID] = t
+		}
+		r.byBlock[b] = m
+	}
+	return r, nil
+}
+
+// Text returns text id's rows at block (rows: (len(tokens), d)), checking that the deployer saw
+// exactly these tokens at positions 0, 1, ...: every row, none dropped as BOS, for an attack that
+// needs the whole text.
+func (r *Rows) Text(id int64, tokens []int, block int) ([]float32, error) {
+	m, ok := r.byBlock[block]
+	if !ok {
+		return nil, fmt.Errorf("deployer rows: block %d not read", block)
+	}
+	t, ok := m[id]
+	if !ok {
+		return nil, fmt.Errorf("deployer rows: block %d: no rows of text %d (the deployer's input had %d texts; write it from the same -texts and -max-tokens)", block, id, len(m))
+	}
+	if len(t.Tokens) != len(tokens) {
+		return nil, fmt.Errorf("deployer rows: block %d text %d: %d rows for %d tokens (bos %s: rerun the deployer without --drop-bos)", block, id, len(t.Tokens), len(tokens), r.Info.BOS)
+	}
+	for p, tok := range tokens {
+		if t.Positions[p] != int32(p) || t.Tokens[p] != int32(tok) {
+			return nil, fmt.Errorf("deployer rows: block %d text %d: row %d is token %d at position %d, the attacker's is token %d at %d", block, id, p, t.Tokens[p], t.Positions[p], tok, p)
+		}
+	}
+	return t.Rows, nil
+}

@@ -381,3 +381,43 @@ func intValues(a npyArray, name string) ([]int64, error) {
 	}
 	return out, nil
 }
+
+// NPZRows is one text of a reference-layout .npz file read whole into memory: its kept rows
+// (attention_mask 1) with their positions and token ids.
+type NPZRows struct {
+	// ID is the text id, from the file name's last number.
+	ID int64
+	// D is the row width.
+	D int
+	// Positions and Tokens are per kept row.
+	Positions, Tokens []int32
+	// Rows are the kept rows: (len(Tokens), D), float16 inputs widened exactly.
+	Rows []float32
+}
+
+// ReadNPZDir reads every .npz text of dir (the layout ImportNPZ reads, `embeddings` rows) into
+// memory, text ids from the file names (IDsName: a name without a number, or two files naming one
+// id, is an error), in text-id order: for a caller that attacks rows as they are instead of
+// through a store. Every file must hold rows of one width.
+func ReadNPZDir(ctx context.Context, dir string) ([]NPZRows, error) {
+	files, ids, _, err := listNPZ(dir, IDsName)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", dir, err)
+	}
+	out := make([]NPZRows, 0, len(files))
+	for i, name := range files {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		t, err := readNPZText(filepath.Join(dir, name), "embeddings")
+		if err != nil {
+			return nil, fmt.Errorf("read %s: %s: %w", dir, name, err)
+		}
+		if len(out) > 0 && t.d != out[0].D {
+			return nil, fmt.Errorf("read %s: %s: rows of width %d, %s's are %d", dir, name, t.d, files[0], out[0].D)
+		}
+		out = append(out, NPZRows{ID: ids[i], D: t.d, Positions: t.positions, Tokens: t.tokens, Rows: t.rows})
+	}
+	sort.Slice(out, func(a, b int) bool { return out[a].ID < out[b].ID })
+	return out, nil
+}

@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -351,5 +352,54 @@ func TestParseNPYHeader(t *testing.T) {
 		if !c.bad && (a.descr != c.descr || fmt.Sprint(a.shape) != fmt.Sprint(c.shape)) {
 			t.Fatalf("%q: %s %v", c.in, a.descr, a.shape)
 		}
+	}
+}
+
+// ReadNPZDir reads the same files ImportNPZ imports, in memory: text-id order, the unmasked rows
+// widened exactly, their positions and tokens; it refuses a name without a number.
+func TestReadNPZDir(t *testing.T) {
+	const d = 5
+	src := t.TempDir()
+	names := []string{"text_00007.npz", "text_00003.npz", "text_00012.npz"}
+	refs := makeRefTexts(4, names, d)
+	for i, r := range refs {
+		r.mask[0] = int8(i % 2) // texts 0 and 2 drop their first row
+		r.write(t, src, i == 1, nil)
+	}
+	got, err := ReadNPZDir(t.Context(), src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 3 || got[0].ID != 3 || got[1].ID != 7 || got[2].ID != 12 {
+		t.Fatalf("ids %v, want 3 7 12", []int64{got[0].ID, got[1].ID, got[2].ID})
+	}
+	for _, r := range refs {
+		var id int64
+		fmt.Sscanf(r.name, "text_%d.npz", &id)
+		k := slices.IndexFunc(got, func(g NPZRows) bool { return g.ID == id })
+		g := got[k]
+		var j int
+		for p, keep := range r.mask {
+			if keep == 0 {
+				continue
+			}
+			if g.Positions[j] != int32(p) || g.Tokens[j] != r.tokens[p] {
+				t.Fatalf("%s row %d: position %d token %d, want %d %d", r.name, j, g.Positions[j], g.Tokens[j], p, r.tokens[p])
+			}
+			for c := 0; c < d; c++ {
+				if w := numfmt.F16ToF32(r.raw[p*d+c]); math.Float32bits(g.Rows[j*d+c]) != math.Float32bits(w) {
+					t.Fatalf("%s row %d col %d: %v, want %v", r.name, j, c, g.Rows[j*d+c], w)
+				}
+			}
+			j++
+		}
+		if j != len(g.Tokens) || g.D != d || len(g.Rows) != j*d {
+			t.Fatalf("%s: %d rows of width %d (%d values), want %d of %d", r.name, len(g.Tokens), g.D, len(g.Rows), j, d)
+		}
+	}
+	refs[0].name = "nonumber.npz"
+	refs[0].write(t, src, false, nil)
+	if _, err := ReadNPZDir(t.Context(), src); err == nil || !strings.Contains(err.Error(), "nonumber.npz") {
+		t.Fatalf("a file without a number in its name: %v", err)
 	}
 }
