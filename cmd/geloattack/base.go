@@ -83,18 +83,18 @@ func (c *Command) run(ctx context.Context, path string, args []string, out io.Wr
 	fs := flag.NewFlagSet(path, flag.ContinueOnError)
 	fs.SetOutput(io.Discard) // errors are returned, help is printed below
 	fn := c.Flags(fs)
-	if err := fs.Parse(args); err != nil {
+	words, err := parseInterspersed(fs, args, c.Args)
+	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			c.usage(out, path, fs)
 			return err
 		}
 		return fmt.Errorf("%w (see %s -h)", err, path)
 	}
-	if !c.Args && fs.NArg() > 0 {
-		return fmt.Errorf("unexpected argument %q: this command takes only flags, and every flag must come before any other word (see %s -h)",
-			fs.Arg(0), path)
+	if !c.Args && len(words) > 0 {
+		return fmt.Errorf("unexpected argument %q: this command takes only flags (see %s -h)", words[0], path)
 	}
-	err := fn(ctx, fs.Args())
+	err = fn(ctx, words)
 	var ae *argsError
 	if errors.As(err, &ae) {
 		c.usage(out, path, fs)
@@ -194,5 +194,27 @@ func (c *Command) walk(path string, f func(path string, c *Command)) {
 	f(path, c)
 	for _, s := range c.Commands {
 		s.walk(path+" "+s.Name, f)
+	}
+}
+
+// parseInterspersed parses args into fs and returns the words that are not flags. With
+// interspersed set (a command that takes words, such as `eval RUN -batches 2`), flags may follow
+// words, as people type them; "--" ends the flags, and every word after it is kept as it is.
+// Without it the first word ends the flags (a command of flags only refuses that word).
+func parseInterspersed(fs *flag.FlagSet, args []string, interspersed bool) ([]string, error) {
+	var words []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		rest := fs.Args()
+		if !interspersed || len(rest) == 0 {
+			return append(words, rest...), nil
+		}
+		if i := len(args) - len(rest) - 1; i >= 0 && args[i] == "--" {
+			return append(words, rest...), nil
+		}
+		words = append(words, rest[0])
+		args = rest[1:]
 	}
 }

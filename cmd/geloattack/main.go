@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"strings"
 	"syscall"
 	"time"
 
@@ -80,7 +81,7 @@ func main() {
 		fmt.Fprintf(os.Stderr, "%s: interrupted\n", name)
 		os.Exit(130)
 	}
-	fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
+	fmt.Fprintf(os.Stderr, "%s: %s\n", name, errorText(err, leaf.Name))
 	switch {
 	case errors.Is(err, train.ErrInterrupted):
 		// Distinct from failure (1) and success (0): schedulers requeue the job and the run
@@ -109,4 +110,14 @@ func setGCPercent() {
 	if _, set := os.LookupEnv("GOGC"); !set {
 		debug.SetGCPercent(defaultGCPercent)
 	}
+}
+
+// errorText is err's message without a leading "<command>: " that the prefix main prints already
+// names ("geloattack decode: decode: ..." reads as a stutter).
+func errorText(err error, command string) string {
+	msg := err.Error()
+	for command != "" && strings.HasPrefix(msg, command+": ") {
+		msg = msg[len(command)+2:]
+	}
+	return msg
 }
