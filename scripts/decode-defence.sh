@@ -19,6 +19,10 @@ set -euo pipefail
 model=$1
 batches=${2:-2}
 bin=${GELOATTACK:-geloattack}
+if ! command -v "$bin" >/dev/null; then
+  echo "decode-defence.sh: $bin not found: put geloattack on PATH (go install ./cmd/geloattack) or set GELOATTACK=/path/to/geloattack" >&2
+  exit 1
+fi
 d=$(sed -n 's/.*"hidden_size": *\([0-9]*\).*/\1/p' "$model/config.json" | head -1)
 split=${SPLIT:-train}
 maxtexts=${MAXTEXTS:-200}
@@ -30,11 +34,19 @@ echo "| axis | setting | result (texts exact, token accuracy, claims) | s |"
 echo "|---|---|---|---|"
 cell() {
   local axis=$1 label=$2; shift 2
-  local t0 line key=${axis// /_}
+  local t0 line err key=${axis// /_}
   [[ "$axes" == *" $key "* || "$axes" == *" ${key%%_*} "* ]] || return 0
   t0=$(date +%s.%N)
-  line=$("$bin" decode "${base[@]}" "$@" 2>/dev/null | sed -n 's/^total: //p') || true
-  printf '| %s | %s | %s | %.0f |\n' "$axis" "$label" "${line:-failed}" "$(echo "$(date +%s.%N) - $t0" | bc)"
+  err=$(mktemp)
+  line=$("$bin" decode "${base[@]}" "$@" 2>"$err" | sed -n 's/^total: //p') || true
+  if [[ -z "$line" ]]; then
+    # Say why in the table, and the whole message on stderr.
+    line="failed: $(grep -v '^decode: ' "$err" | tail -1)"
+    echo "decode-defence.sh: $axis $label failed:" >&2
+    cat "$err" >&2
+  fi
+  rm -f "$err"
+  printf '| %s | %s | %s | %.0f |\n' "$axis" "$label" "$line" "$(echo "$(date +%s.%N) - $t0" | bc)"
 }
 cell base "fp32, 10% gaussian 1"
 for dt in bf16 fp16; do cell dtype "$dt" -observe-dtype "$dt"; done
