@@ -63,10 +63,14 @@ func sweepFlags(flags *flag.FlagSet) runFunc {
 				return fmt.Errorf("-seed %q: want an unsigned integer", *seedFlag)
 			}
 		}
+		short := 0 // cells -steps leaves inside their warmup
 		for i := range sw.Cells {
 			c := &sw.Cells[i].Config
 			workers.apply(&c.Train.Workers)
 			steps.apply(&c.Train.Steps)
+			if steps.set && c.Train.Steps <= c.Train.WarmupSteps {
+				short++
+			}
 			if *storeFlag != "" {
 				if c.Model.Task == modelcfg.TaskLM {
 					return fmt.Errorf("-store: cell %s is a language model (task lm), which reads lm.texts", sw.Cells[i].Name)
@@ -82,6 +86,12 @@ func sweepFlags(flags *flag.FlagSet) runFunc {
 			if err := dev.apply(c); err != nil {
 				return err
 			}
+		}
+		if short > 0 {
+			// Every step of such a cell trains at a warmup learning rate: its figures sit near
+			// chance, which reads as a defence when it is only too short a run.
+			fmt.Fprintf(os.Stderr, "sweep: warning: -steps %d is within the warmup of %d of %d cells (their train.warmup_steps): they never reach the configured learning rate\n",
+				steps.v, short, len(sw.Cells))
 		}
 		var chosen []int
 		if isSet(flags, "cells") {
