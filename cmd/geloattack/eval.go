@@ -36,7 +36,7 @@ func evalFlags(flags *flag.FlagSet) runFunc {
 	ckpt := flags.String("ckpt", "", "checkpoint file (.safetensors); default: the latest checkpoint of the run directory")
 	batches := overrideInt(flags, "batches", "eval.batches", "the batches per split to score")
 	batchSize := overrideInt(flags, "batch-size", "train.batch_size", "the examples per batch")
-	out := flags.String("out", "", "write eval.json and eval.md here (default: the run directory, or beside -ckpt)")
+	out := flags.String("out", "", "write eval.json and eval.md here (default: the run directory; with -ckpt, eval-<checkpoint>.json and .md beside it)")
 	dev := addDeviceFlags(flags)
 	return func(ctx context.Context, args []string) error {
 		path := *ckpt
@@ -96,8 +96,14 @@ func evalFlags(flags *flag.FlagSet) runFunc {
 		if err != nil {
 			return err
 		}
+		// eval.json and eval.md are the run's evaluation of its latest checkpoint; one of a
+		// checkpoint named by -ckpt goes beside it under the checkpoint's name, so evaluating an
+		// older checkpoint does not replace the run's figures.
+		name := "eval"
 		if *out != "" {
 			dir = *out
+		} else if *ckpt != "" {
+			name = "eval-" + strings.TrimSuffix(filepath.Base(path), ".safetensors")
 		}
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return err
@@ -106,11 +112,11 @@ func evalFlags(flags *flag.FlagSet) runFunc {
 		if err != nil {
 			return err
 		}
-		if err := checkpoints.WriteFileAtomic(filepath.Join(dir, "eval.json"), append(j, '\n')); err != nil {
+		if err := checkpoints.WriteFileAtomic(filepath.Join(dir, name+".json"), append(j, '\n')); err != nil {
 			return err
 		}
 		md := fmt.Sprintf("# Evaluation of %s\n\nStep %d, %d batches of %d examples per split.\n\n%s", path, ck.State.Step, spec.Batches, spec.BatchSize, eval.MetricsMarkdown(m))
-		if err := checkpoints.WriteFileAtomic(filepath.Join(dir, "eval.md"), []byte(md)); err != nil {
+		if err := checkpoints.WriteFileAtomic(filepath.Join(dir, name+".md"), []byte(md)); err != nil {
 			return err
 		}
 		fmt.Print(strings.SplitN(md, "\n\n", 2)[1])

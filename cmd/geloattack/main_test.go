@@ -139,6 +139,22 @@ func TestEvalOnRunDirectory(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(run, "eval.json")); err != nil {
 		t.Fatal(err)
 	}
+	// A checkpoint named by -ckpt is evaluated under its own name: the run's eval.json stays.
+	before := mustRead(t, filepath.Join(run, "eval.json"))
+	ckpts, _ := filepath.Glob(filepath.Join(run, "ckpt-*.safetensors"))
+	if len(ckpts) == 0 {
+		t.Fatal("no checkpoint in the run")
+	}
+	if out, err := cli(t, "eval", "-batches", "2", "-ckpt", ckpts[0]).CombinedOutput(); err != nil {
+		t.Fatalf("eval -ckpt: %v\n%s", err, out)
+	}
+	if !bytes.Equal(before, mustRead(t, filepath.Join(run, "eval.json"))) {
+		t.Error("eval -ckpt replaced the run's eval.json")
+	}
+	name := "eval-" + strings.TrimSuffix(filepath.Base(ckpts[0]), ".safetensors") + ".json"
+	if _, err := os.Stat(filepath.Join(run, name)); err != nil {
+		t.Errorf("eval -ckpt wrote no %s: %v", name, err)
+	}
 }
 
 // eval with the run's own batch count reproduces its final table exactly; the default (more
