@@ -19,4 +19,10 @@ func TestExpandPath(t *testing.T) {
 			t.Errorf("ExpandPath(%q) = %q, want %q", in, got, want)
 		}
 	}
+	// Unset, $GELOATTACK_CACHE is the default cache the scripts write to.
+	t.Setenv("GELOATTACK_CACHE", "")
+	t.Setenv("XDG_CACHE_HOME", "/x")
+	if got, want := ExpandPath("$GELOATTACK_CACHE/s"), "/x/geloattack/s"; got != want {
+		t.Errorf("ExpandPath with GELOATTACK_CACHE unset = %q, want %q", got, want)
+	}
 }

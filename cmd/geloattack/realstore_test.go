@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/gelo-research/geloattack/data/extract"
 )
 
 // TestRealStoreEndToEnd runs the user's path on real hidden states: store info, a short training
@@ -15,8 +17,8 @@ import (
 func TestRealStoreEndToEnd(t *testing.T) {
 	dir := os.Getenv("GELOATTACK_SMALL_STORE")
 	if dir == "" {
-		if home, err := os.UserHomeDir(); err == nil {
-			dir = filepath.Join(home, ".cache", "geloattack", "stores", "small-minilm-l3")
+		if cache, err := extract.DefaultCacheDir(); err == nil {
+			dir = filepath.Join(cache, "stores", "small-minilm-l3")
 		}
 	}
 	if _, err := os.Stat(filepath.Join(dir, "meta.json")); err != nil {
