@@ -2,12 +2,9 @@ package checkpoints
 
 import (
 	"bufio"
-	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
-	"syscall"
 
 	"github.com/gelo-research/geloattack/internal/safefile"
 )
@@ -15,10 +12,6 @@ import (
 // defaultBufSize is the write buffer of an atomic write; large enough that a checkpoint of hundreds
 // of megabytes is written in few system calls.
 const defaultBufSize = 1 << 20
-
-// fileMode is the permission of every file this package creates; os.CreateTemp makes 0600 files,
-// which would hide checkpoints from other users of a shared run directory.
-const fileMode = 0o644
 
 // fsHooks lets tests observe or fail each step of a file operation. The zero value does nothing and
 // is what every exported function uses.
@@ -41,9 +34,9 @@ func (h fsHooks) point(op, path string) error {
 
 // WriteFileAtomic replaces path with data so that a reader (or a process that survives a crash)
 // sees either the old content or the new, never a mix: it writes a temporary file in the same
-// directory, fsyncs it, renames it over path and fsyncs the directory. On an error before the
-// rename the old file is untouched and the temporary file removed. A path that is a symbolic link
-// or not a regular file is refused (safefile.CheckTarget).
+// directory, fsyncs it, renames it over path and fsyncs the directory (safefile.WriteFileAtomic).
+// On an error before the rename the old file is untouched and the temporary file removed. A path
+// that is a symbolic link or not a regular file is refused.
 func WriteFileAtomic(path string, data []byte) error {
 	return fsHooks{}.writeFileAtomic(path, data)
 }
@@ -55,38 +48,21 @@ func (h fsHooks) writeFileAtomic(path string, data []byte) error {
 	})
 }
 
-// writeAtomic is WriteFileAtomic with the content produced by fill.
+// writeAtomic is WriteFileAtomic with the content produced by fill, through safefile's atomic
+// file, with the hook points between its steps.
 func (h fsHooks) writeAtomic(path string, fill func(w io.Writer) error) (err error) {
-	dir, base := filepath.Split(path)
-	if base == "" {
-		return fmt.Errorf("checkpoints: write %q: path names a directory", path)
-	}
-	if dir == "" {
-		dir = "."
-	}
 	// rename(2) would replace a link rather than write through it, but a link or FIFO planted
-	// where this program writes is a sign of tampering: refuse it, naming the path.
-	if err := safefile.CheckTarget(path); err != nil {
-		return fmt.Errorf("checkpoints: write %w", err)
-	}
-	f, err := os.CreateTemp(dir, tempPattern(base))
+	// where this program writes is a sign of tampering: CreateAtomic refuses it, naming the path.
+	f, err := safefile.CreateAtomic(path)
 	if err != nil {
-		return fmt.Errorf("checkpoints: write %s: create temporary file: %w", path, err)
+		return fmt.Errorf("checkpoints: %w", err)
 	}
-	tmp := f.Name()
-	renamed, closed := false, false
 	defer func() {
-		if err == nil {
-			return
-		}
-		if !closed {
-			_ = f.Close()
-		}
-		if !renamed {
-			_ = os.Remove(tmp)
+		if err != nil {
+			f.Abort() // nothing once committed
 		}
 	}()
-
+	tmp := f.Name()
 	if err := h.point("create", tmp); err != nil {
 		return fmt.Errorf("checkpoints: write %s: %w", path, err)
 	}
@@ -97,62 +73,30 @@ func (h fsHooks) writeAtomic(path string, fill func(w io.Writer) error) (err err
 	if err := bw.Flush(); err != nil {
 		return fmt.Errorf("checkpoints: write %s: %w", path, err)
 	}
-	if err := h.point("sync", tmp); err != nil {
-		return fmt.Errorf("checkpoints: write %s: %w", path, err)
-	}
-	if err := f.Chmod(fileMode); err != nil {
-		return fmt.Errorf("checkpoints: write %s: chmod temporary file: %w", path, err)
-	}
-	if err := f.Sync(); err != nil {
-		return fmt.Errorf("checkpoints: write %s: fsync temporary file: %w", path, err)
-	}
-	if err := h.point("close", tmp); err != nil {
-		return fmt.Errorf("checkpoints: write %s: %w", path, err)
-	}
-	closed = true
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("checkpoints: write %s: close temporary file: %w", path, err)
+	// Commit syncs, closes and renames in one call: the points of those steps come before it,
+	// so that a test failing any of them leaves the old file in place as a failure there would.
+	for _, op := range []string{"sync", "close"} {
+		if err := h.point(op, tmp); err != nil {
+			return fmt.Errorf("checkpoints: write %s: %w", path, err)
+		}
 	}
 	if err := h.point("rename", path); err != nil {
 		return fmt.Errorf("checkpoints: write %s: %w", path, err)
 	}
-	if err := os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("checkpoints: write %s: rename temporary file: %w", path, err)
+	if err := f.Commit(); err != nil {
+		return fmt.Errorf("checkpoints: %w", err)
 	}
-	renamed = true
-	// Past this point the new file is in place; an error only means its durability is not assured.
-	if err := h.point("syncdir", dir); err != nil {
-		return fmt.Errorf("checkpoints: write %s: %w", path, err)
-	}
-	if err := syncDir(dir); err != nil {
+	// Past this point the new file is in place (Commit has also fsynced the directory); an
+	// error only means its durability is not assured.
+	if err := h.point("syncdir", filepath.Dir(path)); err != nil {
 		return fmt.Errorf("checkpoints: write %s: %w", path, err)
 	}
 	return nil
 }
 
-// tempPattern is the os.CreateTemp pattern for a temporary file replacing base: hidden, so that
-// directory listings and globs for ckpt-*.safetensors never see it.
-func tempPattern(base string) string {
-	return "." + base + ".tmp-*"
-}
-
-// syncDir fsyncs a directory so that a rename in it survives a power loss. Filesystems that cannot
-// fsync directories report EINVAL or "unsupported"; there is nothing more to do on those.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("open directory for fsync: %w", err)
-	}
-	err = d.Sync()
-	cerr := d.Close()
-	if err != nil && !errors.Is(err, syscall.EINVAL) && !errors.Is(err, errors.ErrUnsupported) {
-		return fmt.Errorf("fsync directory %s: %w", dir, err)
-	}
-	if cerr != nil {
-		return fmt.Errorf("close directory %s: %w", dir, cerr)
-	}
-	return nil
-}
+// fileMode is the permission of every file this package creates (safefile.FileMode: readable by
+// the other users of a shared run directory).
+const fileMode = safefile.FileMode
 
 // hookWriter passes writes to the temporary file, calling the "write" hook before each piece.
 type hookWriter struct {

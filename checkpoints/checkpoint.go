@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"maps"
 	"os"
@@ -52,9 +51,6 @@ const (
 	// formatVersionNoChecksums is the version of checkpoints written before checksums; they
 	// still load, unverified, with a note saying so.
 	formatVersionNoChecksums = "1"
-
-	// maxPointerSize bounds how much of a "latest" file is read; a valid one is a few dozen bytes.
-	maxPointerSize = 256
 )
 
 // State is everything besides the weights that a resumed run needs to continue where it stopped.
@@ -504,17 +500,9 @@ func decodeFile(f *safetensors.File) (Checkpoint, error) {
 func LatestPath(dir string) (path string, step int64, err error) {
 	pointer := filepath.Join(dir, LatestFile)
 	// A run directory's own files are never links: one planted there is refused, not followed.
-	f, _, err := safefile.OpenNoFollow(pointer)
+	b, err := safefile.ReadNoFollow(pointer, safefile.Pointer)
 	if err != nil {
-		return "", 0, fmt.Errorf("checkpoints: read %s: %w", pointer, err)
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, maxPointerSize+1))
-	if err != nil {
-		return "", 0, fmt.Errorf("checkpoints: read %s: %w", pointer, err)
-	}
-	if len(b) > maxPointerSize {
-		return "", 0, fmt.Errorf("checkpoints: read %s: longer than %d bytes, not a checkpoint pointer", pointer, maxPointerSize)
+		return "", 0, fmt.Errorf("checkpoints: read %w", err)
 	}
 	name := strings.TrimSuffix(string(b), "\n")
 	step, ok := parseCheckpointName(name)
@@ -704,7 +692,7 @@ func (h fsHooks) removeStaleTemps(dir string) error {
 }
 
 // isStaleTemp reports whether name is a temporary file that writeAtomic makes for a checkpoint or
-// for the pointer (tempPattern), and nothing else that may share the directory.
+// for the pointer (safefile.TempPattern), and nothing else that may share the directory.
 func isStaleTemp(name string) bool {
 	rest, ok := strings.CutPrefix(name, ".")
 	if !ok {

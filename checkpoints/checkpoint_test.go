@@ -291,7 +291,7 @@ func TestLatestPointerValidation(t *testing.T) {
 		{"sign", "ckpt-+3.safetensors\n", "is not a checkpoint file name"},
 		{"empty", "", "is not a checkpoint file name"},
 		{"two lines", "ckpt-3.safetensors\nckpt-3.safetensors\n", "is not a checkpoint file name"},
-		{"huge", strings.Repeat("x", 10000), "longer than 256 bytes"},
+		{"huge", strings.Repeat("x", 10000), "limit of 256 bytes"},
 		{"missing target", "ckpt-4.safetensors\n", "ckpt-4.safetensors, which is missing"},
 		{"step disagrees with file", "ckpt-9.safetensors\n", "file name says step 9, metadata says 3"},
 	}

@@ -7,7 +7,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"regexp"
 	"strings"
@@ -162,24 +161,17 @@ func Load(path string) (Run, error) {
 	return Parse(path, src)
 }
 
-// MaxFileBytes bounds what is read of a config or sweep file: a real one is a few KB, and a path
-// such as /dev/zero or a mistaken multi-gigabyte file must not be read until memory runs out.
-const MaxFileBytes = 4 << 20
-
-// ReadFile reads a config or sweep file (kind names it in errors), refusing one larger than
-// MaxFileBytes and anything that is not text (see CheckText).
+// ReadFile reads a config or sweep file (kind names it in errors) through internal/safefile's
+// door (kind Config: a file, or a pipe such as <(...); at most 4 MiB, since a real one is a few KB
+// and a path such as /dev/zero must not be read until memory runs out), refusing anything that is
+// not text (see CheckText).
 func ReadFile(kind, path string) ([]byte, error) {
-	f, err := safefile.OpenStream(path) // a FIFO without a writer reads empty, not forever
+	src, err := safefile.Read(path, safefile.Config)
+	if errors.Is(err, safefile.ErrTooLarge) {
+		return nil, &Error{Kind: kind, File: path, Msg: fmt.Sprintf("larger than %d MiB: not a %s file", safefile.Config.Limit()>>20, kind)}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", kind, err)
-	}
-	defer f.Close()
-	src, err := io.ReadAll(io.LimitReader(f, MaxFileBytes+1))
-	if err != nil {
-		return nil, &Error{Kind: kind, File: path, Msg: err.Error()}
-	}
-	if len(src) > MaxFileBytes {
-		return nil, &Error{Kind: kind, File: path, Msg: fmt.Sprintf("larger than %d MiB: not a %s file", MaxFileBytes>>20, kind)}
 	}
 	src = bytes.TrimPrefix(src, utf8BOM)
 	if err := CheckText(kind, path, src); err != nil {

@@ -22,9 +22,6 @@ import (
 // -resume refuses a checkpoint that does not match it (one copied in from another run).
 const IdentityFile = "identity.json"
 
-// maxIdentityBytes bounds the read of IdentityFile: a few hundred bytes per parameter.
-const maxIdentityBytes = 16 << 20
-
 // paramSpec is a parameter's name and shape.
 type paramSpec struct {
 	Name  string `json:"name"`
@@ -87,7 +84,7 @@ func writeIdentity(dir string, cfg config.Run, ps *engine.Params) error {
 // identities were recorded.
 func readIdentity(dir string) (identity, error) {
 	path := filepath.Join(dir, IdentityFile)
-	b, err := safefile.ReadFileNoFollow(path, maxIdentityBytes)
+	b, err := safefile.ReadNoFollow(path, safefile.Identity)
 	if err != nil {
 		return identity{}, fmt.Errorf("run identity: %w", err)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/gelo-research/geloattack/engine"
 	"github.com/gelo-research/geloattack/engine/device"
 	"github.com/gelo-research/geloattack/engine/device/devspec"
+	"github.com/gelo-research/geloattack/internal/safefile"
 	"github.com/gelo-research/geloattack/models/causallm"
 	"github.com/gelo-research/geloattack/models/hf"
 	"github.com/gelo-research/geloattack/models/llama"
@@ -41,7 +42,7 @@ type LMSession struct {
 // decoder on the configured device.
 func OpenLM(ctx context.Context, cfg config.Run) (*LMSession, error) {
 	c := cfg.LM
-	tok, err := bpe.Load(ExpandPath(c.Tokenizer))
+	tok, err := LoadTokenizer(nil, ExpandPath(c.Tokenizer))
 	if err != nil {
 		return nil, fmt.Errorf("lm.tokenizer: %w", err)
 	}
@@ -147,14 +148,23 @@ type Exported struct {
 // ExportLM writes the newest good checkpoint of the language-model run in runDir as a Hugging
 // Face directory out (config.json, model.safetensors in dtype, the run's tokenizer files and
 // geloattack-run.json naming the run, step and config), which models/hf loads and `store
-// extract -model` and `decode -model` read. out must not hold a model already.
+// extract -model` and `decode -model` read. out must be new or empty: it is built beside its
+// name and renamed into place, so a failure leaves nothing.
 func ExportLM(runDir, out, dtype string) (Exported, error) {
-	if err := hf.RefuseModel(out); err != nil {
+	var files safefile.Files // the run's files are inputs: no write may replace one
+	// The output first: an occupied -out is refused before the checkpoint is read, and the
+	// directory is built beside its name and renamed into place, whole or not at all.
+	tx, err := files.BeginDir(out)
+	if err != nil {
 		return Exported{}, err
 	}
+	defer tx.Abort() // nothing once committed
 	ck, _, err := checkpoints.LoadLatestGood(runDir)
 	if err != nil {
 		return Exported{}, fmt.Errorf("export %s: %w", runDir, err)
+	}
+	if err := files.NoteInput(ck.Path); err != nil {
+		return Exported{}, err
 	}
 	cfg, err := ConfigOf(ck)
 	if err != nil {
@@ -163,7 +173,8 @@ func ExportLM(runDir, out, dtype string) (Exported, error) {
 	if cfg.Model.Task != modelcfg.TaskLM {
 		return Exported{}, fmt.Errorf("export %s: a run of task %q, not a language model (task lm)", runDir, cfg.Model.Task)
 	}
-	tok, err := bpe.Load(ExpandPath(cfg.LM.Tokenizer))
+	tokPath := ExpandPath(cfg.LM.Tokenizer)
+	tok, err := LoadTokenizer(&files, tokPath)
 	if err != nil {
 		return Exported{}, fmt.Errorf("export %s: the run's tokenizer: %w", runDir, err)
 	}
@@ -190,18 +201,33 @@ func ExportLM(runDir, out, dtype string) (Exported, error) {
 	if id, ok := tok.TokenID("</s>"); ok {
 		eos = id
 	}
-	if err := hf.Save(out, model.HFConfig(bos, eos), host, dtype); err != nil {
+	if err := hf.Save(tx.Path(), model.HFConfig(bos, eos), host, dtype); err != nil {
 		return Exported{}, err
 	}
-	if err := hf.CopyTokenizer(ExpandPath(cfg.LM.Tokenizer), out); err != nil {
+	if err := hf.CopyTokenizer(&files, tokPath, tx.Path()); err != nil {
 		return Exported{}, err
 	}
 	prov, err := json.MarshalIndent(map[string]any{"run": runDir, "checkpoint": ck.Path, "step": ck.State.Step, "config": cfg}, "", "  ")
 	if err != nil {
 		return Exported{}, err
 	}
-	if err := checkpoints.WriteFileAtomic(filepath.Join(out, "geloattack-run.json"), append(prov, '\n')); err != nil {
+	if err := files.WriteFileAtomic(filepath.Join(tx.Path(), "geloattack-run.json"), append(prov, '\n')); err != nil {
+		return Exported{}, err
+	}
+	if err := tx.Commit(); err != nil {
 		return Exported{}, err
 	}
 	return Exported{Step: ck.State.Step, Checkpoint: ck.Path, Config: model.LlamaConfig()}, nil
+}
+
+// LoadTokenizer reads a tokenizer.json, and the tokenizer_config.json beside it when there is
+// one, through files (nil: a door without a memory of inputs; see hf.ReadTokenizer), and builds
+// the BPE tokenizer from them. Reading through the door, not bpe.Load, is what refuses a FIFO,
+// a device or a huge file at once.
+func LoadTokenizer(files *safefile.Files, path string) (*bpe.Tokenizer, error) {
+	j, c, err := hf.ReadTokenizer(files, path)
+	if err != nil {
+		return nil, err
+	}
+	return bpe.Parse(j, c, path)
 }

@@ -1,7 +1,6 @@
 package runner
 
 import (
-	"bufio"
 	"fmt"
 	"os"
 	"strconv"
@@ -9,6 +8,7 @@ import (
 
 	"github.com/gelo-research/geloattack/config"
 	"github.com/gelo-research/geloattack/data/gelo"
+	"github.com/gelo-research/geloattack/internal/safefile"
 	"github.com/gelo-research/geloattack/models/settransformer"
 )
 
@@ -176,15 +176,13 @@ func (e Estimate) CheckDevice(what, device string, free int64) (warning string, 
 // hostAvailable is the memory this process can still take: MemAvailable of /proc/meminfo, or the
 // cgroup v2 limit's headroom when it is lower.
 func hostAvailable() (int64, string, error) {
-	f, err := os.Open("/proc/meminfo")
+	b, err := safefile.Read("/proc/meminfo", safefile.Kernel)
 	if err != nil {
 		return 0, "", err
 	}
-	defer f.Close()
 	var avail int64 = -1
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), "MemAvailable:"); ok {
+	for line := range strings.Lines(string(b)) {
+		if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "MemAvailable:"); ok {
 			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
 			if err != nil {
 				return 0, "", fmt.Errorf("/proc/meminfo: MemAvailable: %w", err)
@@ -206,7 +204,7 @@ func hostAvailable() (int64, string, error) {
 
 // readInt reads a file holding one integer ("max" and other words give false).
 func readInt(path string) (int64, bool) {
-	b, err := os.ReadFile(path)
+	b, err := safefile.Read(path, safefile.Kernel)
 	if err != nil {
 		return 0, false
 	}

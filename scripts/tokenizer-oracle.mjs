@@ -1,5 +1,7 @@
-// tokenizer-oracle.mjs — the reference the data/bpe test compares against: transformers.js's
-// tokenizer code (the dependency-free @lenml/tokenizers bundle) run on a real tokenizer.json.
+// tokenizer-oracle.mjs — one of the two references the data/bpe test compares against:
+// transformers.js's tokenizer code (the dependency-free @lenml/tokenizers bundle) run on a real
+// tokenizer.json. The other, tokenizer-oracle-rust.mjs, runs Hugging Face's Rust library, which is
+// the reference where they differ.
 //
 //   node scripts/tokenizer-oracle.mjs LIB_DIR TOKENIZER_DIR < texts.jsonl > ids.jsonl
 //

@@ -87,7 +87,7 @@ func writePlan(dir string, p Plan) error {
 		return err
 	}
 	path := filepath.Join(dir, PlanFile)
-	old, err := safefile.ReadFileNoFollow(path, maxSweepFileBytes)
+	old, err := safefile.ReadNoFollow(path, safefile.SweepState)
 	switch {
 	case err == nil && bytes.Equal(old, b):
 		return nil
@@ -100,14 +100,10 @@ func writePlan(dir string, p Plan) error {
 	return checkpoints.WriteFileAtomic(path, b)
 }
 
-// maxSweepFileBytes bounds the reads of a sweep directory's own small files (plan, error.txt,
-// a cell's config.yaml): a FIFO or /dev/zero planted there is refused, not read forever.
-const maxSweepFileBytes = 64 << 20
-
 // ReadPlan reads the plan of the sweep in dir.
 func ReadPlan(dir string) (Plan, error) {
 	path := filepath.Join(dir, PlanFile)
-	b, err := safefile.ReadFile(path, maxSweepFileBytes)
+	b, err := safefile.Read(path, safefile.SweepState)
 	if err != nil {
 		return Plan{}, fmt.Errorf("sweep plan: %w", err)
 	}
@@ -162,7 +158,7 @@ func Inspect(dir string) (Status, error) {
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return st, fmt.Errorf("cell %s: %w", dir, err)
 	}
-	if b, err := safefile.ReadFile(filepath.Join(dir, ErrorFile), maxSweepFileBytes); err == nil {
+	if b, err := safefile.Read(filepath.Join(dir, ErrorFile), safefile.SweepState); err == nil {
 		st.Failure, _, _ = strings.Cut(strings.TrimSpace(string(b)), "\n")
 	}
 	return st, nil

@@ -290,7 +290,7 @@ func clearError(dir string) { _ = os.Remove(filepath.Join(dir, ErrorFile)) }
 // prefetch, device) and the model widths filled in from the store are not compared.
 func sameConfig(dir string, cfg config.Run) error {
 	path := filepath.Join(dir, ConfigFile)
-	src, err := safefile.ReadFile(path, maxSweepFileBytes)
+	src, err := safefile.Read(path, safefile.SweepState)
 	if err != nil {
 		return fmt.Errorf("cell %s: %w", dir, err)
 	}

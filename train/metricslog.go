@@ -14,10 +14,6 @@ import (
 	"github.com/gelo-research/geloattack/internal/safefile"
 )
 
-// maxMetricsBytes bounds what a resume reads of metrics.jsonl: a line per log step is a few
-// hundred bytes, so even a million-step run stays far below it.
-const maxMetricsBytes = 1 << 30
-
 // metricsLog appends one JSON object per line to metrics.jsonl. The lines hold only what is
 // reproducible for a given config and seed (losses, rates, metrics), never wall-clock figures, so
 // an interrupted-and-resumed run writes exactly the lines of an uninterrupted one.
@@ -39,7 +35,7 @@ func openMetricsLog(path string, keepThrough int64) (*metricsLog, []string, erro
 		if err := safefile.CheckTarget(path); err != nil {
 			return nil, nil, fmt.Errorf("metrics log: %w", err)
 		}
-		old, err := safefile.ReadFileNoFollow(path, maxMetricsBytes)
+		old, err := safefile.ReadNoFollow(path, safefile.Metrics)
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return nil, nil, fmt.Errorf("metrics log %s: %w", path, err)
 		}

@@ -94,6 +94,10 @@ func (c *Command) run(ctx context.Context, path string, args []string, out io.Wr
 	if !c.Args && len(words) > 0 {
 		return fmt.Errorf("unexpected argument %q: this command takes only flags (see %s -h)", words[0], path)
 	}
+	// Before any work: an output file that cannot be written is refused now, not at the end.
+	if err := checkOutputFlags(c, fs); err != nil {
+		return err
+	}
 	err = fn(ctx, words)
 	var ae *argsError
 	if errors.As(err, &ae) {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -12,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/gelo-research/geloattack/internal/safefile"
 	"github.com/gelo-research/geloattack/models/settransformer"
 	"github.com/gelo-research/geloattack/runner"
 )
@@ -126,23 +126,25 @@ func (tb trainBench) torch(ctx context.Context, task settransformer.Task, res ru
 	if err := cmd.Run(); err != nil {
 		return nil, fmt.Errorf("torch twin %s %s: %w\n%s", tb.python, tb.script, err, tail(out.String(), 2000))
 	}
-	f, err := os.Open(js.Name())
+	lr, err := safefile.Lines(js.Name(), safefile.BenchRecord)
 	if err != nil {
 		return nil, fmt.Errorf("torch twin: %w", err)
 	}
-	defer f.Close()
+	defer lr.Close()
 	var rec *torchE2E
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<16), 1<<20)
-	for sc.Scan() {
+	for {
+		line, err := lr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("torch twin record: %w", err)
+		}
 		var r torchE2E
-		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
-			return nil, fmt.Errorf("torch twin record %s: %w", js.Name(), err)
+		if err := json.Unmarshal(line, &r); err != nil {
+			return nil, fmt.Errorf("torch twin record %s:%d: %w", js.Name(), lr.Line(), err)
 		}
 		rec = &r
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("torch twin record %s: %w", js.Name(), err)
 	}
 	if rec == nil {
 		return nil, fmt.Errorf("torch twin wrote no record")

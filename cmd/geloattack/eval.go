@@ -12,6 +12,7 @@ import (
 
 	"github.com/gelo-research/geloattack/checkpoints"
 	"github.com/gelo-research/geloattack/eval"
+	"github.com/gelo-research/geloattack/internal/safefile"
 	"github.com/gelo-research/geloattack/internal/termtext"
 	"github.com/gelo-research/geloattack/runner"
 	"github.com/gelo-research/geloattack/tasks"
@@ -53,6 +54,21 @@ func evalFlags(flags *flag.FlagSet) runFunc {
 			dir = filepath.Dir(path)
 		default:
 			return &argsError{"give a run directory or -ckpt FILE"}
+		}
+		// eval.json and eval.md are the run's evaluation of its latest checkpoint; one of a
+		// checkpoint named by -ckpt goes beside it under the checkpoint's name, so evaluating an
+		// older checkpoint does not replace the run's figures. Both are checked before the work:
+		// a link or FIFO planted there is refused now, not after the evaluation.
+		outDir, name := dir, "eval"
+		if *out != "" {
+			outDir = *out
+		} else if *ckpt != "" {
+			name = "eval-" + strings.TrimSuffix(filepath.Base(path), ".safetensors")
+		}
+		for _, ext := range []string{".json", ".md"} {
+			if err := safefile.CheckTarget(filepath.Join(outDir, name+ext)); err != nil {
+				return err
+			}
 		}
 		ck, err := checkpoints.LoadCheckpoint(path)
 		if err != nil {
@@ -96,15 +112,7 @@ func evalFlags(flags *flag.FlagSet) runFunc {
 		if err != nil {
 			return err
 		}
-		// eval.json and eval.md are the run's evaluation of its latest checkpoint; one of a
-		// checkpoint named by -ckpt goes beside it under the checkpoint's name, so evaluating an
-		// older checkpoint does not replace the run's figures.
-		name := "eval"
-		if *out != "" {
-			dir = *out
-		} else if *ckpt != "" {
-			name = "eval-" + strings.TrimSuffix(filepath.Base(path), ".safetensors")
-		}
+		dir = outDir
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return err
 		}

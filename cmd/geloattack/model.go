@@ -11,10 +11,10 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/gelo-research/geloattack/data/bpe"
 	"github.com/gelo-research/geloattack/data/extract"
 	"github.com/gelo-research/geloattack/data/store"
 	"github.com/gelo-research/geloattack/internal/field"
+	"github.com/gelo-research/geloattack/internal/safefile"
 	"github.com/gelo-research/geloattack/models/hf"
 	"github.com/gelo-research/geloattack/models/llama"
 	"github.com/gelo-research/geloattack/runner"
@@ -43,7 +43,8 @@ var cmdModelExport = &Command{
 	Long: "Writes the newest good checkpoint of a `geloattack train` run of task lm (configs/lm/) as a Hugging Face\n" +
 		"directory: config.json (LlamaForCausalLM, tied embeddings), model.safetensors, the run's tokenizer.json\n" +
 		"and tokenizer_config.json, and geloattack-run.json (run, checkpoint, step, config). `store extract\n" +
-		"-model`, `decode -model` and bench/torch_llama.py read it. The directory must not hold a model already.",
+		"-model`, `decode -model` and bench/torch_llama.py read it. The directory must be new or empty; it appears\n" +
+		"whole or not at all.",
 	Flags: modelExportFlags,
 }
 
@@ -51,7 +52,7 @@ var cmdModelExport = &Command{
 func modelExportFlags(fs *flag.FlagSet) runFunc {
 	var (
 		run   = fs.String("run", "", "run directory of a task-lm training run (required)")
-		out   = fs.String("out", "", "directory to write (required)")
+		out   = fs.String("out", "", "directory to write (required; new or empty: it appears whole or not at all)")
 		dtype = fs.String("dtype", "f32", "tensor type in model.safetensors: f32, bf16 or f16")
 	)
 	return func(ctx context.Context, _ []string) error {
@@ -82,7 +83,7 @@ func modelInitFlags(fs *flag.FlagSet) runFunc {
 		vocab  = intFlag(fs, "vocab", 0, field.Bounds{Int: true, Min: 1, Max: 1 << 22, Zero: "the original"}, "vocab_size; must cover the tokenizer's ids to extract with it")
 		seed   = fs.Uint64("seed", 1, "seed of the weights")
 		dtype  = fs.String("dtype", "bf16", "tensor type in model.safetensors: bf16, f16 or f32")
-		out    = fs.String("out", "", "directory to write (required)")
+		out    = fs.String("out", "", "directory to write (required; new or empty: it appears whole or not at all)")
 		tok    = fs.String("tokenizer", "", "tokenizer.json to copy in (with tokenizer_config.json beside it, when present)")
 	)
 	return func(ctx context.Context, _ []string) error {
@@ -93,7 +94,9 @@ func modelInitFlags(fs *flag.FlagSet) runFunc {
 		if dt == "" {
 			return fmt.Errorf("model init: -dtype %q: want bf16, f16 or f32", *dtype)
 		}
-		cfg, err := hf.Init(hf.InitOptions{Like: *like, Layers: *layers, Hidden: *hidden, Vocab: *vocab, Seed: *seed, DType: dt, Out: *out, Tokenizer: *tok})
+		var files safefile.Files // -like and -tokenizer are inputs: no write may replace one
+		cfg, err := hf.Init(hf.InitOptions{Like: *like, Layers: *layers, Hidden: *hidden, Vocab: *vocab, Seed: *seed, DType: dt, Out: *out,
+			Tokenizer: *tok, Files: &files})
 		if err != nil {
 			return fmt.Errorf("model init: %w", err)
 		}
@@ -103,13 +106,13 @@ func modelInitFlags(fs *flag.FlagSet) runFunc {
 	}
 }
 
-// openDecoderTokenizer reads the decoder directory's tokenizer.json (data/bpe).
+// openDecoderTokenizer reads the decoder directory's tokenizer.json (data/bpe) through the door.
 func openDecoderTokenizer(dir string) (extract.Tokenizer, error) {
 	path := filepath.Join(dir, "tokenizer.json")
 	if _, err := os.Stat(path); err != nil {
 		return nil, fmt.Errorf("decoder tokenizer: %w (give model init -tokenizer, or copy the model's tokenizer.json in)", err)
 	}
-	return bpe.Load(path)
+	return runner.LoadTokenizer(nil, path)
 }
 
 // decoderExtract is what `store extract` parsed, for a decoder model directory.
@@ -121,7 +124,9 @@ type decoderExtract struct {
 	progress                                                   io.Writer
 }
 
-// runDecoderExtract is `store extract` on a decoder directory; openTok opens its tokenizer.
+// runDecoderExtract is `store extract` on a decoder directory; openTok opens its tokenizer. The
+// store is built beside a.out and renamed into place at the end (safefile.BeginDir), so a failure
+// or an interrupt leaves no half-written store that a rerun would refuse.
 func runDecoderExtract(ctx context.Context, a decoderExtract, openTok func(dir string) (extract.Tokenizer, error)) error {
 	point := map[string]llama.Point{"residual": llama.Residual, "attn-input": llama.AttnInput}
 	p, ok := point[a.point]
@@ -131,6 +136,11 @@ func runDecoderExtract(ctx context.Context, a decoderExtract, openTok func(dir s
 	if a.dedup != "" && a.dedup != "exact" && a.dedup != "none" {
 		return fmt.Errorf("-dedup %q: want exact or none", a.dedup)
 	}
+	tx, err := safefile.BeginDir(a.out)
+	if err != nil {
+		return err
+	}
+	defer tx.Abort() // nothing once committed
 	m, err := hf.Load(a.modelDir, nil)
 	if err != nil {
 		return err
@@ -166,7 +176,7 @@ func runDecoderExtract(ctx context.Context, a decoderExtract, openTok func(dir s
 	if a.dropSpecial {
 		special = store.SpecialDropped
 	}
-	w, err := store.Create(a.out, store.Meta{
+	w, err := store.Create(tx.Path(), store.Meta{
 		Model: name, Layer: a.layer, D: m.Cfg.Hidden, E: m.Cfg.Hidden, DType: a.dtype, Norm: a.norm,
 		Source: src.Desc, LayerMeaning: decoderLayerMeaning(p, a.layer, m.Cfg.Layers), SpecialTokens: special, MaxTokens: truncate,
 	})
@@ -195,6 +205,9 @@ func runDecoderExtract(ctx context.Context, a decoderExtract, openTok func(dir s
 	if err := w.Close(); err != nil {
 		return err
 	}
+	if err := tx.Commit(); err != nil {
+		return err
+	}
 	fmt.Fprintf(os.Stderr, "extract: wrote %s: %d texts, %d rows stored (%d tokens through the model, %d texts truncated",
 		a.out, st.Texts-st.DroppedTexts, st.StoredRows, st.Tokens, st.Truncated)
 	if dedup == "exact" {
@@ -207,7 +220,7 @@ func runDecoderExtract(ctx context.Context, a decoderExtract, openTok func(dir s
 
 // decoderModelName is config.json's _name_or_path, else the directory name.
 func decoderModelName(dir string) string {
-	if raw, err := os.ReadFile(filepath.Join(dir, hf.ConfigFile)); err == nil {
+	if raw, err := safefile.Read(filepath.Join(dir, hf.ConfigFile), safefile.ModelConfig); err == nil {
 		var c struct {
 			Name string `json:"_name_or_path"`
 		}

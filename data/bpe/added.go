@@ -66,9 +66,10 @@ func (a *addedSplitter) match(text string, i int) (addedToken, bool) {
 }
 
 // wordBoundaries reports whether text[i:j] is not glued to a word character on either side
-// (single_word tokens).
+// (single_word tokens). Word characters are the Rust library's: its regex crate's \w (letters and
+// other alphabetic characters, marks, decimal digits, connector punctuation, ZWJ and ZWNJ).
 func wordBoundaries(text string, i, j int) bool {
-	isWord := func(r rune) bool { return r == '_' || unicode.IsLetter(r) || unicode.IsNumber(r) }
+	isWord := func(r rune) bool { return unicode.Is(unicodeWord, r) }
 	if r, _ := utf8.DecodeLastRuneInString(text[:i]); i > 0 && isWord(r) {
 		return false
 	}
@@ -78,8 +79,9 @@ func wordBoundaries(text string, i, j int) bool {
 	return true
 }
 
-// split cuts text into sections. An added token with lstrip (rstrip) removes the whitespace at the
-// end (start) of the text section before (after) it, as transformers.js does.
+// split cuts text into sections. An added token with lstrip (rstrip) removes the whitespace (the
+// White_Space property, as the Rust library has it) at the end (start) of the text section before
+// (after) it.
 func (a *addedSplitter) split(text string) []section {
 	if len(a.lengths) == 0 {
 		return []section{{text: text, id: -1}}
@@ -108,10 +110,10 @@ func (a *addedSplitter) split(text string) []section {
 		}
 		tok := a.byContent[s.text]
 		if tok.lstrip && k > 0 && out[k-1].id < 0 {
-			out[k-1].text = strings.TrimRightFunc(out[k-1].text, isJSSpace)
+			out[k-1].text = strings.TrimRightFunc(out[k-1].text, isSpace)
 		}
 		if tok.rstrip && k+1 < len(out) && out[k+1].id < 0 {
-			out[k+1].text = strings.TrimLeftFunc(out[k+1].text, isJSSpace)
+			out[k+1].text = strings.TrimLeftFunc(out[k+1].text, isSpace)
 		}
 	}
 	return out

@@ -10,8 +10,13 @@
 // Added and special tokens are matched before anything else: in the raw text, or, for those with
 // normalized: true, in each section's normalized text (the rule of Hugging Face tokenizers;
 // transformers.js matches those in the raw text too, and the three reference files have none).
-// The reference the package is tested against is transformers.js's tokenizer code (npm
-// @lenml/tokenizers) on the real Llama-2-style (Mistral), Llama-3 and Qwen3 files.
+// The reference the package is tested against is Hugging Face's own Rust tokenizers (through its
+// Node binding, npm tokenizers), with transformers.js's tokenizer code (npm @lenml/tokenizers) as
+// a second oracle, on the real Llama-2-style (Mistral), Llama-3 and Qwen3 files. Where the two
+// differ the Rust library is followed: \s is Unicode White_Space (U+0085 is whitespace, U+FEFF is
+// not), \p{L} and \p{N} are Unicode 16.0's (unicode_tables.go), the contractions fold case by
+// Unicode, normalizers use Unicode 9.0 data, and an invalid run of <0xNN> tokens decodes to one
+// U+FFFD per byte.
 // Anything in a tokenizer.json this package does not implement is refused at Load, naming the file
 // and the JSON field, so that a tokenizer that loads gives the ids its model was trained with.
 package bpe

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"golang.org/x/text/unicode/norm"
 )
 
 // Tiny hand-made tokenizers whose ids can be worked out by hand.
@@ -160,8 +162,9 @@ func TestSentencePieceKnownAnswers(t *testing.T) {
 	if got := tok.Decode([]int{264, b(0xE2), b(0x82), b(0xAC)}); got != "a€" {
 		t.Errorf("Decode = %q, want a€", got)
 	}
-	// A lone continuation byte decodes to one U+FFFD, as TextDecoder does.
-	if got := tok.Decode([]int{264, b(0xE2), b(0x82), 260}); got != "a\uFFFDa" {
+	// A truncated sequence decodes to one U+FFFD per byte, as Hugging Face's tokenizers does
+	// (TextDecoder, and so transformers.js, gives one for both).
+	if got := tok.Decode([]int{264, b(0xE2), b(0x82), 260}); got != "a\uFFFD\uFFFDa" {
 		t.Errorf("Decode of a truncated sequence = %q", got)
 	}
 }
@@ -276,7 +279,18 @@ func TestPreTokenizerSplits(t *testing.T) {
 		{knownPatterns[patLlama3], "!abc", []string{"!abc"}},
 		{knownPatterns[patLlama3], " !abc", []string{" !", "abc"}},
 		{knownPatterns[patLlama3], "a\u00a0\u00a0b", []string{"a", "\u00a0", "\u00a0b"}},
-		{knownPatterns[patLlama3], "a\u0085b", []string{"a", "\u0085b"}}, // NEL is not \s in JS
+		{knownPatterns[patLlama3], "a\u0085b", []string{"a", "\u0085b"}},
+		// \s is White_Space, as in the Rust library: U+0085 is whitespace, U+FEFF is not.
+		{knownPatterns[patLlama3], "a\u0085!", []string{"a", "\u0085", "!"}},
+		{knownPatterns[patLlama3], "a\ufeff!", []string{"a", "\ufeff!"}},
+		{knownPatterns[patLlama3], "a \u0085", []string{"a", " \u0085"}},
+		// Unicode case folding in the contractions: "'ſ" is "'s" (and "'ſ" is no letter run then).
+		{knownPatterns[patLlama3], "I'ſa", []string{"I", "'ſ", "a"}},
+		{knownPatterns[patQwen], "IT'ſ", []string{"IT", "'ſ"}},
+		{knownPatterns[patGPT2], "it'ſa", []string{"it", "'", "ſa"}},
+		// Unicode 16.0 letters and digits (Garay, Ol Onal), which Go's own tables lack.
+		{knownPatterns[patLlama3], "a\U00010D4Ab", []string{"a\U00010D4Ab"}},
+		{knownPatterns[patLlama3], "x\U0001E5F1\U0001E5F2\U0001E5F3\U0001E5F4", []string{"x", "\U0001E5F1\U0001E5F2\U0001E5F3", "\U0001E5F4"}},
 		{knownPatterns[patQwen], "12345", []string{"1", "2", "3", "4", "5"}},
 		{knownPatterns[patGPT2], "Hello  world", []string{"Hello", " ", " world"}},
 		{knownPatterns[patGPT2], "it's IT'S", []string{"it", "'s", " IT", "'", "S"}},
@@ -549,5 +563,73 @@ func TestWordSplitIsExact(t *testing.T) {
 	m["merges"] = append(m["merges"].([]any), "a ▁")
 	if tok := load(t, tj, nil); len(tok.preTok) != 0 {
 		t.Error("word split enabled although a▁ can be merged")
+	}
+}
+
+// TestByteFallbackRuns: a run of <0xNN> tokens decodes to its text when it is UTF-8, else to one
+// U+FFFD per byte of the run, its valid bytes included (as Hugging Face's tokenizers decodes).
+func TestByteFallbackRuns(t *testing.T) {
+	tok := load(t, spJSON(), nil)
+	bytes := func(bs ...int) []int {
+		ids := make([]int, len(bs))
+		for i, b := range bs {
+			ids[i] = 3 + b
+		}
+		return ids
+	}
+	for _, c := range []struct {
+		ids  []int
+		want string
+	}{
+		{bytes(0xE2, 0x82, 0xAC), "€"},
+		{bytes(0x41), "A"},
+		{bytes(0xE2, 0x82), "\uFFFD\uFFFD"},
+		{bytes(0xE2, 0x82, 0x41), "\uFFFD\uFFFD\uFFFD"},
+		{bytes(0x41, 0x80, 0x42), "\uFFFD\uFFFD\uFFFD"},
+		{bytes(0xED, 0xA0, 0x80), "\uFFFD\uFFFD\uFFFD"}, // a surrogate
+		{append(append(bytes(0xC3, 0xA9), 260), bytes(0xC3)...), "éa\uFFFD"},
+	} {
+		if got := tok.Decode(c.ids); got != c.want {
+			t.Errorf("Decode(%v) = %q, want %q", c.ids, got, c.want)
+		}
+	}
+}
+
+// TestNormalizerUnicode9: the normalizers give what the Rust library's Unicode 9.0 normalization
+// gives, without Go's Stream-Safe U+034F.
+func TestNormalizerUnicode9(t *testing.T) {
+	nfc, nfd := normUnicode{norm.NFC}, normUnicode{norm.NFD}
+	marks := strings.Repeat("\u0301\u0316", 20) // 40 marks in a row
+	for _, c := range []struct {
+		n        normUnicode
+		in, want string
+	}{
+		{nfc, "e\u0301", "é"},
+		{nfc, "x\u0301\u0316", "x\u0316\u0301"},               // canonical order
+		{nfc, "x\u0301\u1DF9", "x\u0301\u1DF9"},               // U+1DF9 (Unicode 10): no class in 9.0
+		{nfc, "\U00011935\U00011930", "\U00011935\U00011930"}, // composes from Unicode 13 on
+		{nfc, "e\u0301\U0001F97Ae\u0301", "é\U0001F97Aé"},     // later characters split the text
+		{nfc, "e" + marks, "é" + strings.Repeat("\u0316", 20) + strings.Repeat("\u0301", 19)},
+		{nfd, "é" + marks, "e" + strings.Repeat("\u0316", 20) + strings.Repeat("\u0301", 21)},
+		{nfc, "\u1100\u1161\u11A8" + marks, "각" + strings.Repeat("\u0316", 20) + strings.Repeat("\u0301", 20)},
+	} {
+		if got := c.n.Normalize(c.in); got != c.want {
+			t.Errorf("%v(%+q) = %+q, want %+q", c.n.form, c.in, got, c.want)
+		}
+	}
+	// normalizeLong is Go's norm wherever that inserts no U+034F.
+	rng := rand.New(rand.NewPCG(9, 9))
+	alphabet := []rune("ae\u0301\u0316\u0323\u0302\u05B0\u1100\u1161\u11A8각é\u0344\u212B\uFB01ṩ\u0F73 ")
+	for i := 0; i < 5000; i++ {
+		r := make([]rune, 1+rng.IntN(12))
+		for j := range r {
+			r[j] = alphabet[rng.IntN(len(alphabet))]
+		}
+		s := string(r)
+		for _, f := range []norm.Form{norm.NFC, norm.NFD, norm.NFKC, norm.NFKD} {
+			if got, want := (normUnicode{f}).normalizeLong(s), f.String(s); got != want {
+				t.Fatalf("%v: normalizeLong(%+q) = %+q, norm gives %+q", f, s, got, want)
+			}
+		}
 	}
 }

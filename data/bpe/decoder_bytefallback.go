@@ -3,23 +3,26 @@ package bpe
 import (
 	"encoding/json"
 	"strings"
+	"unicode/utf8"
 )
 
 // decByteFallback is the ByteFallback decoder: every run of <0xNN> tokens becomes the text of its
-// bytes.
+// bytes, or, when those bytes are not UTF-8, one U+FFFD per byte of the run (as Hugging Face's
+// tokenizers does; transformers.js replaces each maximal ill-formed subsequence instead, keeping
+// the valid characters of the run).
 type decByteFallback struct{}
 
 func newDecByteFallback(*build, json.RawMessage, string) (decoder, error) {
 	return decByteFallback{}, nil
 }
 
-// Decode replaces each run of byte tokens by its text, U+FFFD where the bytes are not UTF-8.
+// Decode replaces each run of byte tokens by its text (runText).
 func (decByteFallback) Decode(tokens []string) []string {
 	out := tokens[:0:0]
 	var run []byte
 	flush := func() {
 		if len(run) > 0 {
-			out = append(out, lossyUTF8(run))
+			out = append(out, runText(run))
 			run = run[:0]
 		}
 	}
@@ -33,6 +36,16 @@ func (decByteFallback) Decode(tokens []string) []string {
 	}
 	flush()
 	return out
+}
+
+// runText is the text of a run of byte tokens: the bytes when they are UTF-8, else one U+FFFD per
+// byte, valid characters in the run included (a lone "<0xE2><0x41>" is "\uFFFD\uFFFD", not
+// "\uFFFDA").
+func runText(run []byte) string {
+	if utf8.Valid(run) {
+		return string(run)
+	}
+	return strings.Repeat(string(utf8.RuneError), len(run))
 }
 
 // byteToken parses "<0xNN>".

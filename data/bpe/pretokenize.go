@@ -1,16 +1,19 @@
 package bpe
 
 import (
+	"strings"
 	"unicode"
 	"unicode/utf8"
 )
 
 // The Split pre-tokenizers of GPT-2, Llama-3 and Qwen use regexes with a lookahead (\s+(?!\S)) that
 // Go's regexp cannot express. Each known pattern is implemented here as a scanner with the exact
-// semantics of a backtracking engine (ordered alternation, greedy quantifiers) as JavaScript's
-// RegExp with the u flag runs it in transformers.js: \s is ECMAScript whitespace (which differs from
-// Rust's Unicode White_Space at U+0085 and U+FEFF), and the case-insensitive contraction group is
-// ASCII-only, as transformers.js rewrites it.
+// semantics of a backtracking engine (ordered alternation, greedy quantifiers) as Hugging Face's
+// Rust tokenizers runs them with Oniguruma: \p{L} and \p{N} are the Unicode 16.0 general
+// categories (unicode_tables.go, not Go's own, older tables), \s is the White_Space property
+// (U+0085 is whitespace, U+FEFF is not: ECMAScript's \s, which transformers.js runs, is the other
+// way round), and the case-insensitive contraction group folds case as Unicode does ("'ſ" is
+// "'s"; transformers.js folds ASCII only).
 
 // Known pre-tokenizer regexes, exactly as tokenizer.json files spell them.
 const (
@@ -37,7 +40,7 @@ var knownPatterns = map[string]matcher{
 const (
 	clsLetter = iota // \p{L}
 	clsNumber        // \p{N}
-	clsSpace         // \s (ECMAScript)
+	clsSpace         // \s (White_Space)
 	clsOther         // none of the above
 )
 
@@ -58,26 +61,21 @@ var asciiClass = func() (t [128]uint8) {
 	return t
 }()
 
-// isJSSpace reports whether r is matched by \s in ECMAScript: WhiteSpace (TAB, VT, FF, ZWNBSP and
-// every Zs character) and LineTerminator (LF, CR, LS, PS).
-func isJSSpace(r rune) bool {
-	switch r {
-	case '\t', '\n', '\v', '\f', '\r', ' ', 0xA0, 0x1680, 0x2028, 0x2029, 0x202F, 0x205F, 0x3000, 0xFEFF:
-		return true
-	}
-	return r >= 0x2000 && r <= 0x200A
-}
+// isSpace reports whether r is whitespace as the Rust library has it: the White_Space property
+// (its regex crates' \s, Rust's char::is_whitespace).
+func isSpace(r rune) bool { return unicode.Is(unicodeSpace, r) }
 
+// class is the class of r in the patterns.
 func class(r rune) uint8 {
 	if r < utf8.RuneSelf {
 		return asciiClass[r]
 	}
 	switch {
-	case unicode.IsLetter(r):
+	case unicode.Is(unicodeLetter, r):
 		return clsLetter
-	case unicode.IsNumber(r):
+	case unicode.Is(unicodeNumber, r):
 		return clsNumber
-	case isJSSpace(r):
+	case isSpace(r):
 		return clsSpace
 	}
 	return clsOther
@@ -108,11 +106,19 @@ func run(s string, i int, c uint8, max int) int {
 	return i
 }
 
-// contraction returns the length of 's|'t|'re|'ve|'m|'ll|'d at the start of s (ASCII letters, case
-// folded when fold is set), else 0.
+// longS is U+017F LATIN SMALL LETTER LONG S, whose case folding is "s": the only non-ASCII
+// character that folds to one of the contraction letters.
+const longS = "ſ"
+
+// contraction returns the length of 's|'t|'re|'ve|'m|'ll|'d at the start of s, else 0. With fold
+// the letters match case-insensitively, by Unicode case folding as Oniguruma's (?i) does: ASCII
+// case, and "ſ" for "s".
 func contraction(s string, fold bool) int {
 	if len(s) < 2 || s[0] != '\'' {
 		return 0
+	}
+	if fold && strings.HasPrefix(s[1:], longS) {
+		return 1 + len(longS)
 	}
 	lower := func(b byte) byte {
 		if fold && b >= 'A' && b <= 'Z' {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/gelo-research/geloattack/engine/blas"
 	"github.com/gelo-research/geloattack/internal/numfmt"
+	"github.com/gelo-research/geloattack/internal/safefile"
 	"github.com/gelo-research/geloattack/internal/safetensors"
 )
 
@@ -37,7 +38,7 @@ type Config struct {
 
 // LoadConfig reads and validates a BERT config.json.
 func LoadConfig(path string) (Config, error) {
-	raw, err := os.ReadFile(path)
+	raw, err := safefile.Read(path, safefile.ModelConfig)
 	if err != nil {
 		return Config{}, fmt.Errorf("model config: %w", err)
 	}

@@ -1,7 +1,6 @@
 package extract
 
 import (
-	"bufio"
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
@@ -16,6 +15,8 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/gelo-research/geloattack/internal/safefile"
 )
 
 // Text is one input text and its stable text_id.
@@ -95,58 +96,59 @@ func (s *Source) dedupe() {
 	s.Texts = out
 }
 
-// readTextFile reads a plain (one text per line) or .jsonl file.
+// readTextFile reads a plain (one text per line) or .jsonl file, streamed line by line under the
+// texts kind's line limit (internal/safefile): a FIFO, a device or a file without newlines is
+// refused, not read until memory runs out.
 func readTextFile(path string) (*Source, error) {
-	f, err := os.Open(path)
+	lr, err := safefile.Lines(path, safefile.Texts)
 	if err != nil {
 		return nil, fmt.Errorf("texts: %w", err)
 	}
-	defer f.Close()
+	defer lr.Close()
 	h := sha256.New()
-	r := bufio.NewReader(io.TeeReader(f, h))
 	jsonl := strings.HasSuffix(path, ".jsonl")
 	ids := make(map[int64]int)
 	var texts []Text
-	for line := 1; ; line++ {
-		b, err := r.ReadBytes('\n')
-		if len(b) > 0 {
-			b = bytes.TrimRight(b, "\r\n")
-			t := Text{ID: int64(line), Text: string(b)}
-			if jsonl {
-				if len(bytes.TrimSpace(b)) == 0 {
-					continue
-				}
-				var rec struct {
-					ID   *int64  `json:"id"`
-					Text *string `json:"text"`
-				}
-				dec := json.NewDecoder(bytes.NewReader(b))
-				dec.DisallowUnknownFields()
-				if err := dec.Decode(&rec); err != nil {
-					return nil, fmt.Errorf("texts: %s:%d: %w", path, line, err)
-				}
-				if rec.Text == nil {
-					return nil, fmt.Errorf("texts: %s:%d: no \"text\" field", path, line)
-				}
-				t.Text = *rec.Text
-				if rec.ID != nil {
-					t.ID = *rec.ID
-				}
-			}
-			if prev, dup := ids[t.ID]; dup {
-				return nil, fmt.Errorf("texts: %s:%d: id %d already used on line %d", path, line, t.ID, prev)
-			}
-			ids[t.ID] = line
-			t.Text = strings.ToValidUTF8(t.Text, "\uFFFD")
-			if strings.TrimSpace(t.Text) != "" {
-				texts = append(texts, t)
-			}
-		}
+	for {
+		b, err := lr.Next()
 		if err == io.EOF {
 			break
 		}
 		if err != nil {
-			return nil, fmt.Errorf("texts: %s: %w", path, err)
+			return nil, fmt.Errorf("texts: %w", err)
+		}
+		line := lr.Line()
+		h.Write(b)
+		b = bytes.TrimRight(b, "\r\n")
+		t := Text{ID: int64(line), Text: string(b)}
+		if jsonl {
+			if len(bytes.TrimSpace(b)) == 0 {
+				continue
+			}
+			var rec struct {
+				ID   *int64  `json:"id"`
+				Text *string `json:"text"`
+			}
+			dec := json.NewDecoder(bytes.NewReader(b))
+			dec.DisallowUnknownFields()
+			if err := dec.Decode(&rec); err != nil {
+				return nil, fmt.Errorf("texts: %s:%d: %w", path, line, err)
+			}
+			if rec.Text == nil {
+				return nil, fmt.Errorf("texts: %s:%d: no \"text\" field", path, line)
+			}
+			t.Text = *rec.Text
+			if rec.ID != nil {
+				t.ID = *rec.ID
+			}
+		}
+		if prev, dup := ids[t.ID]; dup {
+			return nil, fmt.Errorf("texts: %s:%d: id %d already used on line %d", path, line, t.ID, prev)
+		}
+		ids[t.ID] = line
+		t.Text = strings.ToValidUTF8(t.Text, "\uFFFD")
+		if strings.TrimSpace(t.Text) != "" {
+			texts = append(texts, t)
 		}
 	}
 	abs, err := filepath.Abs(path)
@@ -205,7 +207,7 @@ func readCorpusDir(dir string, corpora []string) (*Source, error) {
 		return src.Texts[i].ID < src.Texts[j].ID
 	})
 	desc := "dir:" + dir + " corpora:" + strings.Join(corpora, ",")
-	if raw, err := os.ReadFile(filepath.Join(dir, "SOURCES.txt")); err == nil {
+	if raw, err := safefile.Read(filepath.Join(dir, "SOURCES.txt"), safefile.Provenance); err == nil {
 		desc += " [" + strings.Join(strings.Split(strings.TrimSpace(string(raw)), "\n"), "; ") + "]"
 	}
 	src.Desc = desc
@@ -252,7 +254,7 @@ func readFortunes(dir string) ([]Text, error) {
 	sort.Strings(names)
 	var texts []Text
 	for fi, n := range names {
-		raw, err := os.ReadFile(filepath.Join(dir, n))
+		raw, err := safefile.Read(filepath.Join(dir, n), safefile.CorpusFile)
 		if err != nil {
 			return nil, err
 		}
@@ -316,33 +318,41 @@ var wordNetPOS = []struct {
 func readWordNet(dir string) ([]Text, error) {
 	var texts []Text
 	for _, p := range wordNetPOS {
-		f, err := os.Open(filepath.Join(dir, p.file))
+		ts, err := readWordNetFile(filepath.Join(dir, p.file), p.code)
 		if err != nil {
 			return nil, err
 		}
-		sc := bufio.NewScanner(f)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		line := 0
-		for sc.Scan() {
-			line++
-			l := sc.Text()
-			if strings.HasPrefix(l, "  ") { // license header
-				continue
-			}
-			t, err := parseSynset(l, p.code)
-			if err != nil {
-				f.Close()
-				return nil, fmt.Errorf("%s:%d: %w", p.file, line, err)
-			}
-			texts = append(texts, t)
-		}
-		err = sc.Err()
-		f.Close()
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", p.file, err)
-		}
+		texts = append(texts, ts...)
 	}
 	return texts, nil
+}
+
+// readWordNetFile reads one data.* file, whose synsets have part-of-speech digit pos.
+func readWordNetFile(path string, pos int64) ([]Text, error) {
+	lr, err := safefile.Lines(path, safefile.Texts)
+	if err != nil {
+		return nil, err
+	}
+	defer lr.Close()
+	var texts []Text
+	for {
+		b, err := lr.Next()
+		if err == io.EOF {
+			return texts, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		l := strings.TrimRight(string(b), "\r\n")
+		if strings.HasPrefix(l, "  ") { // license header
+			continue
+		}
+		t, err := parseSynset(l, pos)
+		if err != nil {
+			return nil, fmt.Errorf("%s:%d: %w", filepath.Base(path), lr.Line(), err)
+		}
+		texts = append(texts, t)
+	}
 }
 
 // parseSynset parses one data-file line: "offset lex_filenum ss_type w_cnt (word lex_id){w_cnt} ... | gloss".
@@ -394,7 +404,7 @@ func readSOTU(dir string) ([]Text, error) {
 	sort.Strings(names)
 	var texts []Text
 	for fi, n := range names {
-		raw, err := os.ReadFile(n)
+		raw, err := safefile.Read(n, safefile.CorpusFile)
 		if err != nil {
 			return nil, err
 		}

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gelo-research/geloattack/internal/safefile"
 	"github.com/gelo-research/geloattack/internal/safefile/safefiletest"
 )
 
@@ -47,13 +48,14 @@ func TestOpenRefusesHostileFiles(t *testing.T) {
 	}
 }
 
-// A meta.json larger than MaxMetaBytes is refused naming the file and the limit.
+// A meta.json larger than its limit (internal/safefile's kind StoreMeta) is refused naming the file
+// and the limit.
 func TestOpenRefusesHugeMeta(t *testing.T) {
 	const d, e = 4, 4
 	dir := t.TempDir()
 	writeStore(t, dir, Meta{D: d, E: e, DType: Float16, Norm: NormRaw}, baseTexts(d, e), 3*d*2)
 	b, _ := os.ReadFile(filepath.Join(dir, MetaFile))
-	big := append(b[:len(b)-2], []byte(strings.Repeat(" ", MaxMetaBytes))...)
+	big := append(b[:len(b)-2], []byte(strings.Repeat(" ", int(safefile.StoreMeta.Limit())))...)
 	os.WriteFile(filepath.Join(dir, MetaFile), append(big, '}', '\n'), 0o644)
 	_, err := Open(dir)
 	if err == nil || !strings.Contains(err.Error(), MetaFile) || !strings.Contains(err.Error(), "limit") {

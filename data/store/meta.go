@@ -151,16 +151,13 @@ func (m Meta) elemSize() int {
 	return 4
 }
 
-// MaxMetaBytes bounds meta.json: a real one is well under a kilobyte.
-const MaxMetaBytes = 1 << 20
-
 // readMeta reads and checks dir/meta.json. Unknown fields are rejected so that a typo in a
 // hand-edited file does not silently fall back to a default.
 func readMeta(dir string) (Meta, error) {
 	path := filepath.Join(dir, MetaFile)
 	// Bounded, and refused before any read when not a regular file: a FIFO would block the
 	// open, /dev/zero would be read until memory runs out.
-	raw, err := safefile.ReadFile(path, MaxMetaBytes)
+	raw, err := safefile.Read(path, safefile.StoreMeta)
 	if err != nil {
 		if os.IsNotExist(err) {
 			return Meta{}, fmt.Errorf("%s missing: incomplete store (the writer writes it last) or not a store", MetaFile)

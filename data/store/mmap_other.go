@@ -2,11 +2,20 @@
 
 package store
 
-import "os"
+import (
+	"io"
+
+	"github.com/gelo-research/geloattack/internal/safefile"
+)
 
 // mapFile reads the whole file where memory maps are not available.
 func mapFile(path string) ([]byte, func() error, error) {
-	data, err := os.ReadFile(path)
+	f, _, err := safefile.OpenRead(path, safefile.StoreColumns)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(f)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -15,7 +15,7 @@ import (
 // lets a store larger than memory open in constant time.
 func mapFile(path string) ([]byte, func() error, error) {
 	// Non-blocking open, then the regular-file check (a FIFO would block a plain open forever).
-	f, st, err := safefile.Open(path)
+	f, st, err := safefile.OpenRead(path, safefile.StoreColumns)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -504,9 +504,7 @@ func writeMetaFile(dir string, m Meta) error {
 		os.Remove(tmp)
 		return err
 	}
-	if d, err := os.Open(dir); err == nil {
-		d.Sync()
-		d.Close()
-	}
+	// The file is in place; an error here only means the rename's durability is not assured.
+	_ = safefile.SyncDir(dir)
 	return nil
 }

@@ -8,10 +8,11 @@ package wordpiece
 import (
 	"encoding/json"
 	"fmt"
-	"os"
 	"sort"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/gelo-research/geloattack/internal/safefile"
 )
 
 // Config holds the choices a tokenizer.json makes for a BERT tokenizer.
@@ -183,7 +184,7 @@ type templatePiece struct {
 // Load reads a HuggingFace tokenizer.json of a BERT WordPiece tokenizer. Other tokenizer kinds
 // (BPE, Unigram, other normalisers or pre-tokenizers) are rejected with an error naming the field.
 func Load(path string) (*Tokenizer, error) {
-	raw, err := os.ReadFile(path)
+	raw, err := safefile.Read(path, safefile.TokenizerJSON)
 	if err != nil {
 		return nil, fmt.Errorf("wordpiece: %w", err)
 	}

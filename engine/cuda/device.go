@@ -10,6 +10,8 @@ import (
 	"unsafe"
 
 	"github.com/ebitengine/purego"
+
+	"github.com/gelo-research/geloattack/internal/safefile"
 )
 
 // ErrNoDevice is matched (errors.Is) by every error Open returns.
@@ -338,7 +340,7 @@ func readPTXDir(dir string) (map[string][]byte, error) {
 	}
 	out := map[string][]byte{}
 	for _, f := range files {
-		b, err := os.ReadFile(f)
+		b, err := safefile.Read(f, safefile.PTX)
 		if err != nil {
 			return nil, fmt.Errorf("GELOATTACK_CUDA_PTX: %w", err)
 		}

@@ -4,24 +4,22 @@
 package benchkit
 
 import (
-	"bufio"
-	"bytes"
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
+
+	"github.com/gelo-research/geloattack/internal/safefile"
 )
 
 // PeakRSS returns the process's peak resident set size in bytes (VmHWM of /proc/self/status).
 func PeakRSS() (int64, error) {
-	b, err := os.ReadFile("/proc/self/status")
+	b, err := safefile.Read("/proc/self/status", safefile.Kernel)
 	if err != nil {
 		return 0, fmt.Errorf("peak RSS: %w", err)
 	}
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	for sc.Scan() {
-		f := bytes.Fields(sc.Bytes())
-		if len(f) >= 2 && string(f[0]) == "VmHWM:" {
+	for line := range strings.Lines(string(b)) {
+		f := strings.Fields(line)
+		if len(f) >= 2 && f[0] == "VmHWM:" {
 			kb, err := strconv.ParseInt(string(f[1]), 10, 64)
 			if err != nil {
 				return 0, fmt.Errorf("peak RSS: VmHWM %q: %w", f[1], err)
@@ -35,7 +33,7 @@ func PeakRSS() (int64, error) {
 // ResetPeakRSS restarts VmHWM from the current RSS (Linux >= 4.0), so one process can measure
 // the peaks of several configurations in turn; where it is not allowed the peak stays cumulative.
 func ResetPeakRSS() error {
-	return os.WriteFile("/proc/self/clear_refs", []byte("5"), 0)
+	return safefile.WriteKernel("/proc/self/clear_refs", []byte("5"))
 }
 
 // PeakFLOPS is the dense peak FLOP/s of the device a backend name describes at a GEMM precision,

@@ -8,7 +8,7 @@
 //	3  models/..., losses/..., eval, checkpoints       what trains and what scores
 //	4  baselines/..., tasks/..., protocol/..., config  attacks, tasks, the protocol, run configs
 //	5  train                                           the loop
-//	6  runner                                          a resolved config -> a run
+//	6  runner, assess                                  a resolved config -> a run; the assessment
 //	7  sweep/...                                       grids of runs and their reports
 //	8  cmd/...                                         the CLI
 package layering
@@ -33,7 +33,7 @@ var floors = []struct {
 	{"models", 3}, {"losses", 3}, {"eval", 3}, {"checkpoints", 3},
 	{"baselines", 4}, {"tasks", 4}, {"protocol", 4}, {"config", 4}, {"configs", 4},
 	{"train", 5},
-	{"runner", 6},
+	{"runner", 6}, {"assess", 6},
 	{"sweep", 7},
 	{"cmd", 8},
 }

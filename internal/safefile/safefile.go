@@ -1,11 +1,21 @@
-// Package safefile opens and writes the files of run, sweep and store directories without the
-// traps a hostile directory can set: a FIFO or device where a file is expected (an open that
-// blocks forever, or a read that never ends), a file far larger than its kind ever is, and a
-// symbolic link that would carry a write out of the directory.
+// Package safefile is the one door of this program's files: every read of a file a user names (or
+// a directory holds) and every write goes through it, so none re-decides what the others learned
+// about the traps a hostile or mistaken path can set: a FIFO or device where a file is expected (an
+// open that blocks forever, or a read that never ends), a file far larger than its kind ever is, a
+// symbolic link that carries a write out of its directory, a write onto the command's own input,
+// and a directory left half-written by a failure.
 //
-// Reads open with O_NONBLOCK and check the open file (fstat) before reading, so a FIFO is refused
-// instead of waiting for a writer. Writes refuse a target that is a symbolic link or not a regular
-// file, naming the path, and never follow one.
+// Reads name the file's Kind; one table (kinds.go) gives each kind's limit and how it is read
+// (whole, line by line, or mapped). Opens use O_NONBLOCK and check the open file (fstat) before
+// reading, so a FIFO is refused instead of waiting for a writer. Writes go to a temporary file in
+// the target's directory renamed into place (WriteFileAtomic, CreateAtomic), and refuse a target
+// that is a symbolic link, not a regular file, or an input (Files remembers what a command read);
+// a new directory is built beside its target and renamed into place whole (BeginDir).
+//
+// The byte-limit functions (ReadFile, ReadFileNoFollow) and the raw opens (Open, Create,
+// OpenAppend, OpenLock, OpenStream) are the primitives the door is built on, for the few writers
+// with a file layout of their own (a store's temporaries, the metrics log, the run lock).
+// internal/layering's test holds every other package to this one for its opens.
 package safefile
 
 import (
@@ -108,6 +118,8 @@ func symlinkError(path string) error {
 
 // ReadFile reads a regular file of at most limit bytes (following symbolic links), refusing a
 // larger one with ErrTooLarge, naming the file and the limit.
+//
+// Deprecated: name the file's Kind, whose limit the table states, and use Read.
 func ReadFile(path string, limit int64) ([]byte, error) {
 	f, fi, err := Open(path)
 	if err != nil {
@@ -117,6 +129,8 @@ func ReadFile(path string, limit int64) ([]byte, error) {
 }
 
 // ReadFileNoFollow is ReadFile refusing a symbolic link.
+//
+// Deprecated: name the file's Kind and use ReadNoFollow.
 func ReadFileNoFollow(path string, limit int64) ([]byte, error) {
 	f, fi, err := OpenNoFollow(path)
 	if err != nil {
@@ -169,25 +183,34 @@ func CheckTarget(path string) error {
 // blocks: a FIFO that no process writes reads as empty instead of waiting for a writer forever.
 // The caller bounds what it reads.
 func OpenStream(path string) (*os.File, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	f, _, err := openStream(path, 0)
+	return f, err
+}
+
+// openStream is OpenStream with extra open flags (O_NOFOLLOW), returning the file's information.
+func openStream(path string, flag int) (*os.File, fs.FileInfo, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|flag, 0)
 	if err != nil {
-		return nil, err
+		if flag&syscall.O_NOFOLLOW != 0 && errors.Is(err, syscall.ELOOP) {
+			return nil, nil, symlinkError(path)
+		}
+		return nil, nil, err
 	}
 	fi, err := f.Stat()
 	if err != nil {
 		f.Close()
-		return nil, err
+		return nil, nil, err
 	}
 	if fi.IsDir() {
 		f.Close()
-		return nil, fmt.Errorf("%s: %w (a directory)", path, ErrNotRegular)
+		return nil, nil, fmt.Errorf("%s: %w (a directory)", path, ErrNotRegular)
 	}
 	// Blocking reads from here: a pipe with a writer waits for its data, one without reads EOF.
 	if err := syscall.SetNonblock(int(f.Fd()), false); err != nil {
 		f.Close()
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, nil, fmt.Errorf("%s: %w", path, err)
 	}
-	return f, nil
+	return f, fi, nil
 }
 
 // Create creates or truncates path for writing (mode perm), refusing a symbolic link (the

@@ -12,13 +12,13 @@ import (
 // and refuses anything but a regular file (a FIFO, device or directory; see internal/safefile).
 // Errors name the file. The mapping is read-only and lives until Close; a file truncated by
 // another process while mapped faults the reader, as with any memory map.
-func Open(path string) (*File, error) { return open(path, safefile.Open) }
+func Open(path string) (*File, error) { return open(path, safefile.OpenRead) }
 
 // OpenNoFollow is Open refusing a path whose last element is a symbolic link.
-func OpenNoFollow(path string) (*File, error) { return open(path, safefile.OpenNoFollow) }
+func OpenNoFollow(path string) (*File, error) { return open(path, safefile.OpenReadNoFollow) }
 
-func open(path string, opener func(string) (*os.File, fs.FileInfo, error)) (*File, error) {
-	f, fi, err := opener(path)
+func open(path string, opener func(string, safefile.Kind) (*os.File, fs.FileInfo, error)) (*File, error) {
+	f, fi, err := opener(path, safefile.Weights)
 	if err != nil {
 		return nil, err
 	}

@@ -22,9 +22,6 @@ const (
 	IndexFile = "model.safetensors.index.json"
 )
 
-// maxIndex bounds the index file read; a 405B-parameter model's index is a few hundred KB.
-const maxIndex = 64 << 20
-
 // Set is the weights of a model directory: one safetensors file, or the shards that an index
 // lists together with the shard of each tensor.
 type Set struct {
@@ -55,7 +52,7 @@ func FindSet(dir string) (Set, error) {
 // tensor, a file in the index's directory. Names with a directory part or a leading dot are
 // refused, so an index cannot point outside its directory.
 func ReadIndex(path string) (Set, error) {
-	raw, err := safefile.ReadFile(path, maxIndex)
+	raw, err := safefile.Read(path, safefile.ShardIndex)
 	if err != nil {
 		return Set{}, err
 	}

@@ -11,11 +11,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 
+	"github.com/gelo-research/geloattack/internal/safefile"
 	"github.com/gelo-research/geloattack/models/llama"
 )
 
@@ -42,7 +42,7 @@ func Family(arch string) string {
 // so that callers can choose between this package and an encoder loader. Any read error answers
 // false.
 func IsDecoderDir(dir string) bool {
-	raw, err := os.ReadFile(filepath.Join(dir, ConfigFile))
+	raw, err := safefile.Read(filepath.Join(dir, ConfigFile), safefile.ModelConfig)
 	if err != nil {
 		return false
 	}

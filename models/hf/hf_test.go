@@ -395,8 +395,10 @@ func TestInitStreamsRandom(t *testing.T) {
 			t.Fatal(err)
 		}
 		raw, _ := os.ReadFile(filepath.Join(dir, ConfigFile))
-		var c map[string]any
-		json.Unmarshal(raw, &c)
+		c, err := unmarshalConfig(raw) // numbers as written: ints stay ints
+		if err != nil {
+			t.Fatal(err)
+		}
 		dir2 := t.TempDir()
 		if err := Save(dir2, c, m, F32); err != nil {
 			t.Fatal(err)

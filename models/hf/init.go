@@ -2,11 +2,12 @@ package hf
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
-	"io"
-	"os"
+	"io/fs"
 	"path/filepath"
 
+	"github.com/gelo-research/geloattack/internal/safefile"
 	"github.com/gelo-research/geloattack/models/llama"
 )
 
@@ -16,19 +17,30 @@ type InitOptions struct {
 	Layers, Hidden, Vocab int    // cuts; 0 keeps the original
 	Seed                  uint64
 	DType                 string // F32, F16 or BF16 (default BF16)
-	Out                   string // directory to write; it must not hold a model already
+	// Out is the directory to write: a new one, or an empty one. It is built beside its final
+	// name and renamed into place at the end, so a failure leaves nothing.
+	Out string
 	// Tokenizer, when not empty, is a tokenizer.json copied into Out, with tokenizer_config.json
 	// from the same directory when present.
 	Tokenizer string
+	// Files is the door the files are read and written through; nil: one that remembers no
+	// inputs (see safefile.Files).
+	Files *safefile.Files
 }
 
 // Init writes a random-init Hugging Face directory, the model llama.Random draws (the standard
-// deviation is the config's initializer_range, 0.02 when absent), and returns its config.
+// deviation is the config's initializer_range, 0.02 when absent), and returns its config. Every
+// input (the -like file, the tokenizer) is read and checked before anything is written, and the
+// directory appears whole or not at all.
 func Init(opt InitOptions) (llama.Config, error) {
-	if err := RefuseModel(opt.Out); err != nil {
+	files := opt.Files
+	// The output first: a mistyped or occupied -out is refused before any work.
+	tx, err := files.BeginDir(opt.Out)
+	if err != nil {
 		return llama.Config{}, err
 	}
-	base, err := LikeConfig(opt.Like)
+	defer tx.Abort() // nothing once committed
+	base, err := likeConfig(files, opt.Like)
 	if err != nil {
 		return llama.Config{}, err
 	}
@@ -42,11 +54,17 @@ func Init(opt InitOptions) (llama.Config, error) {
 		return cfg, err
 	}
 	std := 0.02
-	if v, ok := cfgMap["initializer_range"].(float64); ok && v > 0 {
+	if v, ok := configFloat(cfgMap["initializer_range"]); ok && v > 0 {
 		std = v
 	}
 	if err := cfg.Validate(); err != nil {
 		return cfg, err
+	}
+	var tok *tokenizerFiles
+	if opt.Tokenizer != "" {
+		if tok, err = readTokenizer(files, opt.Tokenizer); err != nil {
+			return cfg, err
+		}
 	}
 	dtype := opt.DType
 	if dtype == "" {
@@ -63,7 +81,7 @@ func Init(opt InitOptions) (llama.Config, error) {
 	}
 	buf := make([]float32, largest)
 	stream := llama.NewInitStream(opt.Seed, std)
-	err = save(opt.Out, cfgMap, cfg, dtype, func(i int) []float32 {
+	err = save(files, tx.Path(), cfgMap, cfg, dtype, func(i int) []float32 {
 		x := buf[:product(sp[i].shape)]
 		if sp[i].gain {
 			stream.Gain(x)
@@ -75,53 +93,71 @@ func Init(opt InitOptions) (llama.Config, error) {
 	if err != nil {
 		return cfg, err
 	}
-	if opt.Tokenizer != "" {
-		if err := CopyTokenizer(opt.Tokenizer, opt.Out); err != nil {
+	if tok != nil {
+		if err := tok.write(files, tx.Path()); err != nil {
 			return cfg, err
 		}
 	}
-	return cfg, nil
+	return cfg, tx.Commit()
 }
 
-// RefuseModel fails when dir already holds a model's config or weights: writers of model
-// directories never overwrite one.
-func RefuseModel(dir string) error {
-	for _, f := range []string{ConfigFile, WeightsFile, IndexFile} {
-		if _, err := os.Stat(filepath.Join(dir, f)); err == nil {
-			return fmt.Errorf("%s already holds %s: not overwriting a model", dir, f)
-		}
+// tokenizerFiles are a tokenizer.json and the tokenizer_config.json beside it, read.
+type tokenizerFiles struct {
+	json, config []byte // config nil when there is none
+}
+
+// tokenizerConfigFile is the file beside tokenizer.json that Hugging Face loaders read with it.
+const tokenizerConfigFile = "tokenizer_config.json"
+
+// ReadTokenizer reads tokenizerJSON and the tokenizer_config.json beside it (config nil when
+// there is none) through files, under their kinds' limits: a FIFO, a device or a huge file is
+// refused at once, naming it. data/bpe's Parse builds the tokenizer from them.
+func ReadTokenizer(files *safefile.Files, tokenizerJSON string) (json, config []byte, err error) {
+	t, err := readTokenizer(files, tokenizerJSON)
+	if err != nil {
+		return nil, nil, err
+	}
+	return t.json, t.config, nil
+}
+
+// readTokenizer is ReadTokenizer keeping the two files together for write.
+func readTokenizer(files *safefile.Files, tokenizerJSON string) (*tokenizerFiles, error) {
+	j, err := files.Read(tokenizerJSON, safefile.TokenizerJSON)
+	if err != nil {
+		return nil, fmt.Errorf("tokenizer: %w", err)
+	}
+	t := &tokenizerFiles{json: j}
+	tc := filepath.Join(filepath.Dir(tokenizerJSON), tokenizerConfigFile)
+	c, err := files.Read(tc, safefile.TokenizerConfig)
+	switch {
+	case err == nil:
+		t.config = c
+	case !errors.Is(err, fs.ErrNotExist):
+		return nil, fmt.Errorf("tokenizer: %w", err)
+	}
+	return t, nil
+}
+
+// write writes the tokenizer's files into dir.
+func (t *tokenizerFiles) write(files *safefile.Files, dir string) error {
+	if err := files.WriteFileAtomic(filepath.Join(dir, "tokenizer.json"), t.json); err != nil {
+		return err
+	}
+	if t.config != nil {
+		return files.WriteFileAtomic(filepath.Join(dir, tokenizerConfigFile), t.config)
 	}
 	return nil
 }
 
 // CopyTokenizer copies a tokenizer.json into the model directory dir, with the
-// tokenizer_config.json beside it when there is one.
-func CopyTokenizer(tokenizerJSON, dir string) error {
-	if err := copyFile(tokenizerJSON, filepath.Join(dir, "tokenizer.json")); err != nil {
-		return err
-	}
-	tc := filepath.Join(filepath.Dir(tokenizerJSON), "tokenizer_config.json")
-	if _, err := os.Stat(tc); err == nil {
-		return copyFile(tc, filepath.Join(dir, "tokenizer_config.json"))
-	}
-	return nil
-}
-
-func copyFile(src, dst string) error {
-	in, err := os.Open(src)
+// tokenizer_config.json beside it when there is one, reading and writing through files (see
+// readTokenizer; the writes are atomic and refuse to replace an input of files).
+func CopyTokenizer(files *safefile.Files, tokenizerJSON, dir string) error {
+	t, err := readTokenizer(files, tokenizerJSON)
 	if err != nil {
 		return err
 	}
-	defer in.Close()
-	out, err := os.Create(dst)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return fmt.Errorf("copy %s: %w", src, err)
-	}
-	return out.Close()
+	return t.write(files, dir)
 }
 
 func product(shape []int) int {

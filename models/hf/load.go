@@ -2,12 +2,12 @@ package hf
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 
 	"github.com/gelo-research/geloattack/engine/blas"
+	"github.com/gelo-research/geloattack/internal/safefile"
 	"github.com/gelo-research/geloattack/internal/safetensors"
 	"github.com/gelo-research/geloattack/models/llama"
 )
@@ -22,7 +22,7 @@ const (
 // LoadConfig reads dir/config.json.
 func LoadConfig(dir string) (llama.Config, error) {
 	path := filepath.Join(dir, ConfigFile)
-	raw, err := os.ReadFile(path)
+	raw, err := safefile.Read(path, safefile.ModelConfig)
 	if err != nil {
 		return llama.Config{}, err
 	}

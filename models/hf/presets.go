@@ -3,8 +3,9 @@ package hf
 import (
 	"encoding/json"
 	"fmt"
-	"os"
 	"sort"
+
+	"github.com/gelo-research/geloattack/internal/safefile"
 )
 
 // presets are the public config.json files of the models `model init -like` imitates (the
@@ -53,18 +54,21 @@ func Presets() []string {
 }
 
 // LikeConfig returns the config.json of a preset, or of a file when like is not a preset name.
-func LikeConfig(like string) (map[string]any, error) {
+func LikeConfig(like string) (map[string]any, error) { return likeConfig(nil, like) }
+
+// likeConfig is LikeConfig reading the file through files.
+func likeConfig(files *safefile.Files, like string) (map[string]any, error) {
 	raw, ok := presets[like]
 	src := "preset " + like
 	if !ok {
-		b, err := os.ReadFile(like)
+		b, err := files.Read(like, safefile.ModelConfig)
 		if err != nil {
 			return nil, fmt.Errorf("-like %q: neither a preset (%v) nor a readable file: %w", like, Presets(), err)
 		}
 		raw, src = string(b), like
 	}
-	var c map[string]any
-	if err := json.Unmarshal([]byte(raw), &c); err != nil {
+	c, err := unmarshalConfig([]byte(raw))
+	if err != nil {
 		return nil, fmt.Errorf("%s: %w", src, err)
 	}
 	if _, err := ParseConfig([]byte(raw)); err != nil {

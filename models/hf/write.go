@@ -2,26 +2,37 @@ package hf
 
 import (
 	"bufio"
-	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 
+	"github.com/gelo-research/geloattack/internal/safefile"
 	"github.com/gelo-research/geloattack/models/llama"
 )
 
 // Save writes m's weights to dir/model.safetensors in dtype (F32, F16 or BF16) and config to
-// dir/config.json (indented), creating dir. config must describe m (ParseConfig of it gives m.Cfg);
-// Save checks that, so that a directory it writes always loads.
+// dir/config.json (indented). dir must be new or empty: it is built beside its final name and
+// renamed into place, so a failure leaves nothing. config must describe m (ParseConfig of it
+// gives m.Cfg); Save checks that, so that a directory it writes always loads. Numbers keep their
+// kind (configjson.go): ints and json.Number values are written as they are, float64 values as
+// Python writes floats ("factor": 8.0), so a config decoded from JSON must keep its numbers as
+// json.Number (LikeConfig does).
 func Save(dir string, config map[string]any, m *llama.Model, dtype string) error {
+	tx, err := safefile.BeginDir(dir)
+	if err != nil {
+		return fmt.Errorf("save: %w", err)
+	}
+	defer tx.Abort() // nothing once committed
 	sp := specs(m.Cfg)
-	return save(dir, config, m.Cfg, dtype, func(i int) []float32 { return sp[i].get(m) })
+	if err := save(nil, tx.Path(), config, m.Cfg, dtype, func(i int) []float32 { return sp[i].get(m) }); err != nil {
+		return err
+	}
+	return tx.Commit()
 }
 
-// save writes config.json and model.safetensors, asking tensor for each tensor of specs(cfg) in
-// order.
-func save(dir string, config map[string]any, cfg llama.Config, dtype string, tensor func(i int) []float32) error {
-	js, err := json.MarshalIndent(config, "", "  ")
+// save writes config.json and model.safetensors into the existing directory dir through files,
+// asking tensor for each tensor of specs(cfg) in order.
+func save(files *safefile.Files, dir string, config map[string]any, cfg llama.Config, dtype string, tensor func(i int) []float32) error {
+	js, err := marshalConfig(config)
 	if err != nil {
 		return fmt.Errorf("save %s: config: %w", dir, err)
 	}
@@ -32,37 +43,26 @@ func save(dir string, config map[string]any, cfg llama.Config, dtype string, ten
 	if c != cfg {
 		return fmt.Errorf("save %s: config.json describes %+v, the model is %+v", dir, c, cfg)
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
 	sp := specs(cfg)
 	names, shapes := make([]string, len(sp)), make([][]int, len(sp))
 	for i, s := range sp {
 		names[i], shapes[i] = s.name, s.shape
 	}
-	path := filepath.Join(dir, WeightsFile)
-	tmp := path + ".tmp"
-	f, err := os.Create(tmp)
+	f, err := files.CreateAtomic(filepath.Join(dir, WeightsFile))
 	if err != nil {
-		return err
+		return fmt.Errorf("save: %w", err)
 	}
 	w := bufio.NewWriterSize(f, 1<<20)
 	err = writeSafetensors(w, names, shapes, tensor, dtype)
 	if err == nil {
 		err = w.Flush()
 	}
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
 	if err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("save %s: %w", path, err)
+		f.Abort()
+		return fmt.Errorf("save %s: %w", f.Path(), err)
 	}
-	return os.WriteFile(filepath.Join(dir, ConfigFile), append(js, '\n'), 0o644)
+	if err := f.Commit(); err != nil {
+		return fmt.Errorf("save: %w", err)
+	}
+	return files.WriteFileAtomic(filepath.Join(dir, ConfigFile), append(js, '\n'))
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"image/color"
 	"math"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -15,6 +14,8 @@ import (
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
+
+	"github.com/gelo-research/geloattack/internal/safefile"
 )
 
 // PaperRow is one n of the paper's compute-side overhead figure (docs/paper.md, "The protocol
@@ -366,7 +367,7 @@ func (r Result) Plot(path string) error {
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(path, png, 0o644); err != nil {
+	if err := safefile.WriteFileAtomic(path, png); err != nil {
 		return fmt.Errorf("overhead plot: %w", err)
 	}
 	return nil

@@ -195,7 +195,7 @@ func cellNames(dir string) ([]sweep.PlanCell, string, error) {
 // readCell reads a finished cell's config and report.
 func readCell(dir string) (Row, config.Run, error) {
 	cpath := filepath.Join(dir, sweep.ConfigFile)
-	src, err := safefile.ReadFile(cpath, config.MaxFileBytes) // a FIFO or /dev/zero is refused, not read forever
+	src, err := safefile.Read(cpath, safefile.RunRecord) // a FIFO or /dev/zero is refused, not read forever
 	if err != nil {
 		return Row{}, config.Run{}, err
 	}
@@ -204,7 +204,7 @@ func readCell(dir string) (Row, config.Run, error) {
 		return Row{}, config.Run{}, err
 	}
 	rpath := filepath.Join(dir, sweep.ReportFile)
-	b, err := safefile.ReadFile(rpath, config.MaxFileBytes)
+	b, err := safefile.Read(rpath, safefile.RunRecord)
 	if err != nil {
 		return Row{}, config.Run{}, err
 	}
