@@ -30,7 +30,7 @@ var root = &Command{
 func init() {
 	// Set here rather than in root's literal: the commands refer to root (for their help) through
 	// their own variables.
-	root.Commands = []*Command{cmdTrain, cmdEval, cmdStore, cmdBaseline, cmdRecover, cmdDecode, cmdBench, cmdSweep, cmdReport, cmdModel, cmdProtocol}
+	root.Commands = []*Command{cmdTrain, cmdEval, cmdStore, cmdBaseline, cmdRecover, cmdDecode, cmdBench, cmdSweep, cmdReport, cmdModel, cmdProtocol, cmdAssess}
 }
 
 func main() {

@@ -1,0 +1,136 @@
+package assess
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// The example -example prints is a valid deployment file whose every value is the default.
+func TestExampleIsTheDefault(t *testing.T) {
+	d, err := ParseDeployment("example.yaml", []byte(Example))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := DefaultDeployment()
+	want.Model = "/path/to/model"
+	// Empty lists in the file are empty, not nil; compare what they mean.
+	d.Offload.Blocks, d.Prompts.Corpora, d.Attacker.Attacks, d.Attacker.Blocks = nil, nil, nil, nil
+	d.Grid.ShieldRows, d.Grid.ShieldScales = nil, nil
+	if !reflect.DeepEqual(d, want) {
+		t.Errorf("the example is not the default:\n got %+v\nwant %+v", d, want)
+	}
+}
+
+// A deployment file is read strictly: each mistake is refused with the file, line, column and key.
+func TestDeploymentFileIsStrict(t *testing.T) {
+	for _, tc := range []struct {
+		name, src, want string
+	}{
+		{"unknown key", "model: m\nshields:\n  scael: 3\n", "deployment d.yaml:3:"},
+		{"unknown top key", "modle: m\n", "deployment d.yaml:1:"},
+		{"fraction in an integer", "batch:\n  texts_per_call: 2.5\n", "deployment d.yaml:2:19: batch.texts_per_call: 2.5, want an integer"},
+		{"string in an integer", "prompts:\n  count: '10'\n", "prompts.count: '10', want an integer"},
+		{"string in a number", "shields:\n  scale: big\n", "shields.scale: big, want a number"},
+		{"null", "shields:\n  scale:\n", "shields.scale: no value"},
+		{"out of range", "shields:\n  frac: 1.5\n", "deployment d.yaml:2:9: shields.frac: 1.5, want a value in [0, 1]"},
+		{"zero texts", "batch: {texts_per_call: 0}\n", "batch.texts_per_call: 0, want an integer in [1, 4096]"},
+		{"manifold", "shields: {kind: manifold}\n", "shields.kind: manifold is not assessed"},
+		{"bad dtype", "observe: {dtype: fp8}\n", "observe.dtype: \"fp8\", want none, bf16 or fp16"},
+		{"bad precision", "deployer: {precision: int8}\n", "deployer.precision: \"int8\""},
+		{"unknown attack", "attacker: {attacks: [decode, guess]}\n", "deployment d.yaml:1:30: attacker.attacks[1]: \"guess\", want one of [decode presence]"},
+		{"repeated block", "offload: {blocks: [0, 1, 1]}\n", "offload.blocks[2]: block 1 is listed twice"},
+		{"negative block", "attacker: {blocks: [0, -1]}\n", "attacker.blocks[1]: -1"},
+		{"list for a value", "model: [a, b]\n", "model: [a, b], want a string"},
+		{"value for a list", "offload: {blocks: 3}\n", "offload.blocks: 3, want a list"},
+		{"two documents", "model: a\n---\nmodel: b\n", "more than one YAML document"},
+		{"alias", "model: &m a\nprompts: {texts: *m}\n", "anchors and aliases"},
+		{"grid scale", "grid: {shield_scales: [1, 0]}\n", "grid.shield_scales[1]: 0"},
+		{"not a mapping", "- a\n- b\n", "is a mapping of keys"},
+		{"rank bag without rank", "attacker: {rank_bag: 5}\n", "attacker.rank_bag: 5 needs attacker.rank: true"},
+	} {
+		_, err := ParseDeployment("d.yaml", []byte(tc.src))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want an error containing %q", tc.name, err, tc.want)
+		}
+	}
+}
+
+// Resolve writes out what depends on the model and checks the blocks against it.
+func TestResolve(t *testing.T) {
+	d := DefaultDeployment()
+	d.Model = "m"
+	r, err := d.Resolve(3, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(r.Offload.Blocks, []int{0, 1, 2}) || !reflect.DeepEqual(r.Attacker.Blocks, []int{0, 1}) ||
+		!reflect.DeepEqual(r.Attacker.Attacks, Names()) || !reflect.DeepEqual(r.Grid.ShieldRows, []int{32, 64, 128}) ||
+		!reflect.DeepEqual(r.Grid.ShieldScales, []float64{1, 3, 10}) {
+		t.Errorf("resolved: %+v", r)
+	}
+	d.Offload.Blocks = []int{0, 5}
+	if _, err := d.Resolve(3, 64); err == nil || !strings.Contains(err.Error(), "offload.blocks[1]: block 5 of a model with 3 blocks") {
+		t.Errorf("block beyond the model: %v", err)
+	}
+	d.Model = ""
+	if _, err := d.Resolve(3, 64); err == nil || !strings.Contains(err.Error(), "model: required") {
+		t.Errorf("no model: %v", err)
+	}
+	// The grid: the deployment first, then rows x scales, without the deployment's own point.
+	d = DefaultDeployment()
+	d.Shields.Rows, d.Shields.Scale = 64, 1
+	d.Grid = Grid{Enabled: true, ShieldRows: []int{64, 128}, ShieldScales: []float64{1, 10}}
+	var names []string
+	for _, s := range d.Settings() {
+		names = append(names, s.Name)
+	}
+	if want := []string{"deployment", "rows=64,scale=10", "rows=128,scale=1", "rows=128,scale=10"}; !reflect.DeepEqual(names, want) {
+		t.Errorf("settings %v, want %v", names, want)
+	}
+}
+
+// An attack that cannot run on the deployment says why, and the plan leaves it out.
+func TestAttacksCheckTheDeployment(t *testing.T) {
+	d := DefaultDeployment()
+	d.Model = "m"
+	d, _ = d.Resolve(2, 64)
+	d.Offload.Blocks = []int{1}
+	for _, name := range Names() {
+		a, _ := Lookup(name)
+		if err := a.Check(d); err == nil || !strings.Contains(err.Error(), "does not offload") {
+			t.Errorf("%s with block 0 not offloaded: %v", name, err)
+		}
+	}
+	d.Offload.Blocks = []int{0, 1}
+	d.Observe.Rows = 0.8
+	if a, _ := Lookup("presence"); a.Check(d) == nil {
+		t.Errorf("presence applies with rows dropped")
+	}
+	if a, _ := Lookup("decode"); a.Check(d) != nil {
+		t.Errorf("decode does not apply with rows dropped: %v", a.Check(d))
+	}
+}
+
+// The cost model at the settings of docs/prompt-decoding.md: +4096 rows on a batch of 71 rows at
+// d 4096 is 59x the rows through the GEMM, as the docs count it.
+func TestCostModel(t *testing.T) {
+	s := Setting{TextsPerCall: 4, TokensPerText: 16, ShieldRows: 4096, ShieldScale: 10, Mix: MixOrthogonal, Kappa: 1}
+	c := CostOf(s, 4096, 4096)
+	if c.N != 64 || c.Shields != 4096 || c.RowFactor() != 65 {
+		t.Errorf("n %d shields %d row factor %v", c.N, c.Shields, c.RowFactor())
+	}
+	// The parts, by hand: m = 4160.
+	m := 4160.0
+	if want := 8.0/3*m*m*m + 2*m*m*4096 + 2*m*4096*4096 + 2*m*m*4096; c.Total() != want {
+		t.Errorf("total %v, want %v", c.Total(), want)
+	}
+	s.ShieldRows, s.ShieldFrac = 0, 0.1
+	if c := CostOf(s, 64, 64); c.Shields != 7 {
+		t.Errorf("10%% of 64 rows: %d shields, want 7", c.Shields)
+	}
+	s.Mix = MixKappa
+	if CostOf(s, 64, 64).Generation <= CostOf(Setting{TextsPerCall: 4, TokensPerText: 16, ShieldFrac: 0.1, Mix: MixOrthogonal}, 64, 64).Generation {
+		t.Errorf("a kappa A costs no more to draw than an orthogonal one")
+	}
+}

@@ -1,0 +1,19 @@
+// Package assess answers the deployer's question "what does GELO protect in my deployment, and at
+// what cost?" with evidence (issue 40, docs/assessing.md).
+//
+// A Deployment (deployment.go) is the deployer's setting as data: the model directory, the blocks
+// GELO offloads, the batch the accelerator sees, the shields, the mixing, what the accelerator
+// observes, the deployer's compute precision and the prompts to test. Run draws the prompts (the
+// val split of a texts source, by the stores' rule), runs every attack of the battery
+// (attack.go: a small registry of Attack values, each with the attacker's budget in words) on
+// every setting (the deployment, and with a grid the shield variations around it), and appends
+// one line per prompt per attack per setting to results.jsonl as each batch finishes. That file
+// is the truth: report.md, report.html and frontier.svg are computed from it and the resolved
+// deployment.yaml alone (Summarize, Markdown, HTML), so a resumed, sharded or merged assessment
+// gives the same bytes as one uninterrupted run.
+//
+// A verdict is a count of prompts with its exact 95% interval (eval.ClopperPearson): "reads
+// prompts exactly: 97/100 [0.915, 0.994]" or "no success at this budget: 0/100 [0.000, 0.037]",
+// never "safe". The cost of a setting is protocol/overhead's protected layer counted in FLOPs
+// (cost.go), not a timing.
+package assess

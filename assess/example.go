@@ -1,0 +1,69 @@
+package assess
+
+// Example is the commented deployment file `geloattack assess -example` prints: every key with its
+// default (DefaultDeployment), so it is also the documentation of the format. A test parses it.
+const Example = `# A GELO deployment to assess: geloattack assess -config THIS_FILE [-out DIR] [-grid]
+# (docs/assessing.md). Every key is optional but model, which -model may give instead; flags
+# override the file (-model, -prompts, -texts, -shield-frac, -shield-rows, -shield-scale,
+# -observe-dtype, -blocks, -deployer-precision).
+
+# The Hugging Face decoder directory: config.json, *.safetensors, tokenizer.json.
+model: /path/to/model
+
+# Roots every secret draw: batch b of every setting uses sampler seed seed + b.
+seed: 0
+
+offload:
+  # The blocks whose Q/K/V projection GELO offloads, each call with a fresh A and fresh shields.
+  # Empty: every block.
+  blocks: []
+
+batch:
+  # One protected call holds texts_per_call texts of at most tokens_per_text tokens (BOS
+  # included; longer prompts are cut): n = texts_per_call x tokens_per_text rows at most.
+  texts_per_call: 4
+  tokens_per_text: 16
+
+shields:
+  kind: gaussian     # gaussian | student_t
+  frac: 0.1          # ceil(frac x n) shield rows per call, when rows is 0
+  rows: 0            # > 0: this many shield rows per call (past full rank: rows >= d - n)
+  scale: 1           # the shields' row norm relative to the mean row norm of H
+
+mixing:
+  kind: orthogonal   # orthogonal (Haar) | kappa (cond(A) = kappa)
+  kappa: 1
+
+observe:
+  dtype: none        # what the accelerator stores U in: none (float32) | bf16 | fp16
+  rows: 1            # the fraction of U's rows it sees, in (0, 1]
+
+deployer:
+  precision: fp32    # the deployer's compute precision: fp32 | bf16 | fp16
+
+prompts:
+  # The texts source, as 'geloattack decode -texts' reads it (a scripts/fetch-data.sh
+  # directory, a .jsonl file, or one text per line). Empty: the default corpus directory.
+  texts: ""
+  corpora: []        # corpora of a fetch-script directory; empty: all present
+  # The first count texts of the source that fall in the val split (the stores' rule,
+  # data.SplitOf with val_frac) and have at least 2 tokens.
+  count: 100
+  val_frac: 0.1
+
+attacker:
+  attacks: []        # the battery's attacks to run (decode, presence); empty: all
+  blocks: []         # offloaded blocks the attacker scores: 0 (the bag) and more (the order); empty: 0, 1
+  beam: 0            # live prefixes of the order search; 0: 4 per text
+  joint: false       # rank extensions by the sum of the scored blocks' evidence
+  max_steps: 0       # longest text the search reads; 0: n_obs or the model's context
+  rank: false        # where certification fails (past full rank, rows dropped), read the order by ranking
+  rank_bag: 0        # with rank: keep only this many best tokens of the bag; 0: the whole bag
+
+grid:
+  # -grid (or enabled: true) adds a setting per shield count and scale below, the rest of the
+  # deployment unchanged, for the frontier: privacy against overhead.
+  enabled: false
+  shield_rows: []    # empty: d/2, d and 2d for a model of width d
+  shield_scales: []  # empty: 1, 3, 10
+`

@@ -1,0 +1,242 @@
+package assess
+
+import (
+	"fmt"
+	"math"
+	"path/filepath"
+
+	"github.com/gelo-research/geloattack/eval"
+	"github.com/gelo-research/geloattack/internal/safefile"
+)
+
+// Confidence is the level of every interval of the reports.
+const Confidence = 0.95
+
+// Summary is everything the reports say, computed from results.jsonl's rows and the resolved
+// deployment alone (Summarize).
+type Summary struct {
+	// Deployment is the resolved deployment.
+	Deployment Deployment
+	// Rows is the number of lines of results.jsonl; D and P the model's widths read from them
+	// (0 when there are none).
+	Rows, D, P int
+	// Settings are the deployment's settings, in report order.
+	Settings []Setting
+	// Attacks are the deployment's attacks, in report order.
+	Attacks []AttackSummary
+	// Samples are the first prompts of the deployment's setting under the first attack that
+	// decodes text, with what it decoded.
+	Samples []Row
+}
+
+// AttackSummary is one attack over every setting.
+type AttackSummary struct {
+	// Name, Success, Claimed and Budget are the attack's (Attack).
+	Name, Success, Claimed, Budget string
+	// NotApplicable says why the attack was not run ("" when it applies).
+	NotApplicable string
+	// Cells are the attack's figures per setting, in the order of Summary.Settings.
+	Cells []Cell
+	// Frontier is the index of the cheapest setting (by FLOPs) where the attack had no success
+	// on any prompt; -1 when it succeeded at every setting with results.
+	Frontier int
+}
+
+// Cell is one attack at one setting.
+type Cell struct {
+	// Setting and its Cost (at the rows' model widths; HasCost false without rows).
+	Setting Setting
+	Cost    Cost
+	HasCost bool
+	// Prompts are the prompts with a row, Expected the deployment's prompt count.
+	Prompts, Expected int
+	// Successes, Claims and Wrong count the rows' success and claimed flags and wrong claims;
+	// Interval is Successes of Prompts with its exact interval (zero when Prompts is 0).
+	Successes, Claims, Wrong int
+	Interval                 eval.Proportion
+	// TokenAcc and BagRecall are means over the prompts (NaN where no row has them); BagPrecision
+	// a mean over the batches.
+	TokenAcc, BagRecall, BagPrecision float64
+	// Batches are the batches with rows; Passes their candidate passes; Shields and Clean their
+	// mean shield and clean rows per call.
+	Batches        int
+	Passes         int
+	Shields, Clean float64
+	// Blocks are the scored blocks, RankMin and RankMax the range of each one's rank over the
+	// batches.
+	Blocks           []int
+	RankMin, RankMax []int
+}
+
+// Verdict is the cell's verdict line, never "safe": "reads prompts exactly: 8/8 [0.631,
+// 1.000]" or "no success at this budget: 0/8 [0.000, 0.369]".
+func (c Cell) Verdict(success string) string {
+	switch {
+	case c.Prompts == 0:
+		return "no results yet"
+	case c.Successes == 0:
+		return "no success at this budget: " + c.Interval.String()
+	}
+	return success + ": " + c.Interval.String()
+}
+
+// ClaimsText is the cell's claims in words: "8 claimed (proven from U), 0 wrong claims".
+func (c Cell) ClaimsText(claimed string) string {
+	if c.Prompts == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%d %s, %d wrong claims", c.Claims, claimed, c.Wrong)
+}
+
+// ReadSummary reads an assessment directory's deployment.yaml and results.jsonl and summarizes
+// them.
+func ReadSummary(dir string) (*Summary, error) {
+	depPath := filepath.Join(dir, DeploymentFile)
+	src, err := safefile.ReadNoFollow(depPath, safefile.RunRecord)
+	if err != nil {
+		return nil, fmt.Errorf("assess: %w", err)
+	}
+	d, err := ParseDeployment(depPath, src)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := ReadRows(filepath.Join(dir, ResultsFile))
+	if err != nil {
+		return nil, err
+	}
+	return Summarize(d, rows)
+}
+
+// Summarize computes the reports' figures from the rows of results.jsonl and the resolved
+// deployment. A row of a setting or attack the deployment does not name is an error.
+func Summarize(d Deployment, rows []Row) (*Summary, error) {
+	s := &Summary{Deployment: d, Rows: len(rows), Settings: d.Settings()}
+	if len(rows) > 0 {
+		s.D, s.P = rows[0].D, rows[0].P
+	}
+	setIdx := map[string]int{}
+	for i, st := range s.Settings {
+		setIdx[st.Name] = i
+	}
+	atkIdx := map[string]int{}
+	for i, name := range d.Attacker.Attacks {
+		a, ok := Lookup(name)
+		if !ok {
+			return nil, fmt.Errorf("assess: deployment names attack %q, want one of %v", name, Names())
+		}
+		as := AttackSummary{Name: name, Success: a.Success(), Claimed: a.Claimed(), Budget: a.Budget(d), Frontier: -1}
+		if err := a.Check(d); err != nil {
+			as.NotApplicable = err.Error()
+		}
+		for _, st := range s.Settings {
+			c := Cell{Setting: st, Expected: d.Prompts.Count}
+			if s.D > 0 {
+				c.Cost, c.HasCost = CostOf(st, s.D, s.P), true
+			}
+			as.Cells = append(as.Cells, c)
+		}
+		s.Attacks = append(s.Attacks, as)
+		atkIdx[name] = i
+	}
+	type acc struct {
+		tokAcc, bagRec, bagPrec float64
+		nTok, nBag, nPrec       int
+		shields, clean          int
+	}
+	accs := make([][]acc, len(s.Attacks))
+	for i := range accs {
+		accs[i] = make([]acc, len(s.Settings))
+	}
+	for n, r := range rows {
+		si, ok1 := setIdx[r.Setting.Name]
+		ai, ok2 := atkIdx[r.Attack]
+		if !ok1 || !ok2 || r.Setting != s.Settings[si] {
+			return nil, fmt.Errorf("assess: results row %d (%s, %s) is not of this deployment's settings and attacks", n+1, r.Setting.Name, r.Attack)
+		}
+		c, a := &s.Attacks[ai].Cells[si], &accs[ai][si]
+		c.Prompts++
+		if r.Success {
+			c.Successes++
+		}
+		if r.Claimed {
+			c.Claims++
+		}
+		c.Wrong += r.WrongClaims
+		if r.Attack == (decodeAttack{}).Name() {
+			a.tokAcc += r.TokenAcc
+			a.nTok++
+		}
+		if r.BagRecall != nil {
+			a.bagRec += *r.BagRecall
+			a.nBag++
+		}
+		if r.Pos != 0 {
+			continue
+		}
+		// The batch's figures, once per batch.
+		st := r.Stats
+		c.Batches++
+		c.Passes += st.Passes
+		a.shields += st.Shields
+		a.clean += st.Clean
+		if st.BagPrecision != nil {
+			a.bagPrec += *st.BagPrecision
+			a.nPrec++
+		}
+		if c.Blocks == nil {
+			c.Blocks = append([]int(nil), st.Blocks...)
+			c.RankMin = append([]int(nil), st.Rank...)
+			c.RankMax = append([]int(nil), st.Rank...)
+		}
+		for k := range min(len(st.Rank), len(c.RankMin)) {
+			c.RankMin[k] = min(c.RankMin[k], st.Rank[k])
+			c.RankMax[k] = max(c.RankMax[k], st.Rank[k])
+		}
+	}
+	for ai := range s.Attacks {
+		as := &s.Attacks[ai]
+		for si := range as.Cells {
+			c, a := &as.Cells[si], accs[ai][si]
+			c.TokenAcc, c.BagRecall, c.BagPrecision = mean(a.tokAcc, a.nTok), mean(a.bagRec, a.nBag), mean(a.bagPrec, a.nPrec)
+			c.Shields, c.Clean = mean(float64(a.shields), c.Batches), mean(float64(a.clean), c.Batches)
+			if c.Prompts > 0 {
+				p, err := eval.ClopperPearson(c.Successes, c.Prompts, Confidence)
+				if err != nil {
+					return nil, err
+				}
+				c.Interval = p
+			}
+			if c.Prompts > 0 && c.Successes == 0 && c.HasCost &&
+				(as.Frontier < 0 || c.Cost.Ratio() < as.Cells[as.Frontier].Cost.Ratio()) {
+				as.Frontier = si
+			}
+		}
+	}
+	// Samples: the deployment's setting under the first attack that decodes text.
+	for _, r := range rows {
+		if r.Setting.Name != DeploymentSetting {
+			continue
+		}
+		if len(s.Samples) > 0 && r.Attack != s.Samples[0].Attack {
+			continue
+		}
+		if r.Decoded == nil && r.Attack != (decodeAttack{}).Name() {
+			continue
+		}
+		if len(s.Samples) < SampleSize {
+			s.Samples = append(s.Samples, r)
+		}
+	}
+	return s, nil
+}
+
+// SampleSize is how many prompts the reports show beside what the attack decoded.
+const SampleSize = 8
+
+// mean is sum/n, NaN for n = 0.
+func mean(sum float64, n int) float64 {
+	if n == 0 {
+		return math.NaN()
+	}
+	return sum / float64(n)
+}

@@ -1,0 +1,166 @@
+package assess
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+
+	"github.com/gelo-research/geloattack/baselines/decode"
+	"github.com/gelo-research/geloattack/data"
+	"github.com/gelo-research/geloattack/data/bpe"
+	"github.com/gelo-research/geloattack/data/extract"
+	"github.com/gelo-research/geloattack/engine/blas"
+	"github.com/gelo-research/geloattack/internal/safefile"
+	"github.com/gelo-research/geloattack/models/hf"
+)
+
+// Prompt is one text put through the deployment.
+type Prompt struct {
+	// Index is the prompt's place in the assessment (0, 1, ...); ID its id in the source, which
+	// decides its split.
+	Index int
+	ID    int64
+	// Tokens are its token ids, BOS first, cut to the batch's tokens per text; Text their text.
+	Tokens []int
+	Text   string
+}
+
+// Tokenizer is what the reports need of the model's tokenizer: the text of token ids.
+type Tokenizer interface {
+	Encode(text string, addSpecial bool) ([]int, error)
+	Decode(ids []int) string
+	IsSpecial(id int) bool
+}
+
+// Target is what the attacks run against: the attacker's copy of the open weights (the deployer
+// runs the same ones), the tokenizer, the prompts and the filler texts.
+type Target struct {
+	// Model is the decoder as the attacks see it (decode.Llama over models/llama).
+	Model decode.Model
+	// Tok is its tokenizer.
+	Tok Tokenizer
+	// D is the hidden width, P the fused Q/K/V projection's width (what GELO's offloaded GEMM
+	// computes), Blocks the number of blocks.
+	D, P, Blocks int
+	// Prompts are the val-split texts assessed, in order.
+	Prompts []Prompt
+	// Fillers are TextsPerCall train-split texts. The sampler draws a batch's texts from the val
+	// side of a corpus holding exactly that batch, and it needs a train side as large: the
+	// fillers are that side, never drawn, never attacked (presence uses them as decoys).
+	Fillers []Prompt
+}
+
+// OpenModel loads the decoder directory of d (its config, weights and tokenizer.json) through
+// files, for texts of at most d.Batch.TokensPerText tokens.
+func OpenModel(d Deployment, files *safefile.Files) (*Target, error) {
+	if d.Model == "" {
+		return nil, fmt.Errorf("assess: model: required: a Hugging Face decoder directory (-model DIR)")
+	}
+	if !hf.IsDecoderDir(d.Model) {
+		return nil, fmt.Errorf("assess: model %s is not a decoder directory (config.json with a Llama/Mistral/Qwen2/Qwen3ForCausalLM architecture)", d.Model)
+	}
+	m, err := hf.Load(d.Model, blas.Default())
+	if err != nil {
+		return nil, fmt.Errorf("assess: model: %w", err)
+	}
+	tj, tc, err := hf.ReadTokenizer(files, filepath.Join(d.Model, "tokenizer.json"))
+	if err != nil {
+		return nil, fmt.Errorf("assess: model's tokenizer: %w (copy the model's tokenizer.json into %s)", err, d.Model)
+	}
+	tok, err := bpe.Parse(tj, tc, filepath.Join(d.Model, "tokenizer.json"))
+	if err != nil {
+		return nil, fmt.Errorf("assess: model's tokenizer: %w", err)
+	}
+	cfg := m.Cfg
+	if d.Batch.TokensPerText >= cfg.MaxPositions {
+		return nil, fmt.Errorf("assess: batch.tokens_per_text %d: the model reads at most %d positions, and the attacker needs one more to prove a text's end",
+			d.Batch.TokensPerText, cfg.MaxPositions)
+	}
+	// The attacker's context is one token longer than the prompts: a text's end is proven by
+	// refusing every extension by one more token (decode's claim rule), which a context of exactly
+	// the prompts' length would leave untried (open, never claimed).
+	lm, err := decode.NewLlama(m, d.Batch.TokensPerText+1)
+	if err != nil {
+		return nil, err
+	}
+	return &Target{Model: lm, Tok: tok, D: cfg.Hidden, P: (cfg.Heads + 2*cfg.KVHeads) * cfg.HeadDim, Blocks: cfg.Layers}, nil
+}
+
+// LoadPrompts reads the prompts and fillers of a resolved deployment from its texts source:
+// the first Count texts (in the source's order) of the val split by the stores' rule
+// (data.SplitOf with ValFrac) that tokenize to at least 2 tokens, BOS included, each cut to the
+// batch's tokens per text; and the first TextsPerCall such texts of the train split.
+func (t *Target) LoadPrompts(ctx context.Context, d Deployment, files *safefile.Files) error {
+	src, err := extract.ReadSource(d.Prompts.Texts, d.Prompts.Corpora)
+	if err != nil {
+		return fmt.Errorf("assess: prompts: %w", err)
+	}
+	if err := files.NoteInput(d.Prompts.Texts); err != nil {
+		return fmt.Errorf("assess: prompts: %w", err)
+	}
+	return t.SetPrompts(ctx, d, src.Texts)
+}
+
+// SetPrompts picks the prompts and fillers of d from texts, as LoadPrompts describes.
+func (t *Target) SetPrompts(ctx context.Context, d Deployment, texts []extract.Text) error {
+	t.Prompts, t.Fillers = nil, nil
+	want := d.Prompts.Count
+	for _, tx := range texts {
+		if len(t.Prompts) == want && len(t.Fillers) == d.Batch.TextsPerCall {
+			break
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		val := data.SplitOf(tx.ID, d.Prompts.ValFrac) == data.Val
+		if (val && len(t.Prompts) == want) || (!val && len(t.Fillers) == d.Batch.TextsPerCall) {
+			continue
+		}
+		enc, err := t.Tok.Encode(tx.Text, true)
+		if err != nil {
+			return fmt.Errorf("assess: prompts: text %d: %w", tx.ID, err)
+		}
+		if len(enc) < 2 {
+			continue
+		}
+		enc = enc[:min(len(enc), d.Batch.TokensPerText)]
+		p := Prompt{ID: tx.ID, Tokens: enc, Text: t.text(enc)}
+		if val {
+			p.Index = len(t.Prompts)
+			t.Prompts = append(t.Prompts, p)
+		} else {
+			p.Index = len(t.Fillers)
+			t.Fillers = append(t.Fillers, p)
+		}
+	}
+	if len(t.Prompts) < want {
+		return fmt.Errorf("assess: prompts: %s holds %d val-split texts of at least 2 tokens (val_frac %v), want prompts.count %d: lower -prompts or name a larger source",
+			d.Prompts.Texts, len(t.Prompts), d.Prompts.ValFrac, want)
+	}
+	if len(t.Fillers) < d.Batch.TextsPerCall {
+		return fmt.Errorf("assess: prompts: %s holds %d train-split texts of at least 2 tokens, want %d (the sampler's other side)",
+			d.Prompts.Texts, len(t.Fillers), d.Batch.TextsPerCall)
+	}
+	return nil
+}
+
+// text is the text of token ids without the special tokens (BOS).
+func (t *Target) text(ids []int) string {
+	plain := make([]int, 0, len(ids))
+	for _, id := range ids {
+		if !t.Tok.IsSpecial(id) {
+			plain = append(plain, id)
+		}
+	}
+	return t.Tok.Decode(plain)
+}
+
+// Batches is the number of batches of the prompts: texts per call each, the last one shorter
+// when the count is not a multiple.
+func (t *Target) Batches(perCall int) int { return (len(t.Prompts) + perCall - 1) / perCall }
+
+// Batch is batch b's prompts.
+func (t *Target) Batch(perCall, b int) []Prompt {
+	lo := b * perCall
+	return t.Prompts[lo:min(lo+perCall, len(t.Prompts))]
+}

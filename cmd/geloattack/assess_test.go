@@ -1,0 +1,173 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/gelo-research/geloattack/assess"
+	"github.com/gelo-research/geloattack/models/hf"
+)
+
+// assessModel writes a random-init decoder (width 64, 2 blocks) with the lm tests' tokenizer and
+// texts; it returns the model directory and the texts file.
+func assessModel(t *testing.T) (model, texts string) {
+	t.Helper()
+	dir := t.TempDir()
+	writeTinyLM(t, dir, "1")
+	model = filepath.Join(dir, "model")
+	if _, err := hf.Init(hf.InitOptions{Like: "llama2-7b", Layers: 2, Hidden: 64, Vocab: 300, Seed: 2, DType: hf.F32, Out: model}); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(filepath.Join(dir, "tokenizer.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(model, "tokenizer.json"), raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return model, filepath.Join(dir, "texts.txt")
+}
+
+func runAssess(t *testing.T, args ...string) error {
+	t.Helper()
+	return cmdAssess.run(context.Background(), "geloattack assess", args, io.Discard)
+}
+
+// `assess -model DIR` with the common flags assesses the default deployment they change: the
+// flags override the file, the resolved deployment is written, and the verdicts are reported.
+// -shard 0/2 and 1/2 merged give the single run's report.
+func TestAssessCommand(t *testing.T) {
+	model, texts := assessModel(t)
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "deploy.yaml")
+	// The file asks for scale 3 and bf16; the flags say scale 1 and float32.
+	if err := os.WriteFile(cfg, []byte("batch: {tokens_per_text: 8}\nshields: {scale: 3}\nobserve: {dtype: bf16}\nattacker: {attacks: [decode]}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	common := []string{"-config", cfg, "-model", model, "-texts", texts, "-prompts", "8", "-shield-scale", "1", "-observe-dtype", "none"}
+	one := filepath.Join(dir, "one")
+	if err := runAssess(t, append(common, "-out", one)...); err != nil {
+		t.Fatal(err)
+	}
+	dep, err := os.ReadFile(filepath.Join(one, assess.DeploymentFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"scale: 1.0\n", "dtype: none\n", "count: 8\n", "tokens_per_text: 8\n", "model: " + model} {
+		if !strings.Contains(string(dep), want) {
+			t.Errorf("deployment.yaml lacks %q:\n%s", want, dep)
+		}
+	}
+	md, err := os.ReadFile(filepath.Join(one, assess.ReportMD))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(md, []byte("| decode | reads prompts exactly: 8/8 [0.630, 1.000] | 8 claimed (proven from U), 0 wrong claims |")) {
+		t.Errorf("the weak default setting is not read back and claimed:\n%s", md)
+	}
+	var shards []string
+	for _, s := range []string{"0/2", "1/2"} {
+		out := filepath.Join(dir, "shard"+s[:1])
+		if err := runAssess(t, append(common, "-out", out, "-shard", s)...); err != nil {
+			t.Fatal(err)
+		}
+		shards = append(shards, out)
+	}
+	merged := filepath.Join(dir, "merged")
+	if err := runAssess(t, append([]string{"-merge", "-out", merged}, shards...)...); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{assess.ResultsFile, assess.ReportMD, assess.ReportHTML} {
+		a, _ := os.ReadFile(filepath.Join(one, f))
+		b, _ := os.ReadFile(filepath.Join(merged, f))
+		if len(a) == 0 || !bytes.Equal(a, b) {
+			t.Errorf("%s of the merged shards differs from the single run's", f)
+		}
+	}
+	// The same command again: the directory is refused without -resume, continued with it.
+	if err := runAssess(t, append(common, "-out", one)...); err == nil || !strings.Contains(err.Error(), "-resume") {
+		t.Errorf("rerun into a finished assessment: %v", err)
+	}
+	if err := runAssess(t, append(common, "-out", one, "-resume")...); err != nil {
+		t.Errorf("-resume of a finished assessment: %v", err)
+	}
+}
+
+// Mistakes are refused before any work, naming the flag or the file's line.
+func TestAssessRefusals(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.yaml")
+	os.WriteFile(bad, []byte("model: m\nshields:\n  fraction: 0.2\n"), 0o644)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-config", bad}, "bad.yaml:3:3"},
+		{[]string{"-prompts", "0"}, "-prompts"},
+		{[]string{"-shield-frac", "2"}, "-shield-frac"},
+		{[]string{"-shard", "2/2", "-model", dir}, "shard"},
+		{[]string{"-blocks", "0,x", "-model", dir}, "-blocks"},
+		{[]string{"-observe-dtype", "fp8", "-model", dir, "-texts", bad}, "observe.dtype"},
+		{[]string{"-model", dir, "-texts", bad, "-out", filepath.Join(dir, "o")}, "not a decoder directory"},
+		{[]string{"extra"}, "unexpected argument"},
+		{[]string{"-merge"}, "name the shards"},
+	} {
+		err := runAssess(t, tc.args...)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("assess %v: %v, want an error containing %q", tc.args, err, tc.want)
+		}
+	}
+}
+
+// -example prints a deployment file that parses to the default deployment.
+func TestAssessExample(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout := os.Stdout
+	os.Stdout = w
+	err = runAssess(t, "-example")
+	os.Stdout = stdout
+	w.Close()
+	out, _ := io.ReadAll(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := assess.ParseDeployment("example", out); err != nil || !bytes.Equal(out, []byte(assess.Example)) {
+		t.Errorf("-example: %v\n%s", err, out)
+	}
+}
+
+// The HTML report renders in a real browser with its tables and the frontier's SVG in the DOM.
+// It needs Debian's chromium: skipped without it, unless GELOATTACK_REQUIRE_BROWSER=1.
+func TestAssessHTMLRendersInChromium(t *testing.T) {
+	const chromium = "/usr/bin/chromium"
+	if _, err := os.Stat(chromium); err != nil {
+		if os.Getenv("GELOATTACK_REQUIRE_BROWSER") == "1" {
+			t.Fatalf("GELOATTACK_REQUIRE_BROWSER=1 but %s: %v", chromium, err)
+		}
+		t.Skipf("no %s (set GELOATTACK_REQUIRE_BROWSER=1 to require it)", chromium)
+	}
+	model, texts := assessModel(t)
+	out := filepath.Join(t.TempDir(), "a")
+	if err := runAssess(t, "-model", model, "-texts", texts, "-prompts", "4", "-out", out, "-attack-blocks", "0,1"); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(chromium, "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom", "file://"+filepath.Join(out, assess.ReportHTML))
+	dom, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("chromium: %v", err)
+	}
+	for _, want := range []string{`<table id="verdicts">`, `<table id="settings">`, `<figure id="frontier">`, "<svg", "<circle", "<td>decode</td>"} {
+		if !bytes.Contains(dom, []byte(want)) {
+			t.Errorf("the rendered DOM lacks %s", want)
+		}
+	}
+}
