@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+
+	"github.com/gelo-research/geloattack/internal/safefile"
 )
 
 // Load and Parse read the top level of tokenizer.json and assemble the tokenizer: the BPE model
@@ -52,13 +54,13 @@ func (l *loader) errf(field, format string, args ...any) error {
 // one (bos/eos tokens, add_bos_token/add_eos_token for Llama tokenizers, extra special tokens).
 // Every component it does not implement is refused, naming the file and field.
 func Load(path string) (*Tokenizer, error) {
-	data, err := os.ReadFile(path)
+	data, err := safefile.Read(path, safefile.TokenizerJSON)
 	if err != nil {
 		return nil, fmt.Errorf("bpe: %w", err)
 	}
 	var cfg *configJSON
 	cfgPath := filepath.Join(filepath.Dir(path), "tokenizer_config.json")
-	if b, err := os.ReadFile(cfgPath); err == nil {
+	if b, err := safefile.Read(cfgPath, safefile.TokenizerConfig); err == nil {
 		cfg = new(configJSON)
 		if err := json.Unmarshal(b, cfg); err != nil {
 			return nil, fmt.Errorf("bpe: %s: %w", cfgPath, err)

@@ -22,7 +22,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"slices"
 
@@ -133,13 +132,10 @@ type Info struct {
 	TextEmbedding string `json:"text_embedding"`
 }
 
-// maxInfoBytes bounds deployer.json: a real one is about a kilobyte.
-const maxInfoBytes = 1 << 20
-
 // ReadInfo reads and checks dir/deployer.json, the record of a complete deployer run.
 func ReadInfo(dir string) (Info, error) {
 	path := filepath.Join(dir, InfoFile)
-	raw, err := safefile.ReadFile(path, maxInfoBytes)
+	raw, err := safefile.Read(path, safefile.DeployerInfo)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return Info{}, fmt.Errorf("deployer rows %s: %s missing: not a deployer output, or a run that did not finish", dir, InfoFile)
@@ -221,7 +217,7 @@ func (in Info) PointDir(dir, point string, block int) (string, error) {
 // CheckModel fails unless the deployer ran the model of modelDir: the same config.json, byte for
 // byte (the weights are not hashed: a full checkpoint would take minutes).
 func (in Info) CheckModel(modelDir string) error {
-	raw, err := os.ReadFile(filepath.Join(modelDir, "config.json"))
+	raw, err := safefile.Read(filepath.Join(modelDir, "config.json"), safefile.ModelConfig)
 	if err != nil {
 		return fmt.Errorf("deployer rows: %w", err)
 	}

@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/gelo-research/geloattack/internal/numfmt"
+	"github.com/gelo-research/geloattack/internal/safefile"
 )
 
 // How ImportNPZ assigns text ids.
@@ -256,11 +257,15 @@ func (t npzText) kept() int { return len(t.tokens) }
 
 // readNPZText reads one reference-layout file.
 func readNPZText(path, key string) (npzText, error) {
-	zr, err := zip.OpenReader(path)
+	f, fi, err := safefile.OpenRead(path, safefile.NPZ)
 	if err != nil {
 		return npzText{}, err
 	}
-	defer zr.Close()
+	defer f.Close()
+	zr, err := zip.NewReader(f, fi.Size())
+	if err != nil {
+		return npzText{}, err
+	}
 	entries := map[string]*zip.File{}
 	for _, f := range zr.File {
 		entries[strings.TrimSuffix(f.Name, ".npy")] = f

@@ -59,6 +59,9 @@ const (
 	// Kernel is a file the kernel generates under /proc or /sys (meminfo, a cgroup limit, the
 	// process status), which reports size 0 and is read whole.
 	Kernel
+	// NPZ is one text's rows in the reference .npz layout (store import, a deployer's rows),
+	// opened and read through its zip directory.
+	NPZ
 
 	numKinds
 )
@@ -125,6 +128,8 @@ var table = [numKinds]kindSpec{
 	BenchRecord: {name: "benchmark record", how: lines, line: 1 << 20},
 	// A few KB.
 	Kernel: {name: "kernel status file", how: whole, max: 1 << 20},
+	// A text's rows: 4,096 tokens of width 8,192 in float32 are 128 MB; opened, not read whole.
+	NPZ: {name: ".npz rows file", how: mapped, max: 1 << 40},
 }
 
 func (k Kind) spec() kindSpec {
