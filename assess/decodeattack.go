@@ -114,7 +114,7 @@ func decodeRows(env *Env, u Unit, r decode.BatchResult) ([]Row, error) {
 		rows[i].TokenAcc = 0
 		best := -1
 		for k, dt := range r.Decoded {
-			acc := positionwise(dt.Tokens, p.Tokens)
+			acc := decode.Positionwise(dt.Tokens, p.Tokens)
 			if best < 0 || acc > rows[i].TokenAcc {
 				best, rows[i].TokenAcc = k, acc
 			}
@@ -146,7 +146,7 @@ func decodeRows(env *Env, u Unit, r decode.BatchResult) ([]Row, error) {
 		}
 		bestI, bestAcc := 0, -1.0
 		for i, p := range u.Prompts {
-			if acc := positionwise(dt.Tokens, p.Tokens); acc > bestAcc {
+			if acc := decode.Positionwise(dt.Tokens, p.Tokens); acc > bestAcc {
 				bestI, bestAcc = i, acc
 			}
 		}
@@ -160,18 +160,6 @@ func baseRow(env *Env, u Unit, i int, p Prompt, stats BatchStats) Row {
 	return Row{Setting: u.Setting, Attack: env.Deployment.Attacker.Attacks[u.AttackIndex], Batch: u.Batch, Pos: i,
 		Prompt: p.Index, TextID: p.ID, Tokens: slices.Clone(p.Tokens), Text: p.Text, D: env.Target.D, P: env.Target.P,
 		Stats: stats}
-}
-
-// positionwise is the fraction of truth's positions where got holds the same token (decode's
-// token accuracy).
-func positionwise(got, truth []int) float64 {
-	same := 0
-	for i := range min(len(got), len(truth)) {
-		if got[i] == truth[i] {
-			same++
-		}
-	}
-	return float64(same) / float64(len(truth))
 }
 
 // bagRecall is the fraction of the distinct tokens of toks in bag.

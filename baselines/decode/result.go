@@ -130,7 +130,7 @@ func (r *BatchResult) score() {
 		best, found := 0.0, false
 		for _, dt := range r.Decoded {
 			found = found || slices.Equal(dt.Tokens, t)
-			best = max(best, positionwise(dt.Tokens, t))
+			best = max(best, Positionwise(dt.Tokens, t))
 		}
 		if found {
 			exact++
@@ -140,8 +140,9 @@ func (r *BatchResult) score() {
 	r.Exact = float64(exact) / float64(len(r.Truth))
 }
 
-// positionwise is the fraction of truth's positions where got holds the same token.
-func positionwise(got, truth []int) float64 {
+// Positionwise is the fraction of truth's positions where got holds the same token: a decoded
+// text's token accuracy against a true text.
+func Positionwise(got, truth []int) float64 {
 	same := 0
 	for i := range min(len(got), len(truth)) {
 		if got[i] == truth[i] {
