@@ -15,6 +15,7 @@ import (
 	"github.com/gelo-research/geloattack/baselines/membership"
 	"github.com/gelo-research/geloattack/data"
 	"github.com/gelo-research/geloattack/data/gelo"
+	"github.com/gelo-research/geloattack/eval"
 )
 
 // Options configures Run.
@@ -45,6 +46,11 @@ type Options struct {
 	// the deployer's precision, or ExplicitRecompute). The zero value assumes the candidate rows
 	// bit-equal to the victim's, which holds only for the very kernel on the very batches.
 	Recompute Recompute
+	// NeighbourBudget is the most neighbours of a claimed candidate embedded and tested before the
+	// claim stands (CheckNeighbours; 0: DefaultNeighbourBudget). The neighbours are strings one
+	// edit from the claimed fill (NeighbourSpec.Of) over the alphabet of every candidate fill, the
+	// scored candidates left out.
+	NeighbourBudget int
 	// Progress, when not nil, receives a line every few seconds.
 	Progress io.Writer
 }
@@ -80,6 +86,12 @@ type Victim struct {
 	// (membership.Space.ResidualBound, recomputation error included); 0 at full rank, where
 	// each row has its own leverage bound instead.
 	ResidualBound float64 `json:"residual_bound,omitempty"`
+	// Neighbours is the neighbour test of a claim (CheckNeighbours): how many neighbours of the
+	// claimed candidate were tested, how many passed, the closest and its score; nil where Decide
+	// made no claim to test. Withdrawn says a neighbour passed and the claim became "ranked first,
+	// not claimed".
+	Neighbours *NeighbourReport `json:"neighbours,omitempty"`
+	Withdrawn  bool             `json:"withdrawn,omitempty"`
 }
 
 // Summary aggregates one score over the victims.
@@ -122,6 +134,12 @@ type Result struct {
 	ClaimedCorrect float64 `json:"claimed_correct"`
 	Absent         float64 `json:"absent"`
 	Ranked         float64 `json:"ranked"`
+	// Withdrawn is the fraction of victims whose claim a neighbour withdrew; Neighbours the mean
+	// number of neighbours tested per tested claim and NeighbourSeconds the wall time of their
+	// forward passes and scores, in all.
+	Withdrawn        float64 `json:"withdrawn"`
+	Neighbours       float64 `json:"neighbours_per_claim"`
+	NeighbourSeconds float64 `json:"neighbour_seconds"`
 	// Recompute is the recomputation error the absolute tests allowed for.
 	Recompute Recompute `json:"recompute"`
 	// ObserveDtype is the sampler's; Seconds the wall time of the victims' loop (candidates
@@ -174,6 +192,7 @@ func Run(ctx context.Context, s *gelo.Sampler, emb *Embedder, opt Options) (*Res
 		return nil, fmt.Errorf("content: victims: %w", err)
 	}
 
+	nbr := newNeighbourhood(emb, opt)
 	ties := rand.New(rand.NewPCG(opt.Seed, 0x7135))
 	start, last := time.Now(), time.Now()
 	ws := new(gelo.Workspace)
@@ -216,6 +235,19 @@ func Run(ctx context.Context, s *gelo.Sampler, emb *Embedder, opt Options) (*Res
 			}
 		}
 		dec := Decide(ms, scores[0], meas, claimGap)
+		var nrep *NeighbourReport
+		if dec.Verdict == VerdictClaim {
+			t0 := time.Now()
+			absent := -1
+			if opt.Absent {
+				absent = secrets[v]
+			}
+			if dec, err = nbr.check(ctx, ms, dec, absent); err != nil {
+				return nil, fmt.Errorf("content: victim %d (example %d): %w", v, idx, err)
+			}
+			res.NeighbourSeconds += time.Since(t0).Seconds()
+			nrep = &dec.Neighbours
+		}
 		scores = append(scores, meas.Leverage, dec.TopK, dec.Ranking)
 		rec := Victim{Example: idx, Secret: secrets[v], Value: c.Values[secrets[v]], N: ex.N, NObs: ex.NObs,
 			Rank: ms.Rank(), RankTol: tol, VictimTokens: vrows.Off[v+1] - vrows.Off[v]}
@@ -238,6 +270,7 @@ func Run(ctx context.Context, s *gelo.Sampler, emb *Embedder, opt Options) (*Res
 		if !ms.FullRank() {
 			rec.ResidualBound = ms.ResidualBound()
 		}
+		rec.Neighbours, rec.Withdrawn = nrep, dec.Withdrawn
 		res.Victims = append(res.Victims, rec)
 		if opt.Progress != nil && (time.Since(last) > 5*time.Second || v == opt.Victims-1) {
 			last = time.Now()
@@ -255,7 +288,7 @@ func Run(ctx context.Context, s *gelo.Sampler, emb *Embedder, opt Options) (*Res
 // summarise fills the aggregate fields from res.Victims.
 func (res *Result) summarise() {
 	nv := float64(len(res.Victims))
-	var claims, right, full, absent, ranked int
+	var claims, right, full, absent, ranked, withdrawn, tested, neighbours int
 	for _, v := range res.Victims {
 		res.N += float64(v.N) / nv
 		res.NObs += float64(v.NObs) / nv
@@ -271,6 +304,13 @@ func (res *Result) summarise() {
 				right++
 			}
 		}
+		if v.Neighbours != nil {
+			tested++
+			neighbours += v.Neighbours.Tested
+		}
+		if v.Withdrawn {
+			withdrawn++
+		}
 		switch v.Verdict {
 		case VerdictAbsent:
 			absent++
@@ -282,6 +322,10 @@ func (res *Result) summarise() {
 	res.Claimed = float64(claims) / nv
 	res.Absent = float64(absent) / nv
 	res.Ranked = float64(ranked) / nv
+	res.Withdrawn = float64(withdrawn) / nv
+	if tested > 0 {
+		res.Neighbours = float64(neighbours) / float64(tested)
+	}
 	res.ClaimedCorrect = -1
 	if claims > 0 {
 		res.ClaimedCorrect = float64(right) / float64(claims)
@@ -334,16 +378,55 @@ func quantile(x []float64, q float64) float64 {
 func (res *Result) Table() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s\n", res.Recompute)
-	fmt.Fprintf(&b, "template %q, |C| = %d, %d victims, observe %s: n %.1f, n_obs %.1f, rank %.1f (min %d, max %d) of d %d, full rank %.2f; claimed %.2f (right %.2f), ranked first, not claimed %.2f, not among the candidates %.2f; %.1f s (%.3f s/victim)\n\n",
+	fmt.Fprintf(&b, "template %q, |C| = %d, %d victims, observe %s: n %.1f, n_obs %.1f, rank %.1f (min %d, max %d) of d %d, full rank %.2f; claimed %.2f (right %.2f), ranked first, not claimed %.2f (claims withdrawn by a neighbour %.2f; %.1f neighbours per claim tested, %.1f s), not among the candidates %.2f; %.1f s (%.3f s/victim)\n\n",
 		res.Template.Pattern, res.Candidates, len(res.Victims), orNone(res.ObserveDtype), res.N, res.NObs, res.Rank, res.RankMin, res.RankMax, res.D,
-		res.FullRank, res.Claimed, res.ClaimedCorrect, res.Ranked, res.Absent, res.Seconds, res.VictimSeconds)
-	b.WriteString("| score | recovery | chance | median rank | mean rank | margin min | p5 | p50 | p95 | secret med | best wrong med |\n")
+		res.FullRank, res.Claimed, res.ClaimedCorrect, res.Ranked, res.Withdrawn, res.Neighbours, res.NeighbourSeconds, res.Absent, res.Seconds, res.VictimSeconds)
+	b.WriteString(res.VerdictCounts())
+	b.WriteString("\n\n| score | recovery | chance | median rank | mean rank | margin min | p5 | p50 | p95 | secret med | best wrong med |\n")
 	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, s := range res.Summaries {
 		fmt.Fprintf(&b, "| %s | %.3f | %.2g | %.1f | %.1f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f |\n",
 			s.Score, s.Recovery, s.Chance, s.MedianRank, s.MeanRank, s.Margin[0], s.Margin[1], s.Margin[3], s.Margin[5], s.SecretMedian, s.BestWrongMedian)
 	}
 	return b.String()
+}
+
+// VerdictCounts counts the verdicts over the victims, each with its exact 95% interval
+// (eval.ClopperPearson): claims, wrong claims (a guess that is not the secret, or any claim with
+// the secret absent), claims withdrawn by a neighbour, "ranked first, not claimed" and "not among
+// the candidates".
+func (res *Result) VerdictCounts() string {
+	n := len(res.Victims)
+	if n == 0 {
+		return "no victims"
+	}
+	var claim, wrong, withdrawn, ranked, absent int
+	for _, v := range res.Victims {
+		if v.Claimed {
+			claim++
+			if v.SecretAbsent || v.Guess != v.Value {
+				wrong++
+			}
+		}
+		if v.Withdrawn {
+			withdrawn++
+		}
+		switch v.Verdict {
+		case VerdictRanked:
+			ranked++
+		case VerdictAbsent:
+			absent++
+		}
+	}
+	ci := func(k int) string {
+		p, err := eval.ClopperPearson(k, n, 0.95)
+		if err != nil {
+			return err.Error()
+		}
+		return p.String()
+	}
+	return fmt.Sprintf("verdicts, of %d victims with exact 95%% intervals: claimed %s, wrong claims %s, withdrawn by a neighbour %s, ranked first, not claimed %s, not among the candidates %s",
+		n, ci(claim), ci(wrong), ci(withdrawn), ci(ranked), ci(absent))
 }
 
 // orNone spells an empty dtype as none.

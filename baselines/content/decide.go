@@ -12,8 +12,9 @@ import (
 
 // Verdicts of the attack on one victim, decided without knowing the secret.
 const (
-	// VerdictClaim: below full rank, one candidate passes the residual test and leads the rest
-	// by the claim gap.
+	// VerdictClaim: below full rank, one candidate passes the residual test, leads the rest by
+	// the claim gap, and every other candidate and every neighbour of it (CheckNeighbours) fails
+	// the test.
 	VerdictClaim = "claim"
 	// VerdictAbsent: no candidate passes an absolute test that the secret's rows are guaranteed
 	// to pass (recomputation error allowed for): the secret is not among the candidates.
@@ -117,15 +118,23 @@ type Decision struct {
 	Ranking []float64
 	// TopK is the top-k scores at the k chosen from the leads (what the "topk" row reports).
 	TopK []float64
+	// Neighbours is what CheckNeighbours found (zero until it ran on a claim); Withdrawn says a
+	// neighbour passed the residual test and the claim became VerdictRanked.
+	Neighbours NeighbourReport
+	Withdrawn  bool
 }
 
 // Decide is the attack's decision, made from the observation and the scores alone. Every bound
 // allows for ms's recomputation error (membership.Options.Recompute):
 //   - below full rank the residual ranks (residual, the primary score's log10 outside
-//     fractions). A claim needs the best candidate's residual within ms.ResidualBound() and a
-//     lead of gap decades. No candidate within the bound proves the secret absent only when
-//     every row is observed and no direction of U was lost to rounding (ms.Deficient): with rows
-//     dropped or directions lost, a true row need not lie in the retained row space;
+//     fractions). A claim needs the best candidate's residual within ms.ResidualBound(), a lead
+//     of gap decades, and every other candidate beyond the bound: a runner-up within it passes
+//     the test the secret is guaranteed to pass, so a lead alone does not prove it is not the
+//     secret. The caller must then test the claimed candidate's neighbours, strings that are
+//     not candidates (CheckNeighbours). No candidate within the bound proves the secret absent
+//     only when every row is observed and no direction of U was lost to rounding
+//     (ms.Deficient): with rows dropped or directions lost, a true row need not lie in the
+//     retained row space;
 //   - at full rank with every row observed the leverage ranks and nothing is claimed: a row of
 //     X is within its leverage bound, but so can be rows that are not (near-duplicates and
 //     prefixes of the secret, whose rows nearly contain the secret's; strong shields), and no
@@ -152,7 +161,7 @@ func Decide(ms *membership.Space, residual []float64, m *MeasureScores, gap floa
 		dec.Best, dec.Measure, dec.Ranking = best, membership.Residual.String(), residual
 		switch {
 		case residual[best] <= math.Log10(ms.ResidualBound()):
-			if g >= gap {
+			if g >= gap && residual[best]+g > math.Log10(ms.ResidualBound()) {
 				dec.Verdict = VerdictClaim
 			}
 		case ms.AllObserved() && !ms.Deficient():

@@ -2,6 +2,7 @@ package content
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"io"
 	"math"
@@ -74,6 +75,18 @@ func (e *Embedder) StoreRoundoff() float64 {
 
 // Tokenizer is the tokenizer the rows are made with.
 func (e *Embedder) Tokenizer() *wordpiece.Tokenizer { return e.tok }
+
+// TokenKey identifies text as the forward pass reads it: its token ids, [CLS] and [SEP] included,
+// truncated as Embed truncates. Texts of one key have the same rows (an uncased tokenizer reads
+// "Smith" and "smith" alike), so no test can tell them apart.
+func (e *Embedder) TokenKey(text string) string {
+	ids := e.tok.Encode(text, e.opt.MaxTokens)
+	b := make([]byte, 0, 4*len(ids))
+	for _, id := range ids {
+		b = binary.LittleEndian.AppendUint32(b, uint32(id))
+	}
+	return string(b)
+}
 
 // Rows holds the hidden-state rows of a list of texts, stacked.
 type Rows struct {

@@ -58,6 +58,6 @@ func (r Recompute) String() string {
 	default:
 		src = fmt.Sprintf("deployer %s through %d blocks of width %d", r.Precision, r.Blocks, r.Width)
 	}
-	return fmt.Sprintf("recomputation error rho %.3g (%s); claims below full rank need the residual within ((10 u_eff + rho)/(1 - rho))^2 and a lead; past full rank nothing is claimed, and \"not among the candidates\" needs every candidate's leverage above its own bound (sqrt(1.25) + rho |x| / ((1 - rho) sigma_min(U)))^2",
+	return fmt.Sprintf("recomputation error rho %.3g (%s); claims below full rank need the residual within ((10 u_eff + rho)/(1 - rho))^2, a lead, and every other candidate and every neighbour of the claim (one edit away) beyond it; past full rank nothing is claimed, and \"not among the candidates\" needs every candidate's leverage above its own bound (sqrt(1.25) + rho |x| / ((1 - rho) sigma_min(U)))^2",
 		r.Rho, src)
 }

@@ -50,8 +50,12 @@ rounding), so every absolute test allows a recomputation error rho: -deployer-pr
 the default for the deployer's declared compute precision, -recompute-error sets it; the run's
 first line says which is in force. Each victim gets one verdict:
   claim                      below full rank only: the best candidate's secret rows are contained
-                             within ((10 u_eff + rho)/(1 - rho))^2 and it leads the next by
-                             -claim-gap decades;
+                             within ((10 u_eff + rho)/(1 - rho))^2, it leads the next by
+                             -claim-gap decades, every other candidate fails that test, and so
+                             does every neighbour of it: up to -neighbours strings one edit away
+                             that are not candidates (its prefixes, one character appended,
+                             deleted, substituted or inserted, over the candidates' characters),
+                             embedded like the candidates; one passing withdraws the claim;
   not among the candidates   proven: no candidate passes a test the secret's rows are guaranteed
                              to pass (every row observed; below full rank no direction of U lost
                              to rounding; past full rank every candidate's leverage above its
@@ -83,6 +87,8 @@ func recoverFlags(fs *flag.FlagSet) runFunc {
 		scoreName = fs.String("score", "slot_worst", "ranking score: slot_worst (worst residual over the secret's own rows), slot_energy, worst, energy (all rows), best_row (fooled by [CLS])")
 		compare   = fs.String("compare", "", "comma-separated further scores reported beside -score (all: every score; scores over all rows cost a pass over every row)")
 		claimGap  = fs.Float64("claim-gap", 1, "decades by which the best candidate must lead the second for a claim (below full rank; the best must also be contained within ((10 u_eff + rho)/(1 - rho))^2)")
+		nbBudget  = intFlag(fs, "neighbours", content.DefaultNeighbourBudget, field.Bounds{Int: true, Min: 1, Max: 1 << 16},
+			"most neighbours of a claimed candidate (strings one edit away that are not candidates: prefixes and appends first) embedded and tested before the claim stands")
 		precision = fs.String("deployer-precision", membership.PrecisionFP32, "the deployer's declared compute precision, "+strings.Join(membership.ComputePrecisions, ", ")+": sets the default recomputation error rho (membership.RecomputeError through the store's layer at its width, plus the store's float16 rounding on both sides)")
 		rhoFlag   = new(float64)
 		absent    = fs.Bool("absent", false, "remove each victim's secret from the candidates it is scored against: an honest attack answers \"not among the candidates\" or \"ranked first, not claimed\", never a claim")
@@ -235,7 +241,8 @@ func recoverFlags(fs *flag.FlagSet) runFunc {
 			}
 			return content.Run(ctx, s, emb, content.Options{
 				Template: tp, Candidates: c, Victims: *victims, Split: split, FirstExample: *first,
-				Seed: secretSeed, Score: score, Compare: cmp, ClaimGap: *claimGap, Absent: *absent, Recompute: rho, Progress: progress,
+				Seed: secretSeed, Score: score, Compare: cmp, ClaimGap: *claimGap, Absent: *absent, Recompute: rho,
+				NeighbourBudget: *nbBudget, Progress: progress,
 			})
 		}
 

@@ -17,8 +17,8 @@ func contentStore(t *testing.T) (storeDir, modelDir string) {
 	t.Helper()
 	storeDir = os.Getenv("GELOATTACK_SMALL_STORE")
 	if storeDir == "" {
-		if home, err := os.UserHomeDir(); err == nil {
-			storeDir = filepath.Join(home, ".cache", "geloattack", "stores", "small-minilm-l3")
+		if cache, err := extract.DefaultCacheDir(); err == nil {
+			storeDir = filepath.Join(cache, "stores", "small-minilm-l3")
 		}
 	}
 	modelDir, _ = extract.DefaultModelDir()
@@ -186,5 +186,81 @@ func TestRecoverNamesTheRecomputationBound(t *testing.T) {
 	b, err := cli(t, append([]string{"recover", "-quiet", "-deployer-precision", "fp8"}, base...)...).CombinedOutput()
 	if err == nil || !strings.Contains(string(b), "-deployer-precision") {
 		t.Errorf("-deployer-precision fp8: %v\n%s", err, b)
+	}
+}
+
+// nearDuplicateSet writes a candidate file of four PINs and a five-digit extension of each, pairs
+// whose rows lie closest together of a mixed 3/4/5-digit set on the small store: with one of a
+// pair the secret and removed (-absent), the other is a prefix or an extension of it, and passes
+// the residual test under a wide enough bound (bf16 observation of a bf16 deployer's rows, 1e-1.66:
+// "5821" for the secret "58213" reaches 1e-1.86).
+func nearDuplicateSet(t *testing.T) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "near.txt")
+	if err := os.WriteFile(p, []byte("5821\n58213\n341\n3410\n8779\n87796\n0475\n04755\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestRecoverNeverClaimsAnAbsentNearDuplicate removes each victim's secret from a set that keeps
+// its prefix or extension, in fp32, bf16 and fp16 observation and at each deployer precision's
+// bound: no claim, ever. Where the prefix passes the residual test and leads (bf16 observation,
+// bf16 deployer; without the neighbour test 2 of these 8 victims were claimed, both wrong), the
+// claim is withdrawn because a neighbour of the prefix (the secret, an append) passes too.
+func TestRecoverNeverClaimsAnAbsentNearDuplicate(t *testing.T) {
+	st, model := contentStore(t)
+	set := "file:" + nearDuplicateSet(t)
+	for _, obs := range []string{"none", "bf16", "fp16"} {
+		for _, dep := range []string{"fp32", "bf16", "fp16"} {
+			r := recoverJSON(t, "-store", st, "-model", model, "-set", set, "-template", "pin", "-victims", "8", "-absent",
+				"-observe-dtype", obs, "-deployer-precision", dep)
+			if r.Claimed != 0 {
+				for _, v := range r.Victims {
+					if v.Claimed {
+						t.Errorf("observe %s, deployer %s: claimed %s for the absent secret %s (neighbours %+v)", obs, dep, v.Guess, v.Value, v.Neighbours)
+					}
+				}
+			}
+			t.Logf("observe %s, deployer %s: claims withdrawn by a neighbour %.2f, not among %.2f", obs, dep, r.Withdrawn, r.Absent)
+		}
+	}
+}
+
+// TestRecoverWithdrawsAClaimThatANeighbourMatches widens the bound (-recompute-error 0.2, bound
+// 1e-1.2) so that the prefix or extension left among the candidates passes the residual test and
+// leads the rest: without the neighbour test it was claimed (4 of these 8 victims, all wrong).
+// Every such claim must be withdrawn, the secret itself the closest neighbour, so the test fails
+// if the neighbour test is left out.
+func TestRecoverWithdrawsAClaimThatANeighbourMatches(t *testing.T) {
+	st, model := contentStore(t)
+	r := recoverJSON(t, "-store", st, "-model", model, "-set", "file:"+nearDuplicateSet(t), "-template", "pin", "-victims", "8", "-absent",
+		"-recompute-error", "0.2")
+	if r.Claimed != 0 {
+		t.Errorf("claimed %.2f of the victims with every secret absent", r.Claimed)
+	}
+	if r.Withdrawn == 0 {
+		t.Fatalf("no claim withdrawn: the wide bound no longer lets a near-duplicate pass, the test checks nothing")
+	}
+	for _, v := range r.Victims {
+		if v.Withdrawn && (v.Neighbours == nil || v.Neighbours.Closest != v.Value || v.Neighbours.Passing < 1 || v.Verdict != content.VerdictRanked) {
+			t.Errorf("victim %d: claim of %s withdrawn, verdict %q, neighbours %+v; want the absent secret %s the closest neighbour", v.Example, v.Guess, v.Verdict, v.Neighbours, v.Value)
+		}
+	}
+}
+
+// TestRecoverClaimsAPresentSecretPastItsNeighbours: with the secret among the same candidates
+// (fp32, default bound) every victim is claimed, rightly, after its neighbours were embedded and
+// every one of them failed the residual test: the neighbour test is not "never claim".
+func TestRecoverClaimsAPresentSecretPastItsNeighbours(t *testing.T) {
+	st, model := contentStore(t)
+	r := recoverJSON(t, "-store", st, "-model", model, "-set", "file:"+nearDuplicateSet(t), "-template", "pin", "-victims", "8")
+	if r.Claimed != 1 || r.ClaimedCorrect != 1 {
+		t.Fatalf("claimed %.2f (right %.2f), want every victim claimed rightly", r.Claimed, r.ClaimedCorrect)
+	}
+	for _, v := range r.Victims {
+		if n := v.Neighbours; n == nil || n.Tested < 50 || n.Passing != 0 || !(n.Score > n.Bound) {
+			t.Errorf("victim %d (%s): neighbours %+v; want 50 or more tested, every one beyond the bound", v.Example, v.Value, n)
+		}
 	}
 }
