@@ -7,15 +7,16 @@
 package content
 
 import (
-	"bufio"
 	"fmt"
+	"io"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"time"
 	"unicode"
+
+	"github.com/gelo-research/geloattack/internal/safefile"
 )
 
 // Slot is the placeholder a template's secret goes into.
@@ -84,26 +85,28 @@ const WordNetDir = "wordnet/usr/share/wordnet"
 // sorted and without repeats. The list is pinned by the fetch script's WordNet package.
 func Names(corpusDir string) ([]string, error) {
 	path := filepath.Join(corpusDir, WordNetDir, "data.noun")
-	f, err := os.Open(path)
+	lr, err := safefile.Lines(path, safefile.Texts)
 	if err != nil {
 		return nil, fmt.Errorf("names: %w (fetch WordNet with scripts/fetch-data.sh corpus)", err)
 	}
-	defer f.Close()
+	defer lr.Close()
 	seen := map[string]bool{}
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<16), 1<<22)
-	for sc.Scan() {
+	for {
+		b, err := lr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("names: reading %s: %w", path, err)
+		}
 		// offset lex_filenum ss_type w_cnt word lex_id ...
-		fields := strings.Fields(sc.Text())
+		fields := strings.Fields(string(b))
 		if len(fields) < 5 || fields[1] != "18" || fields[2] != "n" {
 			continue
 		}
 		if w := fields[4]; isName(w) {
 			seen[w] = true
 		}
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("names: reading %s: %w", path, err)
 	}
 	if len(seen) == 0 {
 		return nil, fmt.Errorf("names: %s holds no noun.person names", path)
@@ -133,17 +136,23 @@ func isName(w string) bool {
 // '#' are skipped, surrounding space is trimmed, repeats are refused (they would make the secret's
 // rank ambiguous).
 func ReadCandidates(path string) ([]string, error) {
-	f, err := os.Open(path)
+	lr, err := safefile.Lines(path, safefile.Candidates)
 	if err != nil {
 		return nil, fmt.Errorf("candidates file: %w", err)
 	}
-	defer f.Close()
+	defer lr.Close()
 	var out []string
 	seen := map[string]int{}
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<16), 1<<20)
-	for line := 1; sc.Scan(); line++ {
-		s := strings.TrimFunc(sc.Text(), unicode.IsSpace)
+	for {
+		b, err := lr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("candidates file: %w", err)
+		}
+		line := lr.Line()
+		s := strings.TrimFunc(string(b), unicode.IsSpace)
 		if s == "" || strings.HasPrefix(s, "#") {
 			continue
 		}
@@ -152,9 +161,6 @@ func ReadCandidates(path string) ([]string, error) {
 		}
 		seen[s] = line
 		out = append(out, s)
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("candidates file %s: %w", path, err)
 	}
 	if len(out) < 2 {
 		return nil, fmt.Errorf("candidates file %s: %d candidates, want at least 2", path, len(out))

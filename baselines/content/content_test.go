@@ -5,7 +5,10 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"gonum.org/v1/gonum/mat"
 
@@ -310,5 +313,32 @@ func TestLocateTiesAtRandomIsAtChance(t *testing.T) {
 	}
 	if first < 140 || first > 260 { // 200 expected, sd ~13
 		t.Fatalf("all tied: secret first %d of 2000 times, want ~200 (chance 1/10)", first)
+	}
+}
+
+// A candidates file (-set file:PATH) is read through the file door: /dev/zero, a FIFO with no
+// writer and a directory are refused at once naming the path, and a line past the limit is refused
+// naming its line, instead of blocking or filling memory.
+func TestReadCandidatesRefusesWhatIsNotAFile(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Skipf("mkfifo: %v", err)
+	}
+	long := filepath.Join(dir, "long.txt")
+	if err := os.WriteFile(long, []byte("1234\n"+strings.Repeat("9", 1<<17)+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"/dev/zero", fifo, dir, long} {
+		done := make(chan error, 1)
+		go func() { _, err := ReadCandidates(p); done <- err }()
+		select {
+		case err := <-done:
+			if err == nil || !strings.Contains(err.Error(), p) {
+				t.Errorf("ReadCandidates(%s): %v, want a refusal naming the path", p, err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("ReadCandidates(%s) blocked", p)
+		}
 	}
 }
