@@ -3,8 +3,10 @@ package runner
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -36,13 +38,24 @@ type LMSession struct {
 	Task      *lm.Task
 	Backend   engine.Backend
 	DeviceLog []string
+	// Inputs identify the texts and tokenizer the session read; Paths are where it read them.
+	Inputs Inputs
+	Paths  LMPaths
+	// tokJSON and tokConfig are the tokenizer's files as read (tokConfig nil: none), for the
+	// run directory's copy.
+	tokJSON, tokConfig []byte
 }
 
 // OpenLM reads the texts and the tokenizer of cfg.LM, tokenizes and splits them, and builds the
-// decoder on the configured device.
+// decoder on the configured device. The session's Inputs are digests of exactly what it read.
 func OpenLM(ctx context.Context, cfg config.Run) (*LMSession, error) {
 	c := cfg.LM
-	tok, err := LoadTokenizer(nil, ExpandPath(c.Tokenizer))
+	paths := LMPaths{Texts: ExpandPath(c.Texts), Tokenizer: ExpandPath(c.Tokenizer)}
+	tj, tc, err := hf.ReadTokenizer(nil, paths.Tokenizer)
+	if err != nil {
+		return nil, fmt.Errorf("lm.tokenizer: %w", err)
+	}
+	tok, err := bpe.Parse(tj, tc, paths.Tokenizer)
 	if err != nil {
 		return nil, fmt.Errorf("lm.tokenizer: %w", err)
 	}
@@ -50,7 +63,7 @@ func OpenLM(ctx context.Context, cfg config.Run) (*LMSession, error) {
 	if c.Corpora != "" {
 		corpora = strings.Split(c.Corpora, ",")
 	}
-	src, err := extract.ReadSource(ExpandPath(c.Texts), corpora)
+	src, err := extract.ReadSource(paths.Texts, corpora)
 	if err != nil {
 		return nil, fmt.Errorf("lm.texts: %w", err)
 	}
@@ -58,6 +71,12 @@ func OpenLM(ctx context.Context, cfg config.Run) (*LMSession, error) {
 	if c.MaxTexts > 0 && len(texts) > c.MaxTexts {
 		texts = texts[:c.MaxTexts]
 	}
+	// The resource pre-flight (budget.go), before the texts are tokenized or the model built.
+	warn, err := preflightLM(cfg, tok.VocabSize(), texts)
+	if err != nil {
+		return nil, err
+	}
+	inputs := Inputs{Texts: textsDigest(texts), Tokenizer: digest(tj), TokenizerConfig: configDigest(tc)}
 	bos := -1
 	if id, ok := tok.BOS(); ok {
 		bos = id
@@ -67,6 +86,9 @@ func OpenLM(ctx context.Context, cfg config.Run) (*LMSession, error) {
 		return nil, fmt.Errorf("lm.texts %s: %w", c.Texts, err)
 	}
 	var lines []string
+	if warn != "" {
+		lines = append(lines, warn)
+	}
 	be, err := device.Open(cfg.Device, cfg.Precision, func(l string) { lines = append(lines, l) })
 	if err != nil {
 		return nil, err
@@ -90,7 +112,8 @@ func OpenLM(ctx context.Context, cfg config.Run) (*LMSession, error) {
 		device.Close(be)
 		return nil, err
 	}
-	return &LMSession{Cfg: cfg, Tokenizer: tok, Stream: stream, Task: task, Backend: be, DeviceLog: lines}, nil
+	return &LMSession{Cfg: cfg, Tokenizer: tok, Stream: stream, Task: task, Backend: be, DeviceLog: lines,
+		Inputs: inputs, Paths: paths, tokJSON: tj, tokConfig: tc}, nil
 }
 
 // Close releases the device; the model's tensors must not be used afterwards.
@@ -104,21 +127,47 @@ func (s *LMSession) Describe() string {
 		s.Cfg.LM.Tokenizer, st.Vocab, s.Cfg.LM.Model, s.Task.Params().Len(), s.Cfg.Train.Steps, s.Cfg.Train.BatchSize)
 }
 
-// metadata is what every checkpoint of an LM run carries.
+// metadata is what every checkpoint of an LM run carries: runMetadata and the digests of the
+// session's inputs (MetaInputs).
 func (s *LMSession) metadata() (map[string]string, error) {
-	return runMetadata(s.Cfg.LM.Model, s.Cfg, s.Backend)
+	meta, err := runMetadata(s.Cfg.LM.Model, s.Cfg, s.Backend)
+	if err != nil {
+		return nil, err
+	}
+	in, err := json.Marshal(s.Inputs)
+	if err != nil {
+		return nil, err
+	}
+	meta[MetaInputs] = string(in)
+	return meta, nil
 }
 
 // trainLM is TrainLocked for model.task lm, from the point where the directory and any resume
-// checkpoint have been checked.
-func trainLM(ctx context.Context, cfg config.Run, dir string, from *checkpoints.Checkpoint, progress io.Writer) (train.Result, error) {
+// checkpoint have been checked. A resumed run's inputs are compared with those its checkpoint
+// recorded (see resumeInputs); the run directory keeps a copy of the tokenizer it trains with.
+func trainLM(ctx context.Context, cfg config.Run, dir string, from *checkpoints.Checkpoint, o RunOptions, progress io.Writer) (train.Result, error) {
 	sess, err := OpenLM(ctx, cfg)
 	if err != nil {
 		return train.Result{}, err
 	}
 	defer sess.Close()
+	var header string
+	var record map[string]any
+	if from != nil {
+		var note string
+		header, note, record, err = resumeInputs(dir, *from, sess.Paths, sess.Inputs, o.AcceptChangedInputs)
+		if err != nil {
+			return train.Result{}, err
+		}
+		if note != "" {
+			fmt.Fprintf(progress, "resume: note: %s\n", note)
+		}
+	}
 	if err := recordRun(dir, cfg, sess.Task.Params(), from); err != nil {
 		return train.Result{}, err
+	}
+	if err := writeRunTokenizer(dir, sess.tokJSON, sess.tokConfig); err != nil {
+		return train.Result{}, fmt.Errorf("run %s: %w", dir, err)
 	}
 	meta, err := sess.metadata()
 	if err != nil {
@@ -128,8 +177,11 @@ func trainLM(ctx context.Context, cfg config.Run, dir string, from *checkpoints.
 	for _, l := range sess.DeviceLog {
 		fmt.Fprintf(progress, "  %s\n", l)
 	}
+	if header != "" {
+		fmt.Fprintf(progress, "  resume: %s\n", header)
+	}
 	res, err := train.TrainLM(ctx, train.LMRun{Dir: dir, Options: cfg.Train, Task: sess.Task, Metadata: meta,
-		From: from, Seed: cfg.Seed, Progress: progress})
+		From: from, Seed: cfg.Seed, Progress: progress, ResumeRecord: record})
 	if err != nil {
 		return res, err
 	}
@@ -143,13 +195,25 @@ type Exported struct {
 	Checkpoint string
 	// Config is the decoder's architecture.
 	Config llama.Config
+	// Tokenizer is the tokenizer.json exported: the run's copy, or for a run made before runs
+	// kept one, the file at its lm.tokenizer.
+	Tokenizer string
+	// Notes are remarks for the user, one sentence each: a tokenizer exported without a digest
+	// to check it against.
+	Notes []string
 }
 
 // ExportLM writes the newest good checkpoint of the language-model run in runDir as a Hugging
 // Face directory out (config.json, model.safetensors in dtype, the run's tokenizer files and
-// geloattack-run.json naming the run, step and config), which models/hf loads and `store
-// extract -model` and `decode -model` read. out must be new or empty: it is built beside its
-// name and renamed into place, so a failure leaves nothing.
+// geloattack-run.json naming the run, step, config and tokenizer), which models/hf loads and
+// `store extract -model` and `decode -model` read. out must be new or empty: it is built beside
+// its name and renamed into place, so a failure leaves nothing.
+//
+// The tokenizer is the one the run trained with: the copy in runDir (RunTokenizerFile), checked
+// against the digests the checkpoint recorded (MetaInputs), never whatever lies at the
+// config's lm.tokenizer today. A run made before runs kept a copy falls back to lm.tokenizer,
+// which must then match the checkpoint's digests; only a run older still, whose checkpoints
+// record none, exports it unchecked, with a note saying so.
 func ExportLM(runDir, out, dtype string) (Exported, error) {
 	var files safefile.Files // the run's files are inputs: no write may replace one
 	// The output first: an occupied -out is refused before the checkpoint is read, and the
@@ -173,8 +237,11 @@ func ExportLM(runDir, out, dtype string) (Exported, error) {
 	if cfg.Model.Task != modelcfg.TaskLM {
 		return Exported{}, fmt.Errorf("export %s: a run of task %q, not a language model (task lm)", runDir, cfg.Model.Task)
 	}
-	tokPath := ExpandPath(cfg.LM.Tokenizer)
-	tok, err := LoadTokenizer(&files, tokPath)
+	tf, err := runTokenizer(&files, runDir, ck, ExpandPath(cfg.LM.Tokenizer))
+	if err != nil {
+		return Exported{}, fmt.Errorf("export %s: %w", runDir, err)
+	}
+	tok, err := bpe.Parse(tf.json, tf.config, tf.path)
 	if err != nil {
 		return Exported{}, fmt.Errorf("export %s: the run's tokenizer: %w", runDir, err)
 	}
@@ -204,10 +271,16 @@ func ExportLM(runDir, out, dtype string) (Exported, error) {
 	if err := hf.Save(tx.Path(), model.HFConfig(bos, eos), host, dtype); err != nil {
 		return Exported{}, err
 	}
-	if err := hf.CopyTokenizer(&files, tokPath, tx.Path()); err != nil {
+	if err := files.WriteFileAtomic(filepath.Join(tx.Path(), RunTokenizerFile), tf.json); err != nil {
 		return Exported{}, err
 	}
-	prov, err := json.MarshalIndent(map[string]any{"run": runDir, "checkpoint": ck.Path, "step": ck.State.Step, "config": cfg}, "", "  ")
+	if tf.config != nil {
+		if err := files.WriteFileAtomic(filepath.Join(tx.Path(), RunTokenizerConfigFile), tf.config); err != nil {
+			return Exported{}, err
+		}
+	}
+	prov, err := json.MarshalIndent(map[string]any{"run": runDir, "checkpoint": ck.Path, "step": ck.State.Step, "config": cfg,
+		"tokenizer": map[string]any{"from": tf.path, "sha256": digest(tf.json), "checked": tf.checked}}, "", "  ")
 	if err != nil {
 		return Exported{}, err
 	}
@@ -217,7 +290,55 @@ func ExportLM(runDir, out, dtype string) (Exported, error) {
 	if err := tx.Commit(); err != nil {
 		return Exported{}, err
 	}
-	return Exported{Step: ck.State.Step, Checkpoint: ck.Path, Config: model.LlamaConfig()}, nil
+	ex := Exported{Step: ck.State.Step, Checkpoint: ck.Path, Config: model.LlamaConfig(), Tokenizer: tf.path}
+	if tf.note != "" {
+		ex.Notes = append(ex.Notes, tf.note)
+	}
+	return ex, nil
+}
+
+// tokenizerFiles are a run's tokenizer as ExportLM found it.
+type tokenizerFiles struct {
+	json, config []byte // config nil: no tokenizer_config.json
+	path         string // the tokenizer.json read
+	checked      bool   // whether it matched digests the checkpoint recorded
+	note         string // why it was not checked
+}
+
+// runTokenizer finds the tokenizer checkpoint ck of the run in runDir trained with: the run's
+// copy, else (a run made before copies) the file at recorded, the run's lm.tokenizer. Either
+// must match the digests ck recorded, when it recorded them.
+func runTokenizer(files *safefile.Files, runDir string, ck checkpoints.Checkpoint, recorded string) (tokenizerFiles, error) {
+	want, haveDigests, err := inputsOf(ck)
+	if err != nil {
+		return tokenizerFiles{}, err
+	}
+	tf := tokenizerFiles{path: filepath.Join(runDir, RunTokenizerFile)}
+	what := "the run's copy of its tokenizer"
+	tf.json, tf.config, err = readRunTokenizer(files, runDir)
+	if errors.Is(err, fs.ErrNotExist) {
+		// A run made before runs kept a copy: the recorded path is all there is.
+		tf.path, what = recorded, "the tokenizer at the run's lm.tokenizer (the run holds no copy: made before geloattack kept one)"
+		tf.json, tf.config, err = hf.ReadTokenizer(files, recorded)
+	}
+	if err != nil {
+		return tokenizerFiles{}, fmt.Errorf("the run's tokenizer: %w", err)
+	}
+	if !haveDigests {
+		tf.note = fmt.Sprintf("checkpoint %s records no digest of its tokenizer (a run made before geloattack recorded them): %s exported unchecked", ck.Path, tf.path)
+		return tf, nil
+	}
+	got := Inputs{Texts: want.Texts, Tokenizer: digest(tf.json), TokenizerConfig: configDigest(tf.config)}
+	if ch := want.changes(got, "", tf.path); len(ch) > 0 {
+		var diffs []string
+		for _, c := range ch {
+			diffs = append(diffs, c.String())
+		}
+		return tokenizerFiles{}, fmt.Errorf("%s, %s, is not the tokenizer checkpoint %s trained with: %s",
+			what, tf.path, ck.Path, strings.Join(diffs, "; "))
+	}
+	tf.checked = true
+	return tf, nil
 }
 
 // LoadTokenizer reads a tokenizer.json, and the tokenizer_config.json beside it when there is

@@ -174,7 +174,8 @@ func (e Estimate) CheckDevice(what, device string, free int64) (warning string, 
 }
 
 // hostAvailable is the memory this process can still take: MemAvailable of /proc/meminfo, or the
-// cgroup v2 limit's headroom when it is lower.
+// cgroup v2 limit's headroom, or what the address-space limit (ulimit -v) leaves, whichever is
+// lowest.
 func hostAvailable() (int64, string, error) {
 	b, err := safefile.Read("/proc/meminfo", safefile.Kernel)
 	if err != nil {
@@ -198,6 +199,9 @@ func hostAvailable() (int64, string, error) {
 		if cur, ok := readInt("/sys/fs/cgroup/memory.current"); ok && lim-cur < avail {
 			avail, src = max(lim-cur, 0), "cgroup memory.max headroom"
 		}
+	}
+	if left, ok := addressSpaceLeft(); ok && left < avail {
+		avail, src = left, "address-space limit (ulimit -v) headroom"
 	}
 	return avail, src, nil
 }

@@ -12,8 +12,10 @@ import (
 )
 
 // RunFiles are the files a run writes in its directory beside its checkpoints
-// (ckpt-<step>.safetensors and their temporaries) and the damaged-metrics side files.
-var RunFiles = []string{"config.yaml", "metrics.jsonl", IdentityFile, "report.json", "report.md", "latest", "eval.json", "eval.md"}
+// (ckpt-<step>.safetensors and their temporaries) and the damaged-metrics side files; a task-lm
+// run also keeps its tokenizer there.
+var RunFiles = []string{"config.yaml", "metrics.jsonl", IdentityFile, "report.json", "report.md", "latest", "eval.json", "eval.md",
+	RunTokenizerFile, RunTokenizerConfigFile}
 
 // CheckRunDir refuses a run directory where one of the files a run writes (RunFiles, a
 // checkpoint, a metrics side file, or one of extra) is a symbolic link, FIFO, device or directory,

@@ -289,6 +289,25 @@ var ErrRunExists = errors.New("run directory already holds checkpoints")
 // directory is refused with an error naming the holder, and a lock left by a killed run is taken
 // over with a line saying so.
 func Train(ctx context.Context, cfg config.Run, dir string, resume bool, progress io.Writer) (train.Result, error) {
+	return TrainWith(ctx, cfg, dir, RunOptions{Resume: resume}, progress)
+}
+
+// RunOptions say how a run starts in its directory.
+type RunOptions struct {
+	// Resume continues from the directory's newest good checkpoint (see Train).
+	Resume bool
+	// AcceptChangedInputs lets a resumed task-lm run continue when its texts or tokenizer differ
+	// from the digests its checkpoint recorded (otherwise refused): the run header says which
+	// changed, and metrics.jsonl gets a record {"event": "accept_changed_inputs", ...} at the
+	// step it resumes from. Without Resume it is an error.
+	AcceptChangedInputs bool
+}
+
+// TrainWith is Train with its options.
+func TrainWith(ctx context.Context, cfg config.Run, dir string, o RunOptions, progress io.Writer) (train.Result, error) {
+	if o.AcceptChangedInputs && !o.Resume {
+		return train.Result{}, errors.New("accepting changed inputs applies to a resumed run (-resume)")
+	}
 	if progress == nil {
 		progress = io.Discard
 	}
@@ -301,7 +320,7 @@ func Train(ctx context.Context, cfg config.Run, dir string, resume bool, progres
 	if lock.Stale != "" {
 		fmt.Fprintf(progress, "run %s: %s\n", dir, lock.Stale)
 	}
-	res, err := TrainLocked(ctx, cfg, dir, resume, progress)
+	res, err := trainLocked(ctx, cfg, dir, o, progress)
 	if err != nil && created {
 		// A run refused before it wrote anything (a config that does not fit, a bad store)
 		// leaves no directory behind: the next attempt then gets the same name. Removed while
@@ -326,6 +345,11 @@ func removeIfOnlyLock(dir string) {
 // TrainLocked is Train for a caller that already holds dir's lock (a sweep locks a cell before it
 // inspects it, so the state it reads is not changing under it).
 func TrainLocked(ctx context.Context, cfg config.Run, dir string, resume bool, progress io.Writer) (train.Result, error) {
+	return trainLocked(ctx, cfg, dir, RunOptions{Resume: resume}, progress)
+}
+
+func trainLocked(ctx context.Context, cfg config.Run, dir string, o RunOptions, progress io.Writer) (train.Result, error) {
+	resume := o.Resume
 	if progress == nil {
 		progress = io.Discard
 	}
@@ -388,7 +412,7 @@ func TrainLocked(ctx context.Context, cfg config.Run, dir string, resume bool, p
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return train.Result{}, err
 		}
-		return trainLM(ctx, cfg, dir, from, progress)
+		return trainLM(ctx, cfg, dir, from, o, progress)
 	}
 	sess, err := OpenContext(ctx, cfg)
 	if err != nil {
@@ -412,6 +436,9 @@ func TrainLocked(ctx context.Context, cfg config.Run, dir string, resume bool, p
 	fmt.Fprintf(progress, "  memory: about %s on the host%s (%s)\n", bytesText(sess.Estimate.Host()), deviceNeed(sess.Estimate), sess.Estimate)
 	if precNote != "" {
 		fmt.Fprintf(progress, "  resume: %s\n", precNote)
+	}
+	if o.AcceptChangedInputs {
+		fmt.Fprintf(progress, "  resume: -accept-changed-inputs: task %s records no digests of its inputs; nothing to accept\n", sess.Cfg.Model.Task)
 	}
 	res, err := train.Train(ctx, train.Run{
 		Dir: dir, Options: sess.Cfg.Train, Task: sess.Task, Sampler: sess.Sampler,
@@ -456,9 +483,17 @@ func ConfigOf(ck checkpoints.Checkpoint) (config.Run, error) {
 	if !ok {
 		return config.Run{}, fmt.Errorf("checkpoint %s: no %q metadata: not written by geloattack train", ck.Path, MetaRunConfig)
 	}
+	// Strictly: a key this build does not know (a forged or resealed checkpoint, or one of
+	// another tool) is refused by name rather than dropped, so the config compared on resume and
+	// rebuilt by eval is all of what the checkpoint says.
 	var cfg config.Run
-	if err := json.Unmarshal([]byte(raw), &cfg); err != nil {
+	dec := json.NewDecoder(strings.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&cfg); err != nil {
 		return config.Run{}, fmt.Errorf("checkpoint %s: %s metadata: %w", ck.Path, MetaRunConfig, err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return config.Run{}, fmt.Errorf("checkpoint %s: %s metadata: data after the config object", ck.Path, MetaRunConfig)
 	}
 	if cfg.Precision == "" {
 		// Written before the precision key existed: those runs computed in fp32.

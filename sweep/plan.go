@@ -133,9 +133,25 @@ type Status struct {
 	Failure string
 }
 
-// Inspect reads a cell directory's status.
+// CheckCellDir refuses a cell directory that is a symbolic link, naming it and its target: a
+// sweep makes its cells as directories, so a link there was planted, and following it would
+// read (or train into) a run outside the sweep. A missing directory is no error.
+func CheckCellDir(dir string) error {
+	fi, err := os.Lstat(dir)
+	if err != nil || fi.Mode()&fs.ModeSymlink == 0 {
+		return nil
+	}
+	target, _ := os.Readlink(dir)
+	return fmt.Errorf("cell %s is a symbolic link (to %s), not a directory the sweep made: refused", dir, target)
+}
+
+// Inspect reads a cell directory's status; a cell directory that is a link is refused
+// (CheckCellDir).
 func Inspect(dir string) (Status, error) {
 	st := Status{Checkpoint: -1}
+	if err := CheckCellDir(dir); err != nil {
+		return st, err
+	}
 	if _, err := os.Stat(dir); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return st, nil

@@ -205,6 +205,12 @@ func runCell(ctx context.Context, c Cell, dir, tag string, o Options) CellResult
 		}
 		return res
 	}
+	// A linked cell is refused before anything (the lock, error.txt) is written through the link.
+	if err := CheckCellDir(dir); err != nil {
+		res.Outcome, res.Err = Failed, err
+		fmt.Fprintf(o.Progress, "%s: FAILED: %v\n", tag, err)
+		return res
+	}
 	// The lock is taken before the cell's state is read, so that a cell another process is
 	// training is neither inspected mid-write nor trained twice; Busy leaves its files alone.
 	lock, err := runlock.Acquire(dir)

@@ -103,6 +103,10 @@ type LMRun struct {
 	From     *checkpoints.Checkpoint
 	Seed     uint64
 	Progress io.Writer
+	// ResumeRecord, when not nil and the run resumes, is written to metrics.jsonl as one record
+	// with the step resumed from, before the first resumed step: what the caller accepted
+	// (runner: the inputs that changed since the checkpoint, under -accept-changed-inputs).
+	ResumeRecord map[string]any
 }
 
 // TrainLM runs a language-model run as Train runs an attack: the same schedule, clipping,
@@ -116,7 +120,8 @@ func TrainLM(ctx context.Context, r LMRun) (Result, error) {
 		},
 		evaluate: func(ctx context.Context) (map[string]map[string]float64, error) { return r.Task.Evaluate(ctx) },
 	}
-	return loop(ctx, settings{Dir: r.Dir, Options: r.Options, Metadata: r.Metadata, From: r.From, Seed: r.Seed, Progress: r.Progress}, j)
+	return loop(ctx, settings{Dir: r.Dir, Options: r.Options, Metadata: r.Metadata, From: r.From, Seed: r.Seed, Progress: r.Progress,
+		ResumeRecord: r.ResumeRecord}, j)
 }
 
 // settings are what every run gives the loop besides its job.
@@ -127,6 +132,8 @@ type settings struct {
 	From     *checkpoints.Checkpoint
 	Seed     uint64
 	Progress io.Writer
+	// ResumeRecord is LMRun.ResumeRecord.
+	ResumeRecord map[string]any
 }
 
 func (r Run) common() settings {
@@ -183,6 +190,9 @@ func loop(ctx context.Context, r settings, j job) (Result, error) {
 		if ck.State.Seed != 0 && ck.State.Seed != r.Seed {
 			return Result{}, fmt.Errorf("resume %s: the checkpoint was written by a run with seed %d, this run has seed %d", ck.Path, ck.State.Seed, r.Seed)
 		}
+		if err := checkResumeState(*ck); err != nil {
+			return Result{}, err
+		}
 		start, keep = ck.State.Step, ck.State.Step
 		win = lossWindow{sum: ck.State.Last[stateLossSum], n: int(ck.State.Last[stateLossN])}
 		if len(ck.State.Best) > 0 {
@@ -198,6 +208,17 @@ func loop(ctx context.Context, r settings, j job) (Result, error) {
 		fmt.Fprintf(r.Progress, "resume: warning: %s\n", n)
 	}
 	defer mlog.close()
+	if r.From != nil && r.ResumeRecord != nil {
+		rec := map[string]any{"step": start}
+		for k, v := range r.ResumeRecord {
+			if k != "step" {
+				rec[k] = v
+			}
+		}
+		if err := mlog.write(rec); err != nil {
+			return Result{}, err
+		}
+	}
 
 	res := Result{Steps: start}
 	if start >= int64(o.Steps) {
@@ -295,6 +316,22 @@ func loop(ctx context.Context, r settings, j job) (Result, error) {
 	}
 	prog.finish()
 	return res, nil
+}
+
+// checkResumeState refuses a checkpoint whose resume state this loop cannot have written, even
+// though its checksums hold (a resealed file): the loop draws one batch per step and saves
+// next_batch equal to step, and the best evaluation is one of the steps done.
+func checkResumeState(ck checkpoints.Checkpoint) error {
+	st := ck.State
+	if st.NextBatch != st.Step {
+		return fmt.Errorf("resume %s: geloattack.next_batch is %d at geloattack.step %d; the trainer draws one batch per step and records them equal: damaged or forged",
+			ck.Path, st.NextBatch, st.Step)
+	}
+	if st.BestStep < 0 || st.BestStep > st.Step {
+		return fmt.Errorf("resume %s: geloattack.best_step is %d, outside the %d steps done (geloattack.step): damaged or forged",
+			ck.Path, st.BestStep, st.Step)
+	}
+	return nil
 }
 
 // evaluate is the periodic evaluation of a run (tasks.Evaluate with the run's batch settings).

@@ -9,6 +9,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -18,10 +19,13 @@ import (
 	"github.com/gelo-research/geloattack/data"
 	"github.com/gelo-research/geloattack/data/deployer"
 	"github.com/gelo-research/geloattack/data/extract"
+	"github.com/gelo-research/geloattack/data/gelo"
 	"github.com/gelo-research/geloattack/engine/blas"
 	"github.com/gelo-research/geloattack/internal/field"
 	"github.com/gelo-research/geloattack/internal/fptol"
 	"github.com/gelo-research/geloattack/models/hf"
+	"github.com/gelo-research/geloattack/models/llama"
+	"github.com/gelo-research/geloattack/runner"
 )
 
 var cmdDecode = &Command{
@@ -72,6 +76,7 @@ func decodeFlags(fs *flag.FlagSet) runFunc {
 		rho        = fs.Float64("recompute-error", 0, "recomputation error rho at every attacked block, in [0, 1): the attacker's own bound on ||x_att - x_dep|| / ||x_dep||; left out (0): from -deployer-precision")
 		depTexts   = fs.String("deployer-texts", "", "write the texts decode would attack (token ids, as JSON lines) to this file for an external deployer (bench/torch_deploy.py --tokens FILE) and stop")
 		depRows    = fs.String("deployer-rows", "", "attack the rows an external deployer computed (bench/torch_deploy.py --out DIR, attn-input rows of every attacked block, BOS kept) instead of the model's own forward; -deployer-precision defaults to the deployer's dtype")
+		replace    = invalidUTF8Flag(fs)
 	)
 	over := addSamplerOverrides(fs, "texts per batch", false)
 	return func(ctx context.Context, _ []string) error {
@@ -105,14 +110,42 @@ func decodeFlags(fs *flag.FlagSet) runFunc {
 		if err := sc.Validate(); err != nil {
 			return fmt.Errorf("decode: sampler settings (config plus flags): %w", err)
 		}
-		if !hf.IsDecoderDir(*modelDir) {
-			return fmt.Errorf("decode: %s is not a decoder directory (config.json with a Llama/Mistral/Qwen2/Qwen3ForCausalLM architecture)", *modelDir)
-		}
-		m, err := hf.Load(*modelDir, blas.Default())
+		replaceUTF8, err := replace()
 		if err != nil {
 			return fmt.Errorf("decode: %w", err)
 		}
-		tok, err := openDecoderTokenizer(*modelDir)
+		if !hf.IsDecoderDir(*modelDir) {
+			return fmt.Errorf("decode: %s is not a decoder directory (config.json with a Llama/Mistral/Qwen2/Qwen3ForCausalLM architecture)", *modelDir)
+		}
+		// What config.json, the weight files' headers, the flags, the tokenizer and the texts can
+		// refuse is refused before the weights are read: the model alone against the memory first,
+		// then the directory, then everything.
+		mc, err := hf.LoadConfig(*modelDir)
+		if err != nil {
+			return fmt.Errorf("decode: %w", err)
+		}
+		deepest := 0
+		for _, b := range blocks {
+			if b < 0 || b >= mc.Layers {
+				return fmt.Errorf("decode: -blocks %q: block %d: the model has blocks 0..%d", *blocksFlag, b, mc.Layers-1)
+			}
+			deepest = max(deepest, b)
+		}
+		if *maxTokens > mc.MaxLen() {
+			return fmt.Errorf("decode: -max-tokens %d: the model reads at most %d tokens (max_position_embeddings or sliding_window)", *maxTokens, mc.MaxLen())
+		}
+		if err := checkSetSize(sc, *maxTokens, mc.Hidden); err != nil {
+			return fmt.Errorf("decode: %w", err)
+		}
+		plan := decodePlan{cfg: mc, sc: sc, maxTokens: *maxTokens, beam: *beam, rankBag: *rankBagN, blocks: blocks, deepest: deepest,
+			bagOnly: *bagOnly, model: *depTexts == ""}
+		if _, err := plan.budget(*modelDir).Check(); err != nil {
+			return fmt.Errorf("decode: %w", err)
+		}
+		if _, err := hf.Check(*modelDir); err != nil {
+			return fmt.Errorf("decode: %w", err)
+		}
+		tok, err := openDecoderTokenizer(*modelDir, mc.VocabSize)
 		if err != nil {
 			return fmt.Errorf("decode: %w", err)
 		}
@@ -120,8 +153,12 @@ func decodeFlags(fs *flag.FlagSet) runFunc {
 		if *corpora != "" {
 			corpusList = strings.Split(*corpora, ",")
 		}
-		src, err := extract.ReadSource(*texts, corpusList)
+		src, err := extract.ReadSourceWith(*texts, extract.SourceOptions{Corpora: corpusList, ReplaceInvalidUTF8: replaceUTF8})
 		if err != nil {
+			return fmt.Errorf("decode: %w", utf8Hint(err))
+		}
+		plan.vocab, plan.src, plan.texts = tok.VocabSize(), src, min(*maxTexts, len(src.Texts))
+		if err := preflight("decode", plan.budget(*modelDir)); err != nil {
 			return fmt.Errorf("decode: %w", err)
 		}
 		var ids [][]int
@@ -145,6 +182,10 @@ func decodeFlags(fs *flag.FlagSet) runFunc {
 		}
 		if *depTexts != "" {
 			return writeDeployerTexts(*depTexts, tok, ids, textIDs)
+		}
+		m, err := hf.Load(*modelDir, blas.Default())
+		if err != nil {
+			return fmt.Errorf("decode: %w", err)
 		}
 		var dep decode.Deployer
 		if *depRows != "" {
@@ -288,4 +329,91 @@ func writeDeployerTexts(path string, tok extract.Tokenizer, ids [][]int, textIDs
 	}
 	fmt.Fprintf(os.Stderr, "decode: wrote %d texts for the deployer to %s\n", len(texts), path)
 	return nil
+}
+
+// maxSetElems bounds the GELO example decode draws per attacked block, whatever the memory: the
+// n x n mixing matrix A and the (shields, d) shield rows each hold at most 2^32 elements (16 GiB
+// in float32), so a -shield-rows or -positives of the flags' own ranges cannot ask for terabytes
+// even with GELOATTACK_SKIP_PREFLIGHT set.
+const maxSetElems = 1 << 32
+
+// checkSetSize refuses a sampler whose example of texts cut to maxTokens tokens would hold more
+// than maxSetElems shield elements (shields x d) or mixing-matrix elements (n x n).
+func checkSetSize(sc gelo.Config, maxTokens, d int) error {
+	n, clean := setSize(sc, maxTokens)
+	k := n - clean
+	if e := int64(k) * int64(d); e > maxSetElems {
+		return fmt.Errorf("-shield-rows (or shield_frac) %d x d %d = %d shield elements a block: over the limit of 2^32; fewer shields, or a smaller model", k, d, e)
+	}
+	if e := int64(n) * int64(n); e > maxSetElems {
+		return fmt.Errorf("set size n = %d positives x %d tokens + %d shields = %d: the n x n mixing matrix would hold %d elements, over the limit of 2^32 (n <= 65536); fewer -positives, -max-tokens or shields",
+			int(sc.Positives.Max), maxTokens, k, n, e)
+	}
+	return nil
+}
+
+// setSize is the largest set an example of texts cut to maxTokens tokens holds, and its clean rows.
+func setSize(sc gelo.Config, maxTokens int) (n, clean int) {
+	sc.TokensPerText = gelo.Fixed(float64(maxTokens))
+	return sc.MaxN(), int(sc.Positives.Max) * maxTokens
+}
+
+// decodePlan is what decode is about to do, for its resource pre-flight.
+type decodePlan struct {
+	cfg                      llama.Config
+	sc                       gelo.Config
+	vocab, texts             int             // the tokenizer's ids; the texts decoded (0 before they are read)
+	src                      *extract.Source // nil before the texts are read
+	maxTokens, beam, rankBag int
+	blocks                   []int
+	deepest                  int
+	bagOnly, model           bool // model: the weights are loaded (not -deployer-texts)
+}
+
+// budget estimates decode by part: the weights (every block is loaded), the tokenizer and the
+// texts, and with the model: the forward pass's workspace (candidate batches of 256 rows against
+// prefixes of -max-tokens), the live prefixes' KV caches (twice the beam, and one per text), the
+// texts' rows at every attacked block, the GELO example of each block (the mixing matrix, its
+// generator's QR and the rows), the membership spaces, block 0's scores of the whole vocabulary,
+// and the order search's candidate rows (the bag: the whole vocabulary past full rank, or
+// -rank-bag).
+func (p decodePlan) budget(modelDir string) runner.Budget {
+	c := p.cfg
+	b := runner.Budget{What: "decode -model " + modelDir,
+		Reduce: "-max-texts, -max-tokens, -positives, -shield-rows or -shield-frac, -beam, -blocks, or -bag-only, or use a smaller model"}
+	if p.src != nil {
+		b.Add(runner.TokenizerPart(p.vocab), runner.TextsPart(len(p.src.Texts), p.src.Bytes()))
+	}
+	if !p.model {
+		return b // -deployer-texts: the weights are not read
+	}
+	d, nb := int64(c.Hidden), int64(len(p.blocks))
+	n, _ := setSize(p.sc, p.maxTokens)
+	n64, m := int64(n), int64(min(n, c.Hidden))
+	positives := int64(p.sc.Positives.Max)
+	beam := int64(p.beam)
+	if beam == 0 {
+		beam = 4 * max(positives, 1)
+	}
+	b.Add(runner.DecoderWeights(c, p.deepest),
+		runner.Part{Name: "workspace", Bytes: c.WorkspaceBytes(max(p.maxTokens, 256), p.maxTokens, runtime.GOMAXPROCS(0), !p.bagOnly)},
+		runner.Part{Name: fmt.Sprintf("texts' rows (%d texts x %d tokens x d %d at %d blocks)", p.texts, p.maxTokens, d, nb),
+			Bytes: runner.Product(4, nb, int64(p.texts), int64(p.maxTokens), d)},
+		runner.Part{Name: fmt.Sprintf("GELO examples (n %d at %d blocks)", n, nb),
+			Bytes: runner.Product(nb, 4*n64*n64+16*n64*d) + 24*n64*n64},
+		runner.Part{Name: "membership spaces", Bytes: runner.Product(8, nb, m*m+2*n64*m)},
+		runner.Part{Name: fmt.Sprintf("vocabulary scores (%d tokens)", c.VocabSize), Bytes: 64*int64(c.VocabSize) + 20*2048*d},
+	)
+	if !p.bagOnly {
+		cands := int64(c.VocabSize)
+		if p.rankBag > 0 {
+			cands = min(cands, int64(p.rankBag))
+		}
+		prefixes := 2*beam + positives
+		b.Add(runner.Part{Name: fmt.Sprintf("KV caches (%d prefixes of %d tokens)", prefixes, p.maxTokens),
+			Bytes: runner.Product(prefixes, c.CacheBytes(p.maxTokens))},
+			runner.Part{Name: fmt.Sprintf("candidate rows (%d candidates, blocks 1..%d)", cands, p.deepest),
+				Bytes: runner.Product(cands, d, 4*int64(p.deepest+1)+16)})
+	}
+	return b
 }

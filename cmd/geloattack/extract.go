@@ -56,6 +56,7 @@ func storeExtractFlags(fs *flag.FlagSet) runFunc {
 		quiet       = fs.Bool("quiet", false, "no progress bar")
 		point       = fs.String("point", "residual", "decoder models only: residual (Hugging Face's hidden_states[L]; L = num_hidden_layers is the final norm's output)\nor attn-input (RMSNorm(h)·g of block L, the rows q/k/v read); -drop-special drops the BOS row")
 		dedup       = fs.String("dedup", "none", "decoder models only: exact drops every row whose token prefix was seen earlier (a causal row is a function of its prefix) and reports how many")
+		replaceUTF8 = invalidUTF8Flag(fs)
 	)
 	return func(ctx context.Context, args []string) error {
 		if *out == "" {
@@ -71,6 +72,10 @@ func storeExtractFlags(fs *flag.FlagSet) runFunc {
 		if *corpora != "" {
 			corpusList = strings.Split(*corpora, ",")
 		}
+		replace, err := replaceUTF8()
+		if err != nil {
+			return err
+		}
 		if hf.IsDecoderDir(*modelDir) {
 			var progress io.Writer = os.Stderr
 			if *quiet {
@@ -78,7 +83,8 @@ func storeExtractFlags(fs *flag.FlagSet) runFunc {
 			}
 			return runDecoderExtract(ctx, decoderExtract{modelDir: *modelDir, texts: *texts, out: *out, dtype: *dtype, norm: *norm,
 				point: *point, dedup: *dedup, modelName: *modelName, corpora: corpusList, layer: *layer, maxTexts: *maxTexts,
-				maxTokens: *maxTokens, batch: *batch, workers: *workers, dropSpecial: *dropSpecial, progress: progress}, openDecoderTokenizer)
+				maxTokens: *maxTokens, batch: *batch, workers: *workers, dropSpecial: *dropSpecial, replaceUTF8: replace, progress: progress},
+				openDecoderTokenizer)
 		}
 		if flagWasSet(fs, "point") || flagWasSet(fs, "dedup") {
 			return errors.New("-point and -dedup apply to decoder models (config.json architectures Llama/Mistral/Qwen2/Qwen3ForCausalLM)")
@@ -106,9 +112,9 @@ func storeExtractFlags(fs *flag.FlagSet) runFunc {
 		if tok.VocabSize() > m.Cfg.VocabSize {
 			return fmt.Errorf("tokenizer.json has %d tokens but config.json vocab_size is %d", tok.VocabSize(), m.Cfg.VocabSize)
 		}
-		src, err := extract.ReadSource(*texts, corpusList)
+		src, err := extract.ReadSourceWith(*texts, extract.SourceOptions{Corpora: corpusList, ReplaceInvalidUTF8: replace})
 		if err != nil {
-			return err
+			return utf8Hint(err)
 		}
 		if len(src.Texts) == 0 {
 			return fmt.Errorf("-texts %s: no texts", *texts)

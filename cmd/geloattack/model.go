@@ -9,8 +9,10 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 
+	"github.com/gelo-research/geloattack/data/bpe"
 	"github.com/gelo-research/geloattack/data/extract"
 	"github.com/gelo-research/geloattack/data/store"
 	"github.com/gelo-research/geloattack/internal/field"
@@ -96,7 +98,7 @@ func modelInitFlags(fs *flag.FlagSet) runFunc {
 		}
 		var files safefile.Files // -like and -tokenizer are inputs: no write may replace one
 		cfg, err := hf.Init(hf.InitOptions{Like: *like, Layers: *layers, Hidden: *hidden, Vocab: *vocab, Seed: *seed, DType: dt, Out: *out,
-			Tokenizer: *tok, Files: &files})
+			Tokenizer: *tok, Files: &files, Check: func(p hf.InitPlan) error { return initPreflight(p, *out, *tok != "") }})
 		if err != nil {
 			return fmt.Errorf("model init: %w", err)
 		}
@@ -106,13 +108,43 @@ func modelInitFlags(fs *flag.FlagSet) runFunc {
 	}
 }
 
-// openDecoderTokenizer reads the decoder directory's tokenizer.json (data/bpe) through the door.
-func openDecoderTokenizer(dir string) (extract.Tokenizer, error) {
+// initPreflight is model init's resource pre-flight: the drawing buffer (the largest tensor in
+// float32) and the tokenizer against the host memory, model.safetensors against the free disk.
+func initPreflight(p hf.InitPlan, out string, withTokenizer bool) error {
+	b := runner.Budget{What: "-out " + out, Disk: p.File, DiskPath: filepath.Dir(p.Dir), Reduce: "-layers, -hidden or -vocab"}
+	b.Add(runner.Part{Name: "drawing buffer (the largest tensor, float32)", Bytes: p.Buffer})
+	if withTokenizer {
+		b.Add(runner.TokenizerPart(p.Config.VocabSize))
+	}
+	return preflight("model init", b)
+}
+
+// preflight checks a decoder command's budget, printing its warning (GELOATTACK_SKIP_PREFLIGHT,
+// or memory unknown) on stderr.
+func preflight(cmd string, b runner.Budget) error {
+	warn, err := b.Check()
+	if warn != "" {
+		fmt.Fprintf(os.Stderr, "%s: %s\n", cmd, warn)
+	}
+	return err
+}
+
+// openDecoderTokenizer reads the decoder directory's tokenizer.json (data/bpe) through the door,
+// for a model of vocab ids: an id at or past vocab is refused before any table is sized by it.
+func openDecoderTokenizer(dir string, vocab int) (extract.Tokenizer, error) {
 	path := filepath.Join(dir, "tokenizer.json")
 	if _, err := os.Stat(path); err != nil {
 		return nil, fmt.Errorf("decoder tokenizer: %w (give model init -tokenizer, or copy the model's tokenizer.json in)", err)
 	}
-	return runner.LoadTokenizer(nil, path)
+	j, c, err := hf.ReadTokenizer(nil, path)
+	if err != nil {
+		return nil, err
+	}
+	tok, err := bpe.ParseFor(j, c, path, vocab)
+	if err != nil {
+		return nil, err
+	}
+	return tok, nil
 }
 
 // decoderExtract is what `store extract` parsed, for a decoder model directory.
@@ -120,14 +152,14 @@ type decoderExtract struct {
 	modelDir, texts, out, dtype, norm, point, dedup, modelName string
 	corpora                                                    []string
 	layer, maxTexts, maxTokens, batch, workers                 int
-	dropSpecial                                                bool
+	dropSpecial, replaceUTF8                                   bool
 	progress                                                   io.Writer
 }
 
 // runDecoderExtract is `store extract` on a decoder directory; openTok opens its tokenizer. The
 // store is built beside a.out and renamed into place at the end (safefile.BeginDir), so a failure
 // or an interrupt leaves no half-written store that a rerun would refuse.
-func runDecoderExtract(ctx context.Context, a decoderExtract, openTok func(dir string) (extract.Tokenizer, error)) error {
+func runDecoderExtract(ctx context.Context, a decoderExtract, openTok func(dir string, vocab int) (extract.Tokenizer, error)) error {
 	point := map[string]llama.Point{"residual": llama.Residual, "attn-input": llama.AttnInput}
 	p, ok := point[a.point]
 	if !ok {
@@ -141,32 +173,48 @@ func runDecoderExtract(ctx context.Context, a decoderExtract, openTok func(dir s
 		return err
 	}
 	defer tx.Abort() // nothing once committed
-	m, err := hf.Load(a.modelDir, nil)
+	// What config.json, the weight files' headers, the tokenizer and the texts can refuse is
+	// refused before the weights are read: the model alone against the memory first, then the
+	// directory, then everything.
+	cfg, err := hf.LoadConfig(a.modelDir)
 	if err != nil {
 		return err
 	}
-	top := m.Cfg.Layers
+	top := cfg.Layers
 	if p == llama.AttnInput {
 		top--
 	}
 	if a.layer > top {
 		return fmt.Errorf("-layer %d: %s rows exist for layers 0..%d", a.layer, a.point, top)
 	}
-	tok, err := openTok(a.modelDir)
+	truncate := a.maxTokens
+	if truncate == 0 {
+		// The full context of a 128k model would size the workspace for 128k-token batches.
+		truncate = min(512, cfg.MaxLen())
+	}
+	if _, err := extractBudget(a, cfg, 0, nil, truncate).Check(); err != nil {
+		return err
+	}
+	if _, err := hf.Check(a.modelDir); err != nil {
+		return err
+	}
+	tok, err := openTok(a.modelDir, cfg.VocabSize)
 	if err != nil {
 		return err
 	}
-	src, err := extract.ReadSource(a.texts, a.corpora)
+	src, err := extract.ReadSourceWith(a.texts, extract.SourceOptions{Corpora: a.corpora, ReplaceInvalidUTF8: a.replaceUTF8})
 	if err != nil {
-		return err
+		return utf8Hint(err)
 	}
 	if len(src.Texts) == 0 {
 		return fmt.Errorf("-texts %s: no texts", a.texts)
 	}
-	truncate := a.maxTokens
-	if truncate == 0 {
-		// The full context of a 128k model would size the workspace for 128k-token batches.
-		truncate = min(512, m.Cfg.MaxLen())
+	if err := preflight("extract", extractBudget(a, cfg, tok.VocabSize(), src, truncate)); err != nil {
+		return err
+	}
+	m, err := hf.Load(a.modelDir, nil)
+	if err != nil {
+		return err
 	}
 	name := a.modelName
 	if name == "" {
@@ -192,6 +240,10 @@ func runDecoderExtract(ctx context.Context, a decoderExtract, openTok func(dir s
 	if err != nil {
 		w.Abort()
 		return err
+	}
+	if st.Texts == st.DroppedTexts {
+		w.Abort()
+		return fmt.Errorf("-texts %s: every one of the %d texts lost its rows (-dedup exact, -drop-special): the store would hold no texts", a.texts, st.Texts)
 	}
 	dedup := "none"
 	if a.dedup == "exact" {
@@ -250,4 +302,64 @@ func flagWasSet(fs *flag.FlagSet, name string) bool {
 	set := false
 	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
 	return set
+}
+
+// extractBudget is the resource pre-flight of `store extract` on a decoder: the weights (every
+// block runs: the sentence embedding pools the last layer), the tokenizer, the texts, their token
+// ids (at most a token per byte, BOS and the -max-tokens cut), the forward pass's workspace for
+// -batch tokens, the batch's chosen and pooled rows, and -dedup exact's prefix trie. Before the
+// tokenizer and the texts are read (src nil), it is the model's parts alone.
+func extractBudget(a decoderExtract, cfg llama.Config, vocab int, src *extract.Source, truncate int) runner.Budget {
+	n, textBytes := 0, int64(0)
+	if src != nil {
+		n, textBytes = len(src.Texts), src.Bytes()
+	}
+	if a.maxTexts > 0 {
+		n = min(n, a.maxTexts)
+	}
+	tokens := min(textBytes+2*int64(n), int64(n)*int64(truncate))
+	batch := max(a.batch, truncate)
+	if a.batch == 0 {
+		batch = max(2048, truncate)
+	}
+	workers := a.workers
+	if workers < 1 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	b := runner.Budget{What: "store extract -model " + a.modelDir,
+		Reduce: "-max-texts, -max-tokens, -batch or -workers, or use a smaller model"}
+	b.Add(runner.DecoderWeights(cfg, -1))
+	if src != nil {
+		b.Add(runner.TokenizerPart(vocab), runner.TextsPart(len(src.Texts), textBytes))
+	}
+	b.Add(runner.Part{Name: fmt.Sprintf("token ids (at most %d)", tokens), Bytes: 4 * tokens},
+		runner.Part{Name: fmt.Sprintf("workspace (%d tokens a batch, %d workers)", batch, workers),
+			Bytes: cfg.WorkspaceBytes(batch, truncate, workers, false) + 8*int64(batch)*int64(cfg.Hidden)})
+	if a.dedup == "exact" {
+		b.Add(runner.Part{Name: "dedup prefix trie", Bytes: 32 * tokens})
+	}
+	return b
+}
+
+// utf8Hint adds to a refusal of invalid UTF-8 how to read the file anyway.
+func utf8Hint(err error) error {
+	if errors.Is(err, extract.ErrInvalidUTF8) {
+		return fmt.Errorf("%w (convert the file to UTF-8, or give -invalid-utf8 replace to replace each invalid sequence with U+FFFD and count them)", err)
+	}
+	return err
+}
+
+// invalidUTF8Flag defines -invalid-utf8 on fs: what a command does with texts that are not valid
+// UTF-8. It reports whether they are to be replaced.
+func invalidUTF8Flag(fs *flag.FlagSet) func() (bool, error) {
+	v := fs.String("invalid-utf8", "refuse", "texts that are not valid UTF-8: refuse (naming file, line and byte offset) or replace (each invalid sequence by U+FFFD, counted and recorded)")
+	return func() (bool, error) {
+		switch *v {
+		case "refuse":
+			return false, nil
+		case "replace":
+			return true, nil
+		}
+		return false, fmt.Errorf("-invalid-utf8 %q: want refuse or replace", *v)
+	}
 }

@@ -196,8 +196,10 @@ var cmdReport = &Command{
 		"errors, and for unmixing the distance to the random-rows floor (docs/paper-reproduction.md).\n\n" +
 		"With several DIRs (runs of one sweep with other seeds, sweep -seed N -out DIR) it writes nothing\n" +
 		"and prints one table: each cell's val mass in each DIR, the mean ± SD over the DIRs where it\n" +
-		"finished, the share of the paper's mass above chance the mean reaches, and the pairs of cells\n" +
-		"finished in every DIR whose means are ordered against the paper's.",
+		"finished, the share of the paper's mass above chance the mean reaches, how many cells finished in\n" +
+		"every DIR, and the pairs of those with the paper's figures whose means are ordered against the\n" +
+		"paper's. The DIRs must hold one sweep (the same plan, task and base config) with distinct seeds;\n" +
+		"anything else, a DIR named twice, or a cell directory that is a link is refused, naming what differs.",
 	Args:  true,
 	Flags: reportFlags,
 }
@@ -217,13 +219,11 @@ func reportFlags(flags *flag.FlagSet) runFunc {
 			if *quiet || *paper {
 				return &argsError{"-q and -paper apply to one directory; several print the seeds table"}
 			}
-			var rs []*report.Report
-			for _, d := range args {
-				r, err := report.Collect(d)
-				if err != nil {
-					return err
-				}
-				rs = append(rs, r)
+			// Only runs of one sweep that differ in their seed are merged; anything else is
+			// refused naming what differs.
+			rs, err := report.CollectSeeds(args)
+			if err != nil {
+				return err
 			}
 			// Cell names and labels come from the sweep files; the directories from the command line.
 			fmt.Print(termtext.Escape(string(report.SeedsMarkdown(report.Seeds(rs), args, paperChance))))

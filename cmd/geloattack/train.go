@@ -34,10 +34,14 @@ func trainFlags(flags *flag.FlagSet) runFunc {
 	cfgPath := flags.String("config", "", "run config (YAML); empty = the embedded configs/quickstart.yaml")
 	out := flags.String("out", "", "run directory; empty = the config's out_dir, else runs/<name> (runs/<name>-2, -3, ... when that one holds an earlier run)")
 	resume := flags.Bool("resume", false, "continue a run from its latest checkpoint, with the config it was made with (default directory: the last unfinished runs/<name>[-N])")
+	acceptChanged := flags.Bool("accept-changed-inputs", false, "with -resume: continue a task-lm run whose lm.texts or lm.tokenizer changed since its checkpoint (refused otherwise); the run header and metrics.jsonl record it")
 	steps := overrideInt(flags, "steps", "train.steps", "")
 	workers := overrideInt(flags, "workers", "train.workers", "the example-generating goroutines")
 	dev := addDeviceFlags(flags)
 	return func(ctx context.Context, _ []string) error {
+		if *acceptChanged && !*resume {
+			return &argsError{"-accept-changed-inputs applies to -resume"}
+		}
 		cfg, err := loadConfig(*cfgPath)
 		if err != nil {
 			return err
@@ -74,7 +78,7 @@ func trainFlags(flags *flag.FlagSet) runFunc {
 				return err
 			}
 		}
-		res, err := runner.Train(ctx, cfg, dir, *resume, os.Stderr)
+		res, err := runner.TrainWith(ctx, cfg, dir, runner.RunOptions{Resume: *resume, AcceptChangedInputs: *acceptChanged}, os.Stderr)
 		if errors.Is(err, train.ErrInterrupted) {
 			return fmt.Errorf("%w; continue with: geloattack train -resume -out %s", err, dir)
 		}

@@ -126,8 +126,8 @@ func (l *loader) addedTokens(t *Tokenizer, list []addedJSON, cfg *configJSON) er
 		if a.Content == "" {
 			return fmt.Errorf("%s.content: missing or empty", field)
 		}
-		if id < 0 || id >= 1<<30 {
-			return fmt.Errorf("%s.id: %d", field, id)
+		if err := l.checkID(id); err != nil {
+			return fmt.Errorf("%s.id: %w", field, err)
 		}
 		if prev, ok := t.addedByID[int32(id)]; ok {
 			if prev.content != a.Content {

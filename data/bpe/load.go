@@ -39,10 +39,35 @@ type addedJSON struct {
 	Special    bool   `json:"special"`
 }
 
-// loader carries the file names into every error.
+// loader carries the file names into every error, and what bounds the ids.
 type loader struct {
 	path    string // tokenizer.json
 	cfgPath string // tokenizer_config.json ("" when absent)
+	// vocabSize is the model's vocab_size when the tokenizer is read for a model (ParseFor), else 0.
+	vocabSize int
+	// listed is how many tokens the files list (model.vocab, added_tokens, added_tokens_decoder).
+	listed int
+}
+
+// idSlack is how far the largest id may run past twice the number of listed tokens. The id table
+// (id -> token) is dense, 16 bytes an entry, so an id far beyond the tokens the file lists would
+// size a table the file does not pay for (an id of 2^30-1 in a tokenizer of 300 tokens asked for
+// 16 GiB). Real tokenizers number their tokens densely; gaps of reserved ids are small.
+const idSlack = 1024
+
+// checkID refuses an id that no table should be sized by: negative or past 2^30, at or past the
+// model's vocab_size (ParseFor), or past twice the listed tokens plus idSlack.
+func (l *loader) checkID(id int) error {
+	switch {
+	case id < 0 || id >= 1<<30:
+		return fmt.Errorf("id %d: want 0 .. 2^30-1", id)
+	case l.vocabSize > 0 && id >= l.vocabSize:
+		return fmt.Errorf("id %d is outside the model's vocabulary (config.json vocab_size = %d): the tokenizer does not belong to this model", id, l.vocabSize)
+	case id >= 2*l.listed+idSlack:
+		return fmt.Errorf("id %d among %d listed tokens: ids this sparse would size an id table of %d entries (want ids below 2 x tokens + %d = %d)",
+			id, l.listed, id+1, idSlack, 2*l.listed+idSlack)
+	}
+	return nil
 }
 
 // errf is a refusal naming the file and the JSON field.
@@ -76,13 +101,27 @@ func Load(path string) (*Tokenizer, error) {
 // Parse builds a tokenizer from tokenizer.json bytes and, optionally, tokenizer_config.json bytes
 // (nil: none); name is used in errors in place of a path.
 func Parse(tokenizerJSON, tokenizerConfig []byte, name string) (*Tokenizer, error) {
-	l := &loader{path: name}
+	return parseBytes(tokenizerJSON, tokenizerConfig, &loader{path: name})
+}
+
+// ParseFor is Parse for the tokenizer of a model whose embedding has vocabSize rows: an id at or
+// past vocabSize, in model.vocab, added_tokens or added_tokens_decoder, is refused before any
+// table is sized by it.
+func ParseFor(tokenizerJSON, tokenizerConfig []byte, name string, vocabSize int) (*Tokenizer, error) {
+	if vocabSize < 1 {
+		return nil, fmt.Errorf("bpe: %s: the model's vocab_size %d: want >= 1", name, vocabSize)
+	}
+	return parseBytes(tokenizerJSON, tokenizerConfig, &loader{path: name, vocabSize: vocabSize})
+}
+
+// parseBytes is Parse and ParseFor once the loader is set up.
+func parseBytes(tokenizerJSON, tokenizerConfig []byte, l *loader) (*Tokenizer, error) {
 	var cfg *configJSON
 	if tokenizerConfig != nil {
 		l.cfgPath = "tokenizer_config.json"
 		cfg = new(configJSON)
 		if err := json.Unmarshal(tokenizerConfig, cfg); err != nil {
-			return nil, fmt.Errorf("bpe: %s: tokenizer_config.json: %w", name, err)
+			return nil, fmt.Errorf("bpe: %s: tokenizer_config.json: %w", l.path, err)
 		}
 	}
 	return parse(tokenizerJSON, cfg, l)
@@ -105,6 +144,10 @@ func parse(data []byte, cfg *configJSON, l *loader) (*Tokenizer, error) {
 		cache:      make(map[string][]int32),
 		specialIDs: make(map[int32]bool),
 		addedByID:  make(map[int32]addedToken),
+	}
+	l.listed = len(f.AddedTokens)
+	if cfg != nil {
+		l.listed += len(cfg.AddedTokensDecoder)
 	}
 	if isSet(f.Truncation) {
 		return nil, l.errf("truncation", "is set; this package encodes whole texts (set it to null)")

@@ -49,19 +49,28 @@ func (l *loader) model(t *Tokenizer, raw json.RawMessage) error {
 	if len(m.Vocab) == 0 {
 		return l.errf("model.vocab", "missing or empty")
 	}
-	t.vocab = make(map[string]int32, len(m.Vocab)+512)
-	maxID := -1
+	l.listed += len(m.Vocab)
+	maxID, maxTok := -1, ""
 	for tok, id := range m.Vocab {
-		if id < 0 || id >= 1<<30 {
+		if id < 0 {
 			return l.errf("model.vocab", "token %q has id %d", tok, id)
 		}
 		if tok == "" {
 			return l.errf("model.vocab", "empty token (id %d)", id)
 		}
-		t.vocab[tok] = int32(id)
-		maxID = max(maxID, id)
+		if id > maxID {
+			maxID, maxTok = id, tok
+		}
 	}
-	t.tokens = make([]string, maxID+1)
+	// The largest id sizes the id table: it is checked before the table, or any map, is made.
+	if err := l.checkID(maxID); err != nil {
+		return l.errf("model.vocab", "token %q: %v", maxTok, err)
+	}
+	t.vocab = make(map[string]int32, len(m.Vocab)+512)
+	for tok, id := range m.Vocab {
+		t.vocab[tok] = int32(id)
+	}
+	t.tokens = make([]string, maxID+1) // at most 2 x listed + idSlack entries
 	for tok, id := range m.Vocab {
 		if prev := t.tokens[id]; prev != "" {
 			return l.errf("model.vocab", "id %d is used by both %q and %q", id, prev, tok)

@@ -235,9 +235,20 @@ func TestReadSourceFiles(t *testing.T) {
 	if err := os.WriteFile(plain, []byte("first text\n\n  \nsecond\r\nfirst text\nthird \xff bad utf8\nlast no newline"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	src, err := ReadSource(plain, nil)
+	// Invalid UTF-8 is refused, naming the file, the line and the byte offset (line 6 starts at
+	// offset 34 of the file; 0xff is its 7th byte)...
+	_, err := ReadSource(plain, nil)
+	if !errors.Is(err, ErrInvalidUTF8) || !strings.Contains(err.Error(), plain+":6: byte offset 6 of the line (offset 40 of the file)") ||
+		!strings.Contains(err.Error(), "0xff") {
+		t.Fatalf("invalid UTF-8: %v", err)
+	}
+	// ...or replaced and counted when asked.
+	src, err := ReadSourceWith(plain, SourceOptions{ReplaceInvalidUTF8: true})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if src.Replaced != 1 || !strings.Contains(src.Desc, "1 invalid UTF-8 sequences replaced") {
+		t.Errorf("replaced %d, desc %q", src.Replaced, src.Desc)
 	}
 	wantIDs := []int64{1, 4, 6, 7} // blank lines 2-3 skipped, line 5 repeats line 1
 	var ids []int64
@@ -266,11 +277,13 @@ func TestReadSourceFiles(t *testing.T) {
 		t.Errorf("jsonl: %v", src.Texts)
 	}
 	for name, content := range map[string]string{
-		"dup id":        `{"id": 1, "text": "a"}` + "\n" + `{"id": 1, "text": "b"}`,
-		"id clash line": `{"id": 2, "text": "a"}` + "\n" + `{"text": "b"}`,
-		"no text":       `{"id": 1}`,
-		"unknown field": `{"id": 1, "text": "a", "lang": "en"}`,
-		"not json":      `hello`,
+		"invalid utf-8":  `{"id": 1, "text": "a"}` + "\n" + "{\"text\": \"b\xc3\"}",
+		"lone surrogate": `{"id": 1, "text": "a \ud800 b"}`,
+		"dup id":         `{"id": 1, "text": "a"}` + "\n" + `{"id": 1, "text": "b"}`,
+		"id clash line":  `{"id": 2, "text": "a"}` + "\n" + `{"text": "b"}`,
+		"no text":        `{"id": 1}`,
+		"unknown field":  `{"id": 1, "text": "a", "lang": "en"}`,
+		"not json":       `hello`,
 	} {
 		p := filepath.Join(dir, "bad.jsonl")
 		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
@@ -279,6 +292,18 @@ func TestReadSourceFiles(t *testing.T) {
 		if _, err := ReadSource(p, nil); err == nil {
 			t.Errorf("jsonl %s: accepted", name)
 		}
+	}
+	// A surrogate pair is one character; replacing counts the lone ones.
+	if err := os.WriteFile(jl, []byte(`{"text": "pair \ud83d\ude00, escaped \\ud800"}`+"\n"+`{"text": "lone \udc00 \ud800"}`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err = ReadSource(jl, nil)
+	if !errors.Is(err, ErrInvalidUTF8) || !strings.Contains(err.Error(), jl+":2: byte offset 15 of the line") || !strings.Contains(err.Error(), `\udc00`) {
+		t.Fatalf("lone surrogate: %v", err)
+	}
+	if src, err = ReadSourceWith(jl, SourceOptions{ReplaceInvalidUTF8: true}); err != nil || src.Replaced != 2 ||
+		src.Texts[0].Text != "pair \U0001F600, escaped \\ud800" || src.Texts[1].Text != "lone \uFFFD \uFFFD" {
+		t.Fatalf("replaced lone surrogates: %v %+v", err, src)
 	}
 	if _, err := ReadSource(filepath.Join(dir, "missing.txt"), nil); err == nil {
 		t.Error("missing file accepted")
@@ -411,5 +436,25 @@ func TestParseSynsetRejects(t *testing.T) {
 		if _, err := parseSynset(l, 1); err == nil {
 			t.Errorf("%q: accepted", l)
 		}
+	}
+}
+
+// A corpus file read whole names the line and offset of its invalid UTF-8 too.
+func TestReadSourceCorpusInvalidUTF8(t *testing.T) {
+	dir := t.TempDir()
+	cookies := filepath.Join(dir, "fortunes/usr/share/games/fortunes/cookies")
+	if err := os.MkdirAll(filepath.Dir(cookies), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(cookies, []byte("one\n%\ntwo \xfe\xfe three\n%\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := ReadSource(dir, nil)
+	if !errors.Is(err, ErrInvalidUTF8) || !strings.Contains(err.Error(), cookies+":3: byte offset 4 of the line (offset 10 of the file)") {
+		t.Fatalf("fortune with invalid UTF-8: %v", err)
+	}
+	src, err := ReadSourceWith(dir, SourceOptions{ReplaceInvalidUTF8: true})
+	if err != nil || src.Replaced != 1 || len(src.Texts) != 2 {
+		t.Fatalf("replaced: %v %+v", err, src)
 	}
 }

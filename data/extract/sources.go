@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -14,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"unicode"
+	"unicode/utf16"
 	"unicode/utf8"
 
 	"github.com/gelo-research/geloattack/internal/safefile"
@@ -33,7 +35,33 @@ type Source struct {
 	Desc string
 	// Duplicates is how many texts were dropped because an earlier text had the same content.
 	Duplicates int
+	// Replaced is how many invalid UTF-8 sequences were replaced with U+FFFD
+	// (SourceOptions.ReplaceInvalidUTF8; without it, invalid UTF-8 is refused).
+	Replaced int
 }
+
+// Bytes is the size of the texts' contents.
+func (s *Source) Bytes() int64 {
+	var n int64
+	for _, t := range s.Texts {
+		n += int64(len(t.Text))
+	}
+	return n
+}
+
+// SourceOptions configures ReadSourceWith.
+type SourceOptions struct {
+	// Corpora are the corpora of a fetch-script directory to read (nil: all present).
+	Corpora []string
+	// ReplaceInvalidUTF8 replaces each run of invalid UTF-8 bytes, and each unpaired surrogate
+	// escape of a .jsonl text, with U+FFFD and counts them in Source.Replaced (and its Desc),
+	// instead of refusing the file.
+	ReplaceInvalidUTF8 bool
+}
+
+// ErrInvalidUTF8 is wrapped by the refusal of a text that is not valid UTF-8; the error names the
+// file, the line and the byte offset.
+var ErrInvalidUTF8 = errors.New("invalid UTF-8")
 
 // Text ids of the fetch-script corpus directory are Corpus*1e12 + a per-corpus id, so the corpus
 // of any text_id can be read off its decimal digits.
@@ -56,20 +84,29 @@ var CorpusNames = []string{"fortunes", "wordnet", "sotu"}
 //   - any other file: one text per line, in file order, text_id = 1-based line number.
 //
 // Blank texts are skipped (their ids stay unused); texts whose content repeats an earlier text are
-// dropped and counted, because identical texts would give identical rows under two ids.
+// dropped and counted, because identical texts would give identical rows under two ids. A text
+// that is not valid UTF-8 is refused, naming the file, the line and the byte offset
+// (ErrInvalidUTF8): a tokenizer would read it as something else than what the file holds.
 func ReadSource(path string, corpora []string) (*Source, error) {
+	return ReadSourceWith(path, SourceOptions{Corpora: corpora})
+}
+
+// ReadSourceWith is ReadSource with options: the corpora, and whether invalid UTF-8 is replaced
+// (and counted) rather than refused.
+func ReadSourceWith(path string, opt SourceOptions) (*Source, error) {
 	fi, err := os.Stat(path)
 	if err != nil {
 		return nil, fmt.Errorf("texts: %w", err)
 	}
+	u := &utf8Policy{replace: opt.ReplaceInvalidUTF8}
 	var src *Source
 	if fi.IsDir() {
-		src, err = readCorpusDir(path, corpora)
+		src, err = readCorpusDir(path, opt.Corpora, u)
 	} else {
-		if len(corpora) > 0 {
+		if len(opt.Corpora) > 0 {
 			return nil, fmt.Errorf("texts: %s is a file; corpus selection applies only to a fetch-script directory", path)
 		}
-		src, err = readTextFile(path)
+		src, err = readTextFile(path, u)
 	}
 	if err != nil {
 		return nil, err
@@ -77,7 +114,108 @@ func ReadSource(path string, corpora []string) (*Source, error) {
 	if !fi.IsDir() {
 		src.dedupe() // a corpus directory dedupes in id order before shuffling
 	}
+	if src.Replaced = u.replaced; u.replaced > 0 {
+		src.Desc += fmt.Sprintf(" (%d invalid UTF-8 sequences replaced with U+FFFD)", u.replaced)
+	}
 	return src, nil
+}
+
+// utf8Policy is what a source does with invalid UTF-8: refuse it, or replace and count it.
+type utf8Policy struct {
+	replace  bool
+	replaced int
+}
+
+// check returns b as a string when it is valid UTF-8. Otherwise it refuses it, naming the first
+// invalid byte through where (its offset in b -> "file:line: ... offset"), or, when replacing,
+// returns b with each run of invalid bytes replaced by U+FFFD and counts the runs.
+func (u *utf8Policy) check(b []byte, where func(off int) string) (string, error) {
+	if utf8.Valid(b) {
+		return string(b), nil
+	}
+	first, runs := invalidRuns(b)
+	if !u.replace {
+		return "", fmt.Errorf("%s: %w: byte 0x%02x", where(first), ErrInvalidUTF8, b[first])
+	}
+	u.replaced += runs
+	return strings.ToValidUTF8(string(b), "\uFFFD"), nil
+}
+
+// invalidRuns is the offset of the first byte of b that starts no valid UTF-8 sequence, and the
+// number of runs of such bytes (what strings.ToValidUTF8 replaces one each).
+func invalidRuns(b []byte) (first, runs int) {
+	first = -1
+	in := false
+	for i := 0; i < len(b); {
+		r, size := utf8.DecodeRune(b[i:])
+		bad := r == utf8.RuneError && size == 1
+		if bad && !in {
+			runs++
+			if first < 0 {
+				first = i
+			}
+		}
+		in = bad
+		i += size
+	}
+	return first, runs
+}
+
+// inFile locates offset off of a file's contents raw by line: "path:line: byte offset c of the
+// line (offset off of the file)", lines and offsets as an editor counts them (1-based lines,
+// 0-based byte offsets).
+func inFile(path string, raw []byte) func(off int) string {
+	return func(off int) string {
+		line := 1 + bytes.Count(raw[:off], []byte("\n"))
+		col := off - (bytes.LastIndexByte(raw[:off], '\n') + 1)
+		return fmt.Sprintf("%s:%d: byte offset %d of the line (offset %d of the file)", path, line, col, off)
+	}
+}
+
+// inLine locates offset off of line number line, which starts at offset start of the file.
+func inLine(path string, line int, start int64) func(off int) string {
+	return func(off int) string {
+		return fmt.Sprintf("%s:%d: byte offset %d of the line (offset %d of the file)", path, line, off, start+int64(off))
+	}
+}
+
+// loneSurrogate is the offset in a JSON text of the first \u escape of a UTF-16 surrogate that
+// is not part of a pair (encoding/json decodes it to U+FFFD without a word), and how many there
+// are; first is -1 when there is none.
+func loneSurrogate(js []byte) (first, n int) {
+	first = -1
+	// escape is the code unit of the \uXXXX escape at i, if there is one.
+	escape := func(i int) (rune, bool) {
+		if i+6 > len(js) || js[i] != '\\' || js[i+1] != 'u' {
+			return 0, false
+		}
+		v, err := strconv.ParseUint(string(js[i+2:i+6]), 16, 16)
+		return rune(v), err == nil
+	}
+	for i := 0; i+1 < len(js); i++ {
+		if js[i] != '\\' {
+			continue
+		}
+		r, ok := escape(i)
+		if !ok {
+			i++ // \" \\ \n ...: the escaped character starts nothing
+			continue
+		}
+		at := i
+		i += 5
+		if !utf16.IsSurrogate(r) {
+			continue
+		}
+		if lo, ok := escape(i + 1); r < 0xDC00 && ok && lo >= 0xDC00 && lo <= 0xDFFF {
+			i += 6 // a high surrogate and its low one
+			continue
+		}
+		if first < 0 {
+			first = at
+		}
+		n++
+	}
+	return first, n
 }
 
 // dedupe drops texts whose (trimmed) content equals an earlier one, keeping the order.
@@ -99,7 +237,7 @@ func (s *Source) dedupe() {
 // readTextFile reads a plain (one text per line) or .jsonl file, streamed line by line under the
 // texts kind's line limit (internal/safefile): a FIFO, a device or a file without newlines is
 // refused, not read until memory runs out.
-func readTextFile(path string) (*Source, error) {
+func readTextFile(path string, u *utf8Policy) (*Source, error) {
 	lr, err := safefile.Lines(path, safefile.Texts)
 	if err != nil {
 		return nil, fmt.Errorf("texts: %w", err)
@@ -109,6 +247,7 @@ func readTextFile(path string) (*Source, error) {
 	jsonl := strings.HasSuffix(path, ".jsonl")
 	ids := make(map[int64]int)
 	var texts []Text
+	var start int64 // the line's offset in the file
 	for {
 		b, err := lr.Next()
 		if err == io.EOF {
@@ -119,17 +258,29 @@ func readTextFile(path string) (*Source, error) {
 		}
 		line := lr.Line()
 		h.Write(b)
+		where := inLine(path, line, start)
+		start += int64(len(b))
 		b = bytes.TrimRight(b, "\r\n")
-		t := Text{ID: int64(line), Text: string(b)}
+		s, err := u.check(b, where)
+		if err != nil {
+			return nil, fmt.Errorf("texts: %w", err)
+		}
+		t := Text{ID: int64(line), Text: s}
 		if jsonl {
 			if len(bytes.TrimSpace(b)) == 0 {
 				continue
+			}
+			if off, n := loneSurrogate(b); n > 0 {
+				if !u.replace {
+					return nil, fmt.Errorf("texts: %s: %w: an unpaired surrogate escape %s", where(off), ErrInvalidUTF8, b[off:off+6])
+				}
+				u.replaced += n // encoding/json decodes each to U+FFFD
 			}
 			var rec struct {
 				ID   *int64  `json:"id"`
 				Text *string `json:"text"`
 			}
-			dec := json.NewDecoder(bytes.NewReader(b))
+			dec := json.NewDecoder(strings.NewReader(s))
 			dec.DisallowUnknownFields()
 			if err := dec.Decode(&rec); err != nil {
 				return nil, fmt.Errorf("texts: %s:%d: %w", path, line, err)
@@ -146,7 +297,6 @@ func readTextFile(path string) (*Source, error) {
 			return nil, fmt.Errorf("texts: %s:%d: id %d already used on line %d", path, line, t.ID, prev)
 		}
 		ids[t.ID] = line
-		t.Text = strings.ToValidUTF8(t.Text, "\uFFFD")
 		if strings.TrimSpace(t.Text) != "" {
 			texts = append(texts, t)
 		}
@@ -159,7 +309,7 @@ func readTextFile(path string) (*Source, error) {
 }
 
 // readCorpusDir reads the corpora of a fetch-script directory.
-func readCorpusDir(dir string, corpora []string) (*Source, error) {
+func readCorpusDir(dir string, corpora []string, u *utf8Policy) (*Source, error) {
 	if len(corpora) == 0 {
 		for _, c := range CorpusNames {
 			if _, err := os.Stat(filepath.Join(dir, c)); err == nil {
@@ -179,11 +329,11 @@ func readCorpusDir(dir string, corpora []string) (*Source, error) {
 		sub := filepath.Join(dir, c)
 		switch c {
 		case "fortunes":
-			ts, err = readFortunes(filepath.Join(sub, "usr/share/games/fortunes"))
+			ts, err = readFortunes(u, filepath.Join(sub, "usr/share/games/fortunes"))
 		case "wordnet":
-			ts, err = readWordNet(filepath.Join(sub, "usr/share/wordnet"))
+			ts, err = readWordNet(u, filepath.Join(sub, "usr/share/wordnet"))
 		case "sotu":
-			ts, err = readSOTU(filepath.Join(sub, "package/data"))
+			ts, err = readSOTU(u, filepath.Join(sub, "package/data"))
 		default:
 			return nil, fmt.Errorf("texts: unknown corpus %q (want %s)", c, strings.Join(CorpusNames, ", "))
 		}
@@ -238,7 +388,7 @@ func mix64(x uint64) uint64 {
 // readFortunes reads fortune-mod cookie files: texts separated by lines holding only "%".
 // The .dat indexes, the .u8 links and ascii-art (pictures, not text) are skipped; overstrike
 // sequences (char, backspace) used for bold and underline are removed.
-func readFortunes(dir string) ([]Text, error) {
+func readFortunes(u *utf8Policy, dir string) ([]Text, error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, err
@@ -254,14 +404,19 @@ func readFortunes(dir string) ([]Text, error) {
 	sort.Strings(names)
 	var texts []Text
 	for fi, n := range names {
-		raw, err := safefile.Read(filepath.Join(dir, n), safefile.CorpusFile)
+		path := filepath.Join(dir, n)
+		raw, err := safefile.Read(path, safefile.CorpusFile)
+		if err != nil {
+			return nil, err
+		}
+		content, err := u.check(raw, inFile(path, raw))
 		if err != nil {
 			return nil, err
 		}
 		k := 0
-		for _, chunk := range splitFortunes(string(raw)) {
+		for _, chunk := range splitFortunes(content) {
 			k++
-			t := strings.TrimSpace(removeOverstrike(strings.ToValidUTF8(chunk, "\uFFFD")))
+			t := strings.TrimSpace(removeOverstrike(chunk))
 			if t == "" {
 				continue
 			}
@@ -315,10 +470,10 @@ var wordNetPOS = []struct {
 
 // readWordNet reads WordNet 3.0 synsets from the data.* files: text = the synset's lemmas (with
 // spaces for underscores, adjective position markers removed), ": ", the gloss.
-func readWordNet(dir string) ([]Text, error) {
+func readWordNet(u *utf8Policy, dir string) ([]Text, error) {
 	var texts []Text
 	for _, p := range wordNetPOS {
-		ts, err := readWordNetFile(filepath.Join(dir, p.file), p.code)
+		ts, err := readWordNetFile(u, filepath.Join(dir, p.file), p.code)
 		if err != nil {
 			return nil, err
 		}
@@ -328,13 +483,14 @@ func readWordNet(dir string) ([]Text, error) {
 }
 
 // readWordNetFile reads one data.* file, whose synsets have part-of-speech digit pos.
-func readWordNetFile(path string, pos int64) ([]Text, error) {
+func readWordNetFile(u *utf8Policy, path string, pos int64) ([]Text, error) {
 	lr, err := safefile.Lines(path, safefile.Texts)
 	if err != nil {
 		return nil, err
 	}
 	defer lr.Close()
 	var texts []Text
+	var start int64 // the line's offset in the file
 	for {
 		b, err := lr.Next()
 		if err == io.EOF {
@@ -343,7 +499,12 @@ func readWordNetFile(path string, pos int64) ([]Text, error) {
 		if err != nil {
 			return nil, err
 		}
-		l := strings.TrimRight(string(b), "\r\n")
+		where := inLine(path, lr.Line(), start)
+		start += int64(len(b))
+		l, err := u.check(bytes.TrimRight(b, "\r\n"), where)
+		if err != nil {
+			return nil, err
+		}
 		if strings.HasPrefix(l, "  ") { // license header
 			continue
 		}
@@ -396,7 +557,7 @@ const (
 
 // readSOTU reads the State of the Union addresses (one file per address, YEAR_NAME_PARTY.txt) and
 // cuts each into chunks of whole sentences.
-func readSOTU(dir string) ([]Text, error) {
+func readSOTU(u *utf8Policy, dir string) ([]Text, error) {
 	names, err := filepath.Glob(filepath.Join(dir, "*.txt"))
 	if err != nil {
 		return nil, err
@@ -408,7 +569,11 @@ func readSOTU(dir string) ([]Text, error) {
 		if err != nil {
 			return nil, err
 		}
-		for ci, c := range chunkSentences(splitSentences(strings.ToValidUTF8(string(raw), "\uFFFD")), sotuMinWords, sotuMaxWords) {
+		content, err := u.check(raw, inFile(n, raw))
+		if err != nil {
+			return nil, err
+		}
+		for ci, c := range chunkSentences(splitSentences(content), sotuMinWords, sotuMaxWords) {
 			texts = append(texts, Text{ID: CorpusSOTU*idScale + int64(fi+1)*100_000 + int64(ci+1), Text: c})
 		}
 	}

@@ -3,6 +3,7 @@ package store
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -173,8 +174,14 @@ func readMeta(dir string) (Meta, error) {
 	if err := m.check(); err != nil {
 		return Meta{}, fmt.Errorf("%s: %w", MetaFile, err)
 	}
+	if m.NumTexts == 0 {
+		return Meta{}, fmt.Errorf("%s: num_texts = 0: %w (nothing to sample, train on or attack; build it again from a source with texts)", MetaFile, ErrEmpty)
+	}
 	return m, nil
 }
+
+// ErrEmpty is wrapped by the refusal to open (or validate) a store of no texts.
+var ErrEmpty = errors.New("the store holds no texts")
 
 // toolVersion names the build that wrote a store: the main module's version when built from a
 // tagged module, "devel" otherwise.

@@ -77,7 +77,9 @@ var _ data.Corpus = (*Store)(nil)
 // Open maps and validates the store in dir: meta.json, the files' sizes and the checksums of
 // everything outside their record batches (schema, footer), both schemas against meta.json, row
 // counts, n_tokens against the token rows, tokens grouped by text in position order, and every
-// token's text_id present in texts.arrow. It reads the id and position columns but no embedding,
+// token's text_id present in texts.arrow; in a store with checksums, also that both files list
+// the texts in one order and that every batch holds the rows and first and last text_id meta.json
+// recorded for it (textorder.go). It reads the id and position columns but no embedding,
 // so it costs O(tokens x 16 bytes) whatever d is. A record batch's checksum needs all its bytes,
 // so the first read that touches the batch verifies it (Validate verifies them all); reads also
 // check what they return for NaN and Inf. A store written before checksums opens with a note
@@ -177,6 +179,9 @@ func openData(dir string, meta Meta, tok, txt []byte) (s *Store, err error) {
 		return nil, fmt.Errorf("store %s: %s: %w", dir, TokensFile, err)
 	}
 	if err := s.linkTokens(); err != nil {
+		return nil, fmt.Errorf("store %s: %w", dir, err)
+	}
+	if err := s.checkWriterIDs(); err != nil {
 		return nil, fmt.Errorf("store %s: %w", dir, err)
 	}
 	return s, nil
@@ -388,6 +393,7 @@ func (s *Store) openTexts(buf []byte) error {
 
 // linkTokens walks the text_id and position columns once: each text's rows must form one run in
 // strictly increasing position order, of exactly n_tokens rows, and name a text of texts.arrow.
+// The runs may come in any order (stores of other tools); see textorder.go for this writer's.
 func (s *Store) linkTokens() error {
 	s.rowStart = make([]int64, len(s.ids))
 	s.firstBatch = make([]int32, len(s.ids))

@@ -3,6 +3,8 @@ package hf
 import (
 	"encoding/binary"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -414,7 +416,7 @@ func TestInitStreamsRandom(t *testing.T) {
 // Init copies the tokenizer and its config in, and -like accepts a config file.
 func TestInitTokenizerAndFile(t *testing.T) {
 	src := t.TempDir()
-	os.WriteFile(filepath.Join(src, "tokenizer.json"), []byte(`{"model":{}}`), 0o644)
+	os.WriteFile(filepath.Join(src, "tokenizer.json"), tinyTokenizer(40), 0o644)
 	os.WriteFile(filepath.Join(src, "tokenizer_config.json"), []byte(`{"add_bos_token":true}`), 0o644)
 	cfgPath := filepath.Join(src, "my-config.json")
 	js, _ := json.Marshal(smallConfig())
@@ -433,5 +435,120 @@ func TestInitTokenizerAndFile(t *testing.T) {
 		if err != nil || !slices.Equal(a, b) {
 			t.Fatalf("%s not copied: %v", f, err)
 		}
+	}
+}
+
+// tinyTokenizer is a BPE tokenizer.json of ids 0..maxID: single letters, the last id an added
+// special token.
+func tinyTokenizer(maxID int) []byte {
+	vocab := map[string]int{}
+	for i := 0; i < maxID; i++ {
+		vocab[fmt.Sprintf("t%d", i)] = i
+	}
+	js, _ := json.Marshal(map[string]any{
+		"added_tokens": []any{map[string]any{"id": maxID, "content": "<s>", "special": true}},
+		"model":        map[string]any{"type": "BPE", "vocab": vocab, "merges": []any{}},
+	})
+	return js
+}
+
+// model init refuses a tokenizer whose ids pass the vocabulary (-vocab cut below them, or
+// another model's tokenizer) before writing anything; at the boundary it is accepted.
+func TestInitRefusesTokenizerPastVocab(t *testing.T) {
+	src := t.TempDir()
+	tok := filepath.Join(src, "tokenizer.json")
+	cfgPath := filepath.Join(src, "my-config.json")
+	js, _ := json.Marshal(smallConfig()) // vocab_size 50
+	os.WriteFile(cfgPath, js, 0o644)
+	os.WriteFile(tok, tinyTokenizer(50), 0o644) // ids 0..50
+	out := filepath.Join(t.TempDir(), "m")
+	_, err := Init(InitOptions{Like: cfgPath, Seed: 1, Out: out, Tokenizer: tok})
+	if err == nil || !strings.Contains(err.Error(), "ids 0..50 but vocab_size is 50") || !strings.Contains(err.Error(), "-vocab 51") {
+		t.Fatalf("tokenizer past the vocabulary: %v", err)
+	}
+	if _, err := os.Stat(out); !os.IsNotExist(err) {
+		t.Fatalf("the refused init left %s: %v", out, err)
+	}
+	if _, err := Init(InitOptions{Like: cfgPath, Seed: 1, Out: out, Tokenizer: tok, Vocab: 51}); err != nil {
+		t.Fatalf("-vocab 51 covers ids 0..50: %v", err)
+	}
+}
+
+// Init calls Check with the plan before drawing or writing anything; its refusal leaves nothing.
+func TestInitCheckBeforeWork(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "m")
+	var got InitPlan
+	_, err := Init(InitOptions{Like: "llama2-7b", Layers: 2, Hidden: 64, Vocab: 300, Seed: 1, DType: BF16, Out: out,
+		Check: func(p InitPlan) error { got = p; return errors.New("no room") }})
+	if err == nil || err.Error() != "no room" {
+		t.Fatalf("Check's refusal: %v", err)
+	}
+	if _, err := os.Stat(out); !os.IsNotExist(err) {
+		t.Fatalf("the refused init left %s: %v", out, err)
+	}
+	c := got.Config
+	if c.Layers != 2 || got.Buffer != 4*int64(max(300*64, c.Intermediate*64)) || got.File != 2*c.Params() {
+		t.Fatalf("plan %+v", got)
+	}
+}
+
+// ParseConfig bounds the sizes as products, naming the keys and the product: each of these
+// sizes is within its own range, and the model they make would not fit any machine.
+func TestParseConfigProducts(t *testing.T) {
+	for name, tc := range map[string]struct {
+		edit map[string]any
+		want string
+	}{
+		"embedding": {map[string]any{"vocab_size": 1 << 20, "hidden_size": 1 << 13, "num_attention_heads": 64, "num_key_value_heads": 64}, "vocab_size x hidden_size = 1048576 x 8192 = 8589934592 elements"},
+		"mlp":       {map[string]any{"intermediate_size": 1 << 20, "hidden_size": 1 << 13, "num_attention_heads": 64, "num_key_value_heads": 64}, "intermediate_size x hidden_size = 1048576 x 8192"},
+		"q heads":   {map[string]any{"num_attention_heads": 1 << 20, "num_key_value_heads": 1, "head_dim": 1 << 10, "hidden_size": 1 << 10}, "num_attention_heads x head_dim x hidden_size"},
+		"layers":    {map[string]any{"num_hidden_layers": 1 << 20, "hidden_size": 1 << 12, "intermediate_size": 1 << 14, "num_attention_heads": 32, "num_key_value_heads": 32}, "num_hidden_layers x parameters per block = 1048576 x"},
+	} {
+		c := smallConfig()
+		for k, v := range tc.edit {
+			c[k] = v
+		}
+		js, _ := json.Marshal(c)
+		_, err := ParseConfig(js)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want %q", name, err, tc.want)
+		}
+	}
+	// Llama-3.1-405B's shape is within the bounds.
+	big := smallConfig()
+	for k, v := range map[string]any{"vocab_size": 128256, "hidden_size": 16384, "intermediate_size": 53248, "num_hidden_layers": 126,
+		"num_attention_heads": 128, "num_key_value_heads": 8, "architectures": []any{"LlamaForCausalLM"}} {
+		big[k] = v
+	}
+	js, _ := json.Marshal(big)
+	if _, err := ParseConfig(js); err != nil {
+		t.Fatalf("Llama-3.1-405B's shape: %v", err)
+	}
+}
+
+// Check refuses what Load refuses in the files' structure, without allocating the model: a
+// missing tensor, a wrong shape, an unexpected tensor, a missing weights file.
+func TestCheckWithoutLoading(t *testing.T) {
+	c := smallConfig()
+	dir, _ := writeModel(t, c, F32)
+	got, err := Check(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Hidden != 32 || got.Layers != 2 {
+		t.Fatalf("config %+v", got)
+	}
+	// A config.json that no longer matches the file: Check names the tensor, as Load does.
+	c["vocab_size"] = 60
+	js, _ := json.Marshal(c)
+	os.WriteFile(filepath.Join(dir, ConfigFile), js, 0o644)
+	_, cerr := Check(dir)
+	_, lerr := Load(dir, nil)
+	if cerr == nil || lerr == nil || cerr.Error() != lerr.Error() || !strings.Contains(cerr.Error(), "model.embed_tokens.weight") {
+		t.Fatalf("Check %v, Load %v", cerr, lerr)
+	}
+	os.Remove(filepath.Join(dir, WeightsFile))
+	if _, err := Check(dir); err == nil || !strings.Contains(err.Error(), WeightsFile) {
+		t.Fatalf("no weights: %v", err)
 	}
 }

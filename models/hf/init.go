@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"path/filepath"
 
+	"github.com/gelo-research/geloattack/data/bpe"
 	"github.com/gelo-research/geloattack/internal/safefile"
 	"github.com/gelo-research/geloattack/models/llama"
 )
@@ -26,6 +27,21 @@ type InitOptions struct {
 	// Files is the door the files are read and written through; nil: one that remembers no
 	// inputs (see safefile.Files).
 	Files *safefile.Files
+	// Check, when not nil, is called with the plan once the config is resolved and every input
+	// read and checked, before any tensor is drawn or written: the caller's resource pre-flight
+	// (runner.Budget). An error stops Init, leaving nothing.
+	Check func(InitPlan) error
+}
+
+// InitPlan is what Init is about to do, for a resource pre-flight.
+type InitPlan struct {
+	// Config is the model's architecture.
+	Config llama.Config
+	// Buffer is the host memory of the tensors' drawing buffer: the largest tensor in float32.
+	Buffer int64
+	// File is the size model.safetensors will have, written under Dir.
+	File int64
+	Dir  string
 }
 
 // Init writes a random-init Hugging Face directory, the model llama.Random draws (the standard
@@ -65,20 +81,29 @@ func Init(opt InitOptions) (llama.Config, error) {
 		if tok, err = readTokenizer(files, opt.Tokenizer); err != nil {
 			return cfg, err
 		}
+		if err := tok.fits(opt.Tokenizer, cfg.VocabSize); err != nil {
+			return cfg, err
+		}
 	}
 	dtype := opt.DType
 	if dtype == "" {
 		dtype = BF16
 	}
-	// torch_dtype says what the file holds, not what the imitated model shipped in.
-	cfgMap["torch_dtype"] = map[string]string{BF16: "bfloat16", F16: "float16", F32: "float32"}[dtype]
-	// Tensors are drawn one at a time into one buffer, in llama.Random's order, so a full-size
-	// preset needs memory for its largest tensor (the embedding), not for the model.
 	sp := specs(cfg)
 	largest := 0
 	for _, s := range sp {
 		largest = max(largest, product(s.shape))
 	}
+	if opt.Check != nil {
+		plan := InitPlan{Config: cfg, Buffer: 4 * int64(largest), File: cfg.Params() * dtypeSize(dtype), Dir: tx.Path()}
+		if err := opt.Check(plan); err != nil {
+			return cfg, err
+		}
+	}
+	// torch_dtype says what the file holds, not what the imitated model shipped in.
+	cfgMap["torch_dtype"] = map[string]string{BF16: "bfloat16", F16: "float16", F32: "float32"}[dtype]
+	// Tensors are drawn one at a time into one buffer, in llama.Random's order, so a full-size
+	// preset needs memory for its largest tensor (the embedding), not for the model.
 	buf := make([]float32, largest)
 	stream := llama.NewInitStream(opt.Seed, std)
 	err = save(files, tx.Path(), cfgMap, cfg, dtype, func(i int) []float32 {
@@ -138,6 +163,21 @@ func readTokenizer(files *safefile.Files, tokenizerJSON string) (*tokenizerFiles
 	return t, nil
 }
 
+// fits refuses a tokenizer that data/bpe cannot read or whose ids do not fit a vocabulary of
+// vocabSize (model init -vocab cut below them, or a tokenizer of another model): the embedding
+// would have no row for its largest ids. data/bpe bounds the ids before sizing any table.
+func (t *tokenizerFiles) fits(path string, vocabSize int) error {
+	tk, err := bpe.Parse(t.json, t.config, path)
+	if err != nil {
+		return fmt.Errorf("tokenizer: %w", err)
+	}
+	if n := tk.VocabSize(); n > vocabSize {
+		return fmt.Errorf("tokenizer %s has ids 0..%d but vocab_size is %d (-vocab, or the -like config's): the embedding would have no row for ids %d..%d; give -vocab %d or more",
+			path, n-1, vocabSize, vocabSize, n-1, n)
+	}
+	return nil
+}
+
 // write writes the tokenizer's files into dir.
 func (t *tokenizerFiles) write(files *safefile.Files, dir string) error {
 	if err := files.WriteFileAtomic(filepath.Join(dir, "tokenizer.json"), t.json); err != nil {
@@ -166,4 +206,12 @@ func product(shape []int) int {
 		n *= d
 	}
 	return n
+}
+
+// dtypeSize is the bytes of one element of a tensor type of this package.
+func dtypeSize(dtype string) int64 {
+	if dtype == F32 {
+		return 4
+	}
+	return 2
 }

@@ -98,9 +98,33 @@ func Load(dir string, lib *blas.Library) (*llama.Model, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, ConfigFile), err)
 	}
+	if err := readWeights(dir, cfg, m); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// Check verifies a model directory as Load does, without allocating the model or converting a
+// weight: config.json, and the weight files (regular files, headers, offsets that tile the data,
+// the shard index) holding every tensor the config implies, with its shape, and nothing else. It
+// maps each file once and reads only the headers, so a command runs it before its resource
+// pre-flight and refuses a damaged directory before anything large is allocated. What it cannot
+// see is in the data: non-finite values, and a stored lm_head.weight of a tied model that differs
+// from the embedding (Load refuses both).
+func Check(dir string) (llama.Config, error) {
+	cfg, err := LoadConfig(dir)
+	if err != nil {
+		return cfg, err
+	}
+	return cfg, readWeights(dir, cfg, nil)
+}
+
+// readWeights walks the weight files of dir for a model of cfg, converting every tensor into m,
+// or with m nil only checking names and shapes.
+func readWeights(dir string, cfg llama.Config, m *llama.Model) error {
 	set, err := safetensors.FindSet(dir)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	want := specs(cfg)
 	byName := make(map[string]*tensorSpec, len(want))
@@ -111,15 +135,18 @@ func Load(dir string, lib *blas.Library) (*llama.Model, error) {
 	tiedHead := "" // the file of a stored lm_head.weight of a tied model
 	err = set.Each(func(path string, t safetensors.Tensor) error {
 		if t.Name == "lm_head.weight" && cfg.TiedEmbeddings {
+			if !slices.Equal(t.Shape, []int{cfg.VocabSize, cfg.Hidden}) {
+				return fmt.Errorf("tensor %q has shape %v, want [%d %d] (tie_word_embeddings)", t.Name, t.Shape, cfg.VocabSize, cfg.Hidden)
+			}
 			tiedHead = path
 			return nil
 		}
-		ok, err := loadTensor(t, byName, m)
+		ok, err := loadTensor(t, byName, cfg, m)
 		loaded[t.Name] = ok
 		return err
 	})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	for _, s := range want {
 		if !loaded[s.name] {
@@ -127,17 +154,17 @@ func Load(dir string, lib *blas.Library) (*llama.Model, error) {
 			if set.Index != "" {
 				where = set.Index
 			}
-			return nil, fmt.Errorf("%s: tensor %q missing (config.json %s implies it)", where, s.name, cfg.Architecture)
+			return fmt.Errorf("%s: tensor %q missing (config.json %s implies it)", where, s.name, cfg.Architecture)
 		}
 	}
-	if tiedHead != "" {
+	if tiedHead != "" && m != nil {
 		// Some tied checkpoints store the output projection anyway; it must be the embedding,
 		// which is only known once every file is read (lm_head sorts before model.*).
 		if err := checkTiedHead(tiedHead, m); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	return m, nil
+	return nil
 }
 
 // checkTiedHead checks that the lm_head.weight in path equals the loaded embedding.
@@ -154,19 +181,22 @@ func checkTiedHead(path string, m *llama.Model) error {
 	return nil
 }
 
-// loadTensor converts t into the model and reports whether it is one of the model's weights
-// (false for a tensor the forward pass has no use for, checked and skipped). The set has already
+// loadTensor converts t into the model (m nil: only checks it) and reports whether it is one of
+// the model's weights (false for a tensor the forward pass has no use for, checked and skipped). The set has already
 // checked that no tensor comes from two files.
-func loadTensor(t safetensors.Tensor, byName map[string]*tensorSpec, m *llama.Model) (bool, error) {
+func loadTensor(t safetensors.Tensor, byName map[string]*tensorSpec, cfg llama.Config, m *llama.Model) (bool, error) {
 	spec, ok := byName[t.Name]
 	if !ok {
 		if ignorable(t.Name) {
 			return false, nil
 		}
-		return false, fmt.Errorf("unexpected tensor %q (not part of a %s with this config.json)", t.Name, m.Cfg.Architecture)
+		return false, fmt.Errorf("unexpected tensor %q (not part of a %s with this config.json)", t.Name, cfg.Architecture)
 	}
 	if !slices.Equal(t.Shape, spec.shape) {
 		return false, fmt.Errorf("tensor %q has shape %v, config.json implies %v", t.Name, t.Shape, spec.shape)
+	}
+	if m == nil {
+		return true, nil
 	}
 	return true, convert(t, spec.get(m))
 }

@@ -88,6 +88,9 @@ func (c Config) Validate() error {
 			return fmt.Errorf("%s = %d: want 1..%d", f.key, f.v, maxDim)
 		}
 	}
+	if err := c.checkProducts(); err != nil {
+		return err
+	}
 	if c.Heads%c.KVHeads != 0 {
 		return fmt.Errorf("num_attention_heads %d is not a multiple of num_key_value_heads %d", c.Heads, c.KVHeads)
 	}
@@ -124,8 +127,47 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// Params counts the weights of the model.
-func (c Config) Params() int64 {
+// Limits on products of the sizes, which each size's own range (1..2^20) leaves unbounded: a
+// config.json of two plausible-looking numbers must not ask for a terabyte. They are far above
+// every real dense model (Llama-3.1-405B: an embedding of 2.1e9 elements, 4.1e11 parameters) and
+// are checked before anything is allocated; what fits the machine is the resource pre-flight's
+// question (runner.Budget).
+const (
+	// MaxTensorElems bounds one weight matrix: 2^32 elements, 16 GiB in float32.
+	MaxTensorElems = 1 << 32
+	// MaxParams bounds the whole model: 2^40 parameters, 4 TiB in float32.
+	MaxParams = 1 << 40
+)
+
+// checkProducts refuses a weight matrix over MaxTensorElems or a model over MaxParams, naming
+// the keys, their values and the product. The sizes are already within 1..2^20, so no product
+// of two overflows.
+func (c Config) checkProducts() error {
+	d := int64(c.Hidden)
+	for _, m := range []struct {
+		keys   string
+		rows   int64
+		tensor string
+	}{
+		{"vocab_size x hidden_size", int64(c.VocabSize), "model.embed_tokens.weight"},
+		{"num_attention_heads x head_dim x hidden_size", int64(c.Heads) * int64(c.HeadDim), "q_proj.weight"},
+		{"intermediate_size x hidden_size", int64(c.Intermediate), "mlp.gate_proj.weight"},
+	} {
+		if n := m.rows * d; n > MaxTensorElems {
+			return fmt.Errorf("%s = %d x %d = %d elements (%s): over the limit of 2^32 elements (16 GiB in float32) for one tensor",
+				m.keys, m.rows, d, n, m.tensor)
+		}
+	}
+	// Each matrix is now below 2^32 elements, so a block is below 2^35 and layers x block below 2^55.
+	if block := c.blockParams(); int64(c.Layers)*block > MaxParams-c.embedParams() {
+		return fmt.Errorf("num_hidden_layers x parameters per block = %d x %d = %d, plus %d in the embeddings: over the limit of 2^40 parameters (4 TiB in float32)",
+			c.Layers, block, int64(c.Layers)*block, c.embedParams())
+	}
+	return nil
+}
+
+// blockParams counts the weights of one decoder block.
+func (c Config) blockParams() int64 {
 	d, f := int64(c.Hidden), int64(c.Intermediate)
 	q, kv := int64(c.QDim()), int64(c.KVDim())
 	block := 2*d + d*q + 2*d*kv + q*d + 3*d*f
@@ -135,11 +177,49 @@ func (c Config) Params() int64 {
 	if c.QKNorm {
 		block += 2 * int64(c.HeadDim)
 	}
-	p := int64(c.VocabSize)*d + int64(c.Layers)*block + d
+	return block
+}
+
+// embedParams counts the weights outside the blocks: the token embedding, the final norm and an
+// untied output projection.
+func (c Config) embedParams() int64 {
+	d := int64(c.Hidden)
+	p := int64(c.VocabSize)*d + d
 	if !c.TiedEmbeddings {
 		p += int64(c.VocabSize) * d
 	}
 	return p
+}
+
+// Params counts the weights of the model.
+func (c Config) Params() int64 {
+	return c.embedParams() + int64(c.Layers)*c.blockParams()
+}
+
+// WeightBytes is the host memory of the model's weights (float32; New allocates all of them).
+func (c Config) WeightBytes() int64 { return 4 * c.Params() }
+
+// BlockBytes is the host memory of the weights of one decoder block.
+func (c Config) BlockBytes() int64 { return 4 * c.blockParams() }
+
+// CacheBytes is what NewCache(capacity) allocates: keys and values of every layer.
+func (c Config) CacheBytes(capacity int) int64 {
+	return 8 * int64(c.Layers) * int64(capacity) * int64(c.KVDim())
+}
+
+// WorkspaceBytes bounds what NewWorkspace(maxTokens, maxLen, workers) holds once every kind of
+// pass has run: the activation buffers of maxTokens rows, the rotary tables of maxLen positions,
+// each worker's attention scores (at most maxLen x maxLen) and, when alternatives is true
+// (ForwardAlternatives), every row's keys and values over a prefix of up to maxLen tokens.
+func (c Config) WorkspaceBytes(maxTokens, maxLen, workers int, alternatives bool) int64 {
+	t, n := int64(maxTokens), int64(maxLen)
+	d, f := int64(c.Hidden), int64(c.Intermediate)
+	q, kv := int64(c.QDim()), int64(c.KVDim())
+	floats := t*(3*d+q+2*kv+q+3*f+1) + n*int64(c.HeadDim) + int64(max(workers, 1))*n*n
+	if alternatives {
+		floats += 2 * t * n * kv
+	}
+	return 4 * floats
 }
 
 // invFreq returns the rotary frequencies theta^(-2i/hd), i < hd/2, after rope scaling, in float64.

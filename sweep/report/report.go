@@ -58,6 +58,8 @@ type Row struct {
 	Paper *sweep.Reference
 	// order is the cell's place in the sweep's plan.
 	order int
+	// cfg is the cell's config.yaml.
+	cfg config.Run
 }
 
 // Unfinished is a cell of the sweep without a report.
@@ -82,6 +84,11 @@ type Report struct {
 	Rows []Row
 	// Unfinished are the cells without a report, in the sweep's order.
 	Unfinished []Unfinished
+	// dir is the directory collected; plan its cells (from its plan file when hasPlan, else
+	// the cell directories found, by name).
+	dir     string
+	plan    sweep.Plan
+	hasPlan bool
 }
 
 // shown are the fields every table shows in its own columns, so they are never extra columns.
@@ -92,17 +99,21 @@ var shown = map[string]bool{
 
 // Collect reads the sweep in dir. The cells are those of its plan (sweep.json); without one, every
 // subdirectory that holds a config.yaml is a cell. A cell whose files cannot be read is listed as
-// unfinished with the reason, never dropped.
+// unfinished with the reason, never dropped. A cell directory that is a symbolic link is refused
+// (the whole report: it was planted, and its results are not the sweep's).
 func Collect(dir string) (*Report, error) {
-	plan, sweepName, err := cellNames(dir)
+	plan, hasPlan, err := cellNames(dir)
 	if err != nil {
 		return nil, err
 	}
-	r := &Report{Sweep: sweepName, Cells: len(plan)}
+	r := &Report{Sweep: plan.Sweep, Cells: len(plan.Cells), dir: dir, plan: plan, hasPlan: hasPlan}
 	var fields [][]sweep.Field
-	for i, pc := range plan {
+	for i, pc := range plan.Cells {
 		n := pc.Name
 		cdir := filepath.Join(dir, n)
+		if err := sweep.CheckCellDir(cdir); err != nil {
+			return nil, fmt.Errorf("report: %w", err)
+		}
 		st, err := sweep.Inspect(cdir)
 		if err != nil {
 			r.Unfinished = append(r.Unfinished, Unfinished{Cell: n, State: "unreadable: " + err.Error()})
@@ -117,7 +128,7 @@ func Collect(dir string) (*Report, error) {
 			r.Unfinished = append(r.Unfinished, Unfinished{Cell: n, State: "unreadable: " + err.Error()})
 			continue
 		}
-		row.Cell, row.Label, row.Paper, row.order = n, pc.Label, pc.Paper, i
+		row.Cell, row.Label, row.Paper, row.order, row.cfg = n, pc.Label, pc.Paper, i, cfg
 		r.Rows = append(r.Rows, row)
 		fields = append(fields, sweep.Fields(cfg))
 	}
@@ -158,38 +169,46 @@ func (r *Report) HasLabels() bool {
 	return false
 }
 
-// cellNames lists the cells of the sweep in dir (from its plan, else every cell directory, with
-// names only) and the sweep's name.
-func cellNames(dir string) ([]sweep.PlanCell, string, error) {
+// cellNames is the plan of the sweep in dir and whether it has one: without a plan file, every
+// cell directory (a subdirectory holding a config.yaml), by name, and the directory's name. A link
+// there to a directory holding a config.yaml is refused, as a cell directory that is a link.
+func cellNames(dir string) (sweep.Plan, bool, error) {
 	plan, err := sweep.ReadPlan(dir)
 	if err == nil {
-		return plan.Cells, plan.Sweep, nil
+		return plan, true, nil
 	}
 	if !errors.Is(err, fs.ErrNotExist) {
-		return nil, "", err
+		return sweep.Plan{}, false, err
 	}
 	entries, err := os.ReadDir(dir)
 	if err != nil {
-		return nil, "", fmt.Errorf("report: %w", err)
+		return sweep.Plan{}, false, fmt.Errorf("report: %w", err)
 	}
 	var names []string
 	for _, e := range entries {
+		cfg := filepath.Join(dir, e.Name(), sweep.ConfigFile)
+		if e.Type()&fs.ModeSymlink != 0 {
+			if _, err := os.Stat(cfg); err == nil {
+				return sweep.Plan{}, false, fmt.Errorf("report: %w", sweep.CheckCellDir(filepath.Join(dir, e.Name())))
+			}
+			continue
+		}
 		if !e.IsDir() {
 			continue
 		}
-		if _, err := os.Stat(filepath.Join(dir, e.Name(), sweep.ConfigFile)); err == nil {
+		if _, err := os.Stat(cfg); err == nil {
 			names = append(names, e.Name())
 		}
 	}
 	if len(names) == 0 {
-		return nil, "", fmt.Errorf("report: %s holds no %s and no cell directories (with %s)", dir, sweep.PlanFile, sweep.ConfigFile)
-	}
-	cells := make([]sweep.PlanCell, len(names))
-	for i, n := range names {
-		cells[i] = sweep.PlanCell{Name: n}
+		return sweep.Plan{}, false, fmt.Errorf("report: %s holds no %s and no cell directories (with %s)", dir, sweep.PlanFile, sweep.ConfigFile)
 	}
 	abs, _ := filepath.Abs(dir)
-	return cells, filepath.Base(abs), nil
+	plan = sweep.Plan{Sweep: filepath.Base(abs), Cells: make([]sweep.PlanCell, len(names))}
+	for i, n := range names {
+		plan.Cells[i] = sweep.PlanCell{Name: n, Settings: []sweep.PlanSetting{}}
+	}
+	return plan, false, nil
 }
 
 // readCell reads a finished cell's config and report.

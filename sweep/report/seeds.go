@@ -83,8 +83,9 @@ func Seeds(rs []*Report) []SeedRow {
 }
 
 // SeedsMarkdown is the table of rows: each directory's val mass, the mean ± SD over those finished,
-// the share of the paper's mass above paperChance the mean reaches, and the pairs of cells finished
-// in every directory whose means are ordered against the paper's.
+// the share of the paper's mass above paperChance the mean reaches, and a summary: how many cells
+// finished in every directory, how many of those carry the paper's figures, and the pairs of the
+// latter whose means are ordered against the paper's.
 func SeedsMarkdown(rows []SeedRow, dirs []string, paperChance float64) []byte {
 	var b bytes.Buffer
 	b.WriteString("| cell | paper val |")
@@ -102,7 +103,8 @@ func SeedsMarkdown(rows []SeedRow, dirs []string, paperChance float64) []byte {
 		}
 		return fmt.Sprintf("%.4f", v)
 	}
-	var names []string          // cells finished in every directory, with the paper's figure,
+	everywhere := 0             // cells finished in every directory
+	var names []string          // those of them with the paper's figure,
 	var means, papers []float64 // and their mean and the paper's val
 	for _, s := range rows {
 		mean, sd, n := s.Stats()
@@ -116,7 +118,11 @@ func SeedsMarkdown(rows []SeedRow, dirs []string, paperChance float64) []byte {
 			shareText = fmt.Sprintf("%.1f%%", 100*share)
 		}
 		fmt.Fprintf(&b, " %s ± %s (%d) | %s |\n", num(mean), num(sd), n, shareText)
-		if n == len(dirs) && !math.IsNaN(s.PaperVal) {
+		if n != len(dirs) {
+			continue
+		}
+		everywhere++
+		if !math.IsNaN(s.PaperVal) {
 			names, means, papers = append(names, s.Name), append(means, mean), append(papers, s.PaperVal)
 		}
 	}
@@ -125,7 +131,8 @@ func SeedsMarkdown(rows []SeedRow, dirs []string, paperChance float64) []byte {
 	for k, ij := range inv {
 		against[k] = names[ij[0]] + "/" + names[ij[1]]
 	}
-	fmt.Fprintf(&b, "\nCells finished in all %d directories: %d; of their %d pairs, %d ordered against the paper on the means", len(dirs), len(names), len(names)*(len(names)-1)/2, len(against))
+	fmt.Fprintf(&b, "\nCells finished in all %d directories: %d, %d of them with the paper's figures; of their %d pairs, %d ordered against the paper on the means",
+		len(dirs), everywhere, len(names), len(names)*(len(names)-1)/2, len(against))
 	if len(against) > 0 {
 		fmt.Fprintf(&b, ": %s", strings.Join(against, ", "))
 	}

@@ -1,0 +1,96 @@
+package runner
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/gelo-research/geloattack/config"
+	"github.com/gelo-research/geloattack/models/causallm/lmcfg"
+)
+
+// A budget over the host memory is refused with every part named and the way to run anyway;
+// GELOATTACK_SKIP_PREFLIGHT makes it a warning. A budget that fits passes.
+func TestBudgetRefusesByPart(t *testing.T) {
+	if _, _, err := hostAvailable(); err != nil {
+		t.Skipf("no available memory to compare with: %v", err)
+	}
+	t.Setenv(SkipPreflightEnv, "")
+	b := Budget{What: "decode -model m", Reduce: "-max-texts"}
+	b.Add(Part{"weights (float32, 32 blocks)", 1 << 50}, Part{"KV caches", 1 << 30}, Part{"nothing", 0})
+	_, err := b.Check()
+	if err == nil {
+		t.Fatal("a 1 PiB budget was accepted")
+	}
+	for _, want := range []string{"resource pre-flight: decode -model m needs about 1048577 GiB of host memory but", "MemAvailable",
+		"weights (float32, 32 blocks) 1048576 GiB", "KV caches 1.0 GiB", "reduce -max-texts", SkipPreflightEnv + "=1"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("refusal %q lacks %q", err, want)
+		}
+	}
+	if strings.Contains(err.Error(), "nothing") {
+		t.Errorf("refusal %q names an empty part", err)
+	}
+	t.Setenv(SkipPreflightEnv, "1")
+	if warn, err := b.Check(); err != nil || !strings.HasPrefix(warn, "warning: resource pre-flight:") {
+		t.Errorf("with %s set: warning %q, error %v", SkipPreflightEnv, warn, err)
+	}
+	t.Setenv(SkipPreflightEnv, "")
+	small := Budget{What: "x"}
+	small.Add(Part{"weights", 1 << 20})
+	if warn, err := small.Check(); err != nil || warn != "" {
+		t.Errorf("1 MiB: warning %q, error %v", warn, err)
+	}
+	// Parts saturate instead of overflowing.
+	huge := Budget{What: "x"}
+	huge.Add(Part{"a", 1 << 62}, Part{"b", 1 << 62}, Part{"c", Product(1<<40, 1<<40)})
+	if m := huge.Memory(); m != maxBytes {
+		t.Errorf("saturated memory %d, want %d", m, int64(maxBytes))
+	}
+}
+
+// A budget that writes more than the disk holds is refused, naming the directory.
+func TestBudgetRefusesDisk(t *testing.T) {
+	dir := t.TempDir()
+	if _, ok := diskFree(dir); !ok {
+		t.Skip("free disk space unknown here")
+	}
+	t.Setenv(SkipPreflightEnv, "")
+	b := Budget{What: "model init -out m", Disk: 1 << 60, DiskPath: dir}
+	if _, err := b.Check(); err == nil || !strings.Contains(err.Error(), "writes 1073741824 GiB but") || !strings.Contains(err.Error(), dir) {
+		t.Errorf("1 EiB on disk: %v", err)
+	}
+}
+
+// The language model's pre-flight: its shapes are bounded as products (the tokenizer's ids x
+// hidden), and a shape within the bounds but beyond the machine is refused with its parts.
+func TestEstimateLM(t *testing.T) {
+	t.Setenv(SkipPreflightEnv, "")
+	cfg := config.Run{LM: lmcfg.Default()}
+	cfg.Train.BatchSize = 4
+	if _, err := LMConfig(cfg, 300); err != nil {
+		t.Fatal(err)
+	}
+	b, err := EstimateLM(cfg, 300, 400, 8000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Check(); err != nil {
+		t.Errorf("the default lm model over 400 texts: %v", err)
+	}
+	wide := cfg
+	wide.LM.Model.Hidden, wide.LM.Model.Heads = 1<<13, 64
+	if _, err := EstimateLM(wide, 1<<20, 400, 8000); err == nil || !strings.Contains(err.Error(), "vocab_size x hidden_size = 1048576 x 8192") {
+		t.Errorf("2^20 ids x hidden 8192: %v", err)
+	}
+	deep := cfg
+	deep.LM.Model.Hidden, deep.LM.Model.Heads, deep.LM.Model.Layers, deep.LM.Model.MLP = 1<<12, 32, 1024, 1<<14
+	b, err = EstimateLM(deep, 32000, 400, 8000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := hostAvailable(); err == nil {
+		if _, err := b.Check(); err == nil || !strings.Contains(err.Error(), "weights+grads+AdamW+checkpoint") || !strings.Contains(err.Error(), "task lm") {
+			t.Errorf("a 2.7e11-parameter lm: %v", err)
+		}
+	}
+}
