@@ -67,7 +67,7 @@ func OpenModel(d Deployment, files *safefile.Files) (*Target, error) {
 	if err != nil {
 		return nil, fmt.Errorf("assess: model's tokenizer: %w (copy the model's tokenizer.json into %s)", err, d.Model)
 	}
-	tok, err := bpe.Parse(tj, tc, filepath.Join(d.Model, "tokenizer.json"))
+	tok, err := bpe.ParseFor(tj, tc, filepath.Join(d.Model, "tokenizer.json"), m.Cfg.VocabSize)
 	if err != nil {
 		return nil, fmt.Errorf("assess: model's tokenizer: %w", err)
 	}
