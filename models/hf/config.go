@@ -62,32 +62,60 @@ var moeKeys = []string{"num_experts", "num_local_experts", "num_experts_per_tok"
 // ParseConfig reads a config.json of one of Architectures into a llama.Config. Errors name the
 // key; the caller adds the file.
 func ParseConfig(raw []byte) (llama.Config, error) {
-	var keys map[string]json.RawMessage
+	var keys configKeys
 	if err := json.Unmarshal(raw, &keys); err != nil {
 		return llama.Config{}, err
 	}
-	get := func(key string, dst any) (bool, error) {
-		v, ok := keys[key]
-		if !ok || bytes.Equal(bytes.TrimSpace(v), []byte("null")) {
-			return false, nil
-		}
-		if err := json.Unmarshal(v, dst); err != nil {
-			return true, fmt.Errorf("%s: %w", key, err)
-		}
-		return true, nil
-	}
-	var archs []string
-	if _, err := get("architectures", &archs); err != nil {
+	arch, err := keys.architecture()
+	if err != nil {
 		return llama.Config{}, err
 	}
-	if len(archs) != 1 {
-		return llama.Config{}, fmt.Errorf("architectures = %q: want exactly one of %q", archs, Architectures)
-	}
-	arch := archs[0]
-	if !slices.Contains(Architectures, arch) {
-		return llama.Config{}, fmt.Errorf("architectures = %q: unknown architecture (want one of %q)", arch, Architectures)
-	}
 	c := llama.Config{Architecture: arch, RopeTheta: 10000}
+	for _, step := range []func(*llama.Config) error{keys.dims, keys.features, keys.refuseMoE, keys.window, keys.ropeScaling} {
+		if err := step(&c); err != nil {
+			return c, err
+		}
+	}
+	if err := c.Validate(); err != nil {
+		return c, err
+	}
+	return c, nil
+}
+
+// configKeys are config.json's top-level keys, each value as written; ParseConfig reads them in
+// steps, each a method below.
+type configKeys map[string]json.RawMessage
+
+// get decodes key into dst and says whether it was present; a JSON null counts as absent.
+func (k configKeys) get(key string, dst any) (bool, error) {
+	v, ok := k[key]
+	if !ok || bytes.Equal(bytes.TrimSpace(v), []byte("null")) {
+		return false, nil
+	}
+	if err := json.Unmarshal(v, dst); err != nil {
+		return true, fmt.Errorf("%s: %w", key, err)
+	}
+	return true, nil
+}
+
+// architecture is the one architecture config.json names, among those implemented.
+func (k configKeys) architecture() (string, error) {
+	var archs []string
+	if _, err := k.get("architectures", &archs); err != nil {
+		return "", err
+	}
+	if len(archs) != 1 {
+		return "", fmt.Errorf("architectures = %q: want exactly one of %q", archs, Architectures)
+	}
+	if !slices.Contains(Architectures, archs[0]) {
+		return "", fmt.Errorf("architectures = %q: unknown architecture (want one of %q)", archs[0], Architectures)
+	}
+	return archs[0], nil
+}
+
+// dims reads the sizes (all required but the kv heads, which default to the heads, and head_dim,
+// which defaults to hidden / heads), the norm's epsilon and the rotary base.
+func (k configKeys) dims(c *llama.Config) error {
 	for _, f := range []struct {
 		key string
 		dst *int
@@ -96,58 +124,64 @@ func ParseConfig(raw []byte) (llama.Config, error) {
 		{"num_hidden_layers", &c.Layers}, {"num_attention_heads", &c.Heads},
 		{"max_position_embeddings", &c.MaxPositions},
 	} {
-		ok, err := get(f.key, f.dst)
+		ok, err := k.get(f.key, f.dst)
 		if err != nil {
-			return c, err
+			return err
 		}
 		if !ok {
-			return c, fmt.Errorf("%s missing", f.key)
+			return fmt.Errorf("%s missing", f.key)
 		}
 	}
-	if ok, err := get("rms_norm_eps", &c.RMSEps); err != nil || !ok {
+	if ok, err := k.get("rms_norm_eps", &c.RMSEps); err != nil || !ok {
 		if err == nil {
 			err = fmt.Errorf("rms_norm_eps missing")
 		}
-		return c, err
+		return err
 	}
-	if _, err := get("rope_theta", &c.RopeTheta); err != nil {
-		return c, err
+	if _, err := k.get("rope_theta", &c.RopeTheta); err != nil {
+		return err
 	}
 	c.KVHeads = c.Heads
-	if _, err := get("num_key_value_heads", &c.KVHeads); err != nil {
-		return c, err
+	if _, err := k.get("num_key_value_heads", &c.KVHeads); err != nil {
+		return err
 	}
 	if c.Hidden <= 0 || c.Heads <= 0 {
-		return c, fmt.Errorf("hidden_size = %d, num_attention_heads = %d: want positive", c.Hidden, c.Heads)
+		return fmt.Errorf("hidden_size = %d, num_attention_heads = %d: want positive", c.Hidden, c.Heads)
 	}
-	hasHD, err := get("head_dim", &c.HeadDim)
+	hasHD, err := k.get("head_dim", &c.HeadDim)
 	if err != nil {
-		return c, err
+		return err
 	}
 	if !hasHD {
 		if c.Hidden%c.Heads != 0 {
-			return c, fmt.Errorf("hidden_size %d is not a multiple of num_attention_heads %d (and head_dim is absent)", c.Hidden, c.Heads)
+			return fmt.Errorf("hidden_size %d is not a multiple of num_attention_heads %d (and head_dim is absent)", c.Hidden, c.Heads)
 		}
 		c.HeadDim = c.Hidden / c.Heads
 	}
-	if _, err := get("tie_word_embeddings", &c.TiedEmbeddings); err != nil {
-		return c, err
+	return nil
+}
+
+// features reads the tied output, the activation, the biases and q/k norm, refusing what the
+// forward pass does not implement.
+func (k configKeys) features(c *llama.Config) error {
+	if _, err := k.get("tie_word_embeddings", &c.TiedEmbeddings); err != nil {
+		return err
 	}
 	act := "silu"
-	if _, err := get("hidden_act", &act); err != nil {
-		return c, err
+	if _, err := k.get("hidden_act", &act); err != nil {
+		return err
 	}
 	if act != "silu" {
-		return c, fmt.Errorf("hidden_act %q: only \"silu\" (SwiGLU) is implemented", act)
+		return fmt.Errorf("hidden_act %q: only \"silu\" (SwiGLU) is implemented", act)
 	}
 	var mlpBias bool
-	if _, err := get("mlp_bias", &mlpBias); err != nil {
-		return c, err
+	if _, err := k.get("mlp_bias", &mlpBias); err != nil {
+		return err
 	}
 	if mlpBias {
-		return c, fmt.Errorf("mlp_bias = true: MLP biases are not implemented")
+		return fmt.Errorf("mlp_bias = true: MLP biases are not implemented")
 	}
-	switch arch {
+	switch c.Architecture {
 	case "Qwen2ForCausalLM":
 		// Qwen2 always has q/k/v biases and no attention_bias key.
 		c.QKVBias = true
@@ -155,51 +189,65 @@ func ParseConfig(raw []byte) (llama.Config, error) {
 		c.QKNorm = true
 		fallthrough
 	default:
-		if _, err := get("attention_bias", &c.QKVBias); err != nil {
-			return c, err
+		if _, err := k.get("attention_bias", &c.QKVBias); err != nil {
+			return err
 		}
-		if c.QKVBias && arch != "Qwen2ForCausalLM" {
+		if c.QKVBias && c.Architecture != "Qwen2ForCausalLM" {
 			// Llama's attention_bias also puts a bias on o_proj, which the forward pass lacks.
-			return c, fmt.Errorf("attention_bias = true: attention output biases are not implemented")
+			return fmt.Errorf("attention_bias = true: attention output biases are not implemented")
 		}
 	}
-	for _, k := range moeKeys {
+	return nil
+}
+
+// refuseMoE refuses a mixture-of-experts configuration.
+func (k configKeys) refuseMoE(*llama.Config) error {
+	for _, key := range moeKeys {
 		var v float64
-		if _, err := get(k, &v); err != nil {
-			return c, err
+		if _, err := k.get(key, &v); err != nil {
+			return err
 		}
 		if v != 0 {
-			return c, fmt.Errorf("%s = %v: mixture-of-experts models are not supported", k, v)
+			return fmt.Errorf("%s = %v: mixture-of-experts models are not supported", key, v)
 		}
 	}
+	return nil
+}
+
+// window reads the sliding window: Qwen's is refused when used, Mistral v0.1's limits sequences.
+func (k configKeys) window(c *llama.Config) error {
 	var window int
-	if _, err := get("sliding_window", &window); err != nil {
-		return c, err
+	if _, err := k.get("sliding_window", &window); err != nil {
+		return err
 	}
-	if arch == "Qwen2ForCausalLM" || arch == "Qwen3ForCausalLM" {
+	if c.Architecture == "Qwen2ForCausalLM" || c.Architecture == "Qwen3ForCausalLM" {
 		var use bool
-		if _, err := get("use_sliding_window", &use); err != nil {
-			return c, err
+		if _, err := k.get("use_sliding_window", &use); err != nil {
+			return err
 		}
 		if use {
-			return c, fmt.Errorf("use_sliding_window = true: sliding-window attention is not implemented")
+			return fmt.Errorf("use_sliding_window = true: sliding-window attention is not implemented")
 		}
 	} else if window > 0 {
 		// Mistral v0.1: a window at least as long as the sequence masks nothing, so sequences are
 		// limited to it (Config.MaxLen) instead of refusing the model.
 		c.SlidingWindow = window
 	}
-	if rs, ok := keys["rope_scaling"]; ok && !bytes.Equal(bytes.TrimSpace(rs), []byte("null")) {
-		r, err := parseRopeScaling(rs)
-		if err != nil {
-			return c, err
-		}
-		c.Rope = r
+	return nil
+}
+
+// ropeScaling reads rope_scaling when present.
+func (k configKeys) ropeScaling(c *llama.Config) error {
+	rs, ok := k["rope_scaling"]
+	if !ok || bytes.Equal(bytes.TrimSpace(rs), []byte("null")) {
+		return nil
 	}
-	if err := c.Validate(); err != nil {
-		return c, err
+	r, err := parseRopeScaling(rs)
+	if err != nil {
+		return err
 	}
-	return c, nil
+	c.Rope = r
+	return nil
 }
 
 func parseRopeScaling(raw json.RawMessage) (llama.RopeScaling, error) {
