@@ -8,7 +8,7 @@ import (
 	"github.com/gelo-research/geloattack/baselines/decode"
 	"github.com/gelo-research/geloattack/data"
 	"github.com/gelo-research/geloattack/data/bpe"
-	"github.com/gelo-research/geloattack/data/extract"
+	"github.com/gelo-research/geloattack/data/corpus"
 	"github.com/gelo-research/geloattack/engine/blas"
 	"github.com/gelo-research/geloattack/internal/safefile"
 	"github.com/gelo-research/geloattack/models/hf"
@@ -91,7 +91,7 @@ func OpenModel(d Deployment, files *safefile.Files) (*Target, error) {
 // (data.SplitOf with ValFrac) that tokenize to at least 2 tokens, BOS included, each cut to the
 // batch's tokens per text; and the first TextsPerCall such texts of the train split.
 func (t *Target) LoadPrompts(ctx context.Context, d Deployment, files *safefile.Files) error {
-	src, err := extract.ReadSource(d.Prompts.Texts, d.Prompts.Corpora)
+	src, err := corpus.ReadSource(d.Prompts.Texts, d.Prompts.Corpora)
 	if err != nil {
 		return fmt.Errorf("assess: prompts: %w", err)
 	}
@@ -102,7 +102,7 @@ func (t *Target) LoadPrompts(ctx context.Context, d Deployment, files *safefile.
 }
 
 // SetPrompts picks the prompts and fillers of d from texts, as LoadPrompts describes.
-func (t *Target) SetPrompts(ctx context.Context, d Deployment, texts []extract.Text) error {
+func (t *Target) SetPrompts(ctx context.Context, d Deployment, texts []corpus.Text) error {
 	t.Prompts, t.Fillers = nil, nil
 	want := d.Prompts.Count
 	for _, tx := range texts {

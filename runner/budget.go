@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/gelo-research/geloattack/config"
-	"github.com/gelo-research/geloattack/data/extract"
+	"github.com/gelo-research/geloattack/data/corpus"
 	"github.com/gelo-research/geloattack/models/llama"
 )
 
@@ -191,8 +191,8 @@ func EstimateLM(cfg config.Run, vocab, n int, textBytes int64) (Budget, error) {
 // preflightLM is the pre-flight of a language-model run over texts with a tokenizer of vocab ids
 // (OpenLM calls it before tokenizing them or building the model): EstimateLM against the host
 // memory. The warning, when not empty, is for the run's log.
-func preflightLM(cfg config.Run, vocab int, texts []extract.Text) (warning string, err error) {
-	src := extract.Source{Texts: texts}
+func preflightLM(cfg config.Run, vocab int, texts []corpus.Text) (warning string, err error) {
+	src := corpus.Source{Texts: texts}
 	b, err := EstimateLM(cfg, vocab, len(texts), src.Bytes())
 	if err != nil {
 		return "", err

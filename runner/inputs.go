@@ -14,7 +14,7 @@ import (
 	"path/filepath"
 
 	"github.com/gelo-research/geloattack/checkpoints"
-	"github.com/gelo-research/geloattack/data/extract"
+	"github.com/gelo-research/geloattack/data/corpus"
 	"github.com/gelo-research/geloattack/internal/safefile"
 )
 
@@ -61,7 +61,7 @@ func configDigest(b []byte) string {
 
 // textsDigest is Inputs.Texts of texts: each text's id and length as 8-byte little-endian
 // integers, then its bytes, so that no two lists hash the same input.
-func textsDigest(texts []extract.Text) string {
+func textsDigest(texts []corpus.Text) string {
 	h := sha256.New()
 	var n [16]byte
 	for _, t := range texts {

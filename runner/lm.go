@@ -15,7 +15,7 @@ import (
 	"github.com/gelo-research/geloattack/config"
 	"github.com/gelo-research/geloattack/data"
 	"github.com/gelo-research/geloattack/data/bpe"
-	"github.com/gelo-research/geloattack/data/extract"
+	"github.com/gelo-research/geloattack/data/corpus"
 	"github.com/gelo-research/geloattack/data/tokens"
 	"github.com/gelo-research/geloattack/engine"
 	"github.com/gelo-research/geloattack/engine/device"
@@ -63,7 +63,7 @@ func OpenLM(ctx context.Context, cfg config.Run) (*LMSession, error) {
 	if c.Corpora != "" {
 		corpora = strings.Split(c.Corpora, ",")
 	}
-	src, err := extract.ReadSource(paths.Texts, corpora)
+	src, err := corpus.ReadSource(paths.Texts, corpora)
 	if err != nil {
 		return nil, fmt.Errorf("lm.texts: %w", err)
 	}

@@ -18,7 +18,7 @@ import (
 	"github.com/gelo-research/geloattack/checkpoints"
 	"github.com/gelo-research/geloattack/config"
 	"github.com/gelo-research/geloattack/data"
-	"github.com/gelo-research/geloattack/data/extract"
+	"github.com/gelo-research/geloattack/data/corpus"
 	"github.com/gelo-research/geloattack/data/gelo"
 	"github.com/gelo-research/geloattack/data/store"
 	"github.com/gelo-research/geloattack/data/synth"
@@ -99,13 +99,13 @@ func storeBytes(dir string) int64 {
 
 // ExpandPath expands $VARS and a leading ~/ in a path from a config, so shipped configs can name
 // stores in the user's cache ($GELOATTACK_CACHE/stores/...). $GELOATTACK_CACHE unset stands for
-// the cache the fetch scripts and the extraction use by default (extract.DefaultCacheDir).
+// the cache the fetch scripts and the extraction use by default (corpus.DefaultCacheDir).
 func ExpandPath(p string) string {
 	p = os.Expand(p, func(name string) string {
-		if v := os.Getenv(name); v != "" || name != extract.EnvCache {
+		if v := os.Getenv(name); v != "" || name != corpus.EnvCache {
 			return v
 		}
-		if d, err := extract.DefaultCacheDir(); err == nil {
+		if d, err := corpus.DefaultCacheDir(); err == nil {
 			return d
 		}
 		return ""

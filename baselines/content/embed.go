@@ -7,18 +7,20 @@ import (
 	"io"
 	"math"
 
-	"github.com/gelo-research/geloattack/data/extract"
+	"github.com/gelo-research/geloattack/data/corpus"
 	"github.com/gelo-research/geloattack/data/store"
 	"github.com/gelo-research/geloattack/data/wordpiece"
+	"github.com/gelo-research/geloattack/extraction"
+	"github.com/gelo-research/geloattack/models/bert"
 )
 
 // Embedder computes hidden-state rows of texts exactly as `geloattack store extract` computed a
 // store's: the same model, layer, truncation, special-token handling and row normalisation (all
 // read from the store's meta.json), rounded to the store's element type.
 type Embedder struct {
-	model *extract.Model
+	model *bert.Model
 	tok   *wordpiece.Tokenizer
-	opt   extract.Options
+	opt   extraction.Options
 	fp16  bool // the store holds float16 rows: round like the writer does
 	d     int
 }
@@ -27,7 +29,7 @@ type Embedder struct {
 // embedder that does. It refuses a store whose width differs from the model's hidden size, whose
 // layer the model lacks, or whose special-token handling is not recorded. Verify then compares
 // re-computed rows with stored ones, which catches a different model of the same shape.
-func NewEmbedder(m *extract.Model, tok *wordpiece.Tokenizer, meta store.Meta) (*Embedder, error) {
+func NewEmbedder(m *bert.Model, tok *wordpiece.Tokenizer, meta store.Meta) (*Embedder, error) {
 	if meta.D != m.Hidden() {
 		return nil, fmt.Errorf("content: store meta.json d = %d but the model's hidden size is %d: not the store's model", meta.D, m.Hidden())
 	}
@@ -52,7 +54,7 @@ func NewEmbedder(m *extract.Model, tok *wordpiece.Tokenizer, meta store.Meta) (*
 	}
 	return &Embedder{
 		model: m, tok: tok, d: m.Hidden(),
-		opt:  extract.Options{Layer: meta.Layer, MaxTokens: maxTok, DropSpecial: drop, Norm: meta.Norm},
+		opt:  extraction.Options{Layer: meta.Layer, MaxTokens: maxTok, DropSpecial: drop, Norm: meta.Norm},
 		fp16: meta.DType == store.Float16,
 	}, nil
 }
@@ -110,7 +112,7 @@ func (r *Rows) Len() int { return len(r.Off) - 1 }
 // Text returns the rows of text i: (Off[i+1]-Off[i], D), aliasing r.Data.
 func (r *Rows) Text(i int) []float32 { return r.Data[r.Off[i]*r.D : r.Off[i+1]*r.D] }
 
-// collect is an extract.Sink that stacks rows.
+// collect is an extraction.Sink that stacks rows.
 type collect struct{ r *Rows }
 
 func (c collect) AddText(_ int64, _ string, _ bool, ids []int32, rows, _ []float32) error {
@@ -124,9 +126,9 @@ func (c collect) AddText(_ int64, _ string, _ bool, ids []int32, rows, _ []float
 // workers goroutines (0: GOMAXPROCS), with a progress bar on progress when not nil. Cancelling ctx
 // stops it between batches.
 func (e *Embedder) Embed(ctx context.Context, texts []string, batchTokens, workers int, progress io.Writer) (*Rows, error) {
-	in := make([]extract.Text, len(texts))
+	in := make([]corpus.Text, len(texts))
 	for i, t := range texts {
-		in[i] = extract.Text{ID: int64(i), Text: t}
+		in[i] = corpus.Text{ID: int64(i), Text: t}
 	}
 	opt := e.opt
 	opt.BatchTokens, opt.Workers, opt.Progress = batchTokens, workers, progress
@@ -135,7 +137,7 @@ func (e *Embedder) Embed(ctx context.Context, texts []string, batchTokens, worke
 	}
 	opt.BatchTokens = max(opt.BatchTokens, opt.MaxTokens)
 	r := &Rows{D: e.d, Off: []int{0}}
-	st, err := extract.Run(ctx, e.model, e.tok, in, opt, collect{r})
+	st, err := extraction.Run(ctx, e.model, e.tok, in, opt, collect{r})
 	if err != nil {
 		return nil, fmt.Errorf("content: forward pass over %d texts: %w", len(texts), err)
 	}

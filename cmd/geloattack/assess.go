@@ -13,7 +13,7 @@ import (
 
 	"github.com/gelo-research/geloattack/assess"
 	"github.com/gelo-research/geloattack/config"
-	"github.com/gelo-research/geloattack/data/extract"
+	"github.com/gelo-research/geloattack/data/corpus"
 	"github.com/gelo-research/geloattack/internal/field"
 	"github.com/gelo-research/geloattack/internal/safefile"
 )
@@ -145,7 +145,7 @@ func assessFlags(fs *flag.FlagSet) runFunc {
 			return errors.New("assess: -shield-rows and -shield-frac both given: shields are a count or a fraction")
 		}
 		if d.Prompts.Texts == "" {
-			if d.Prompts.Texts, err = extract.DefaultCorpusDir(); err != nil {
+			if d.Prompts.Texts, err = corpus.DefaultCorpusDir(); err != nil {
 				return fmt.Errorf("assess: prompts.texts: %w (name a source with -texts)", err)
 			}
 		}

@@ -18,13 +18,14 @@ import (
 	"github.com/gelo-research/geloattack/baselines/membership"
 	"github.com/gelo-research/geloattack/checkpoints"
 	"github.com/gelo-research/geloattack/data"
-	"github.com/gelo-research/geloattack/data/extract"
+	"github.com/gelo-research/geloattack/data/corpus"
 	"github.com/gelo-research/geloattack/data/gelo"
 	"github.com/gelo-research/geloattack/data/store"
 	"github.com/gelo-research/geloattack/data/wordpiece"
 	"github.com/gelo-research/geloattack/engine/blas"
 	"github.com/gelo-research/geloattack/internal/field"
 	"github.com/gelo-research/geloattack/internal/termtext"
+	"github.com/gelo-research/geloattack/models/bert"
 	"github.com/gelo-research/geloattack/runner"
 )
 
@@ -69,12 +70,12 @@ first line says which is in force. Each victim gets one verdict:
 // recoverFlags defines the flags of `geloattack recover` (and `geloattack baseline -attack content`)
 // and returns what runs it.
 func recoverFlags(fs *flag.FlagSet) runFunc {
-	defModel, _ := extract.DefaultModelDir()
-	defCorpus, _ := extract.DefaultCorpusDir()
+	defModel, _ := corpus.DefaultModelDir()
+	defCorpus, _ := corpus.DefaultCorpusDir()
 	var (
 		cfgPath   = fs.String("config", "", "run config whose store and sampler settings are used (empty: the embedded quickstart's sampler; then -store is required)")
 		storeDir  = fs.String("store", "", "store directory built by `geloattack store extract` (overrides the config's store.path)")
-		modelDir  = fs.String("model", defModel, "model directory (config.json, tokenizer.json, *.safetensors) the store was extracted with ($"+extract.EnvModel+" overrides the default)")
+		modelDir  = fs.String("model", defModel, "model directory (config.json, tokenizer.json, *.safetensors) the store was extracted with ($"+corpus.EnvModel+" overrides the default)")
 		corpusDir = fs.String("corpus", defCorpus, "corpus directory of scripts/fetch-data.sh; the name set reads WordNet from it")
 		tmpl      = fs.String("template", "pin", "victim template: pin (\"my PIN is {x}\"), name (\"my name is {x}\"), birth (\"I was born on {x}\"), or any text holding {x} once")
 		set       = fs.String("set", "", "candidate set: pin (0000-9999), date (every day of -years, \"March 5, 1987\"), name (WordNet person names, 3,886), or file:PATH (one candidate per line, # comments);\nempty: the template's own set (pin, name, birth -> date; a custom template needs -set)")
@@ -385,7 +386,7 @@ func openEmbedder(modelDir string, meta store.Meta) (*content.Embedder, error) {
 	if modelDir == "" {
 		return nil, errors.New("recover: -model has no default here (no user cache directory); give it")
 	}
-	m, err := extract.LoadModel(modelDir, blas.Default())
+	m, err := bert.LoadModel(modelDir, blas.Default())
 	if err != nil {
 		return nil, fmt.Errorf("recover: %w (fetch the default model with scripts/fetch-data.sh model)", err)
 	}

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/gelo-research/geloattack/baselines/content"
-	"github.com/gelo-research/geloattack/data/extract"
+	"github.com/gelo-research/geloattack/data/corpus"
 )
 
 // contentStore returns the small real store and the model directory, skipping when either is
@@ -17,11 +17,11 @@ func contentStore(t *testing.T) (storeDir, modelDir string) {
 	t.Helper()
 	storeDir = os.Getenv("GELOATTACK_SMALL_STORE")
 	if storeDir == "" {
-		if cache, err := extract.DefaultCacheDir(); err == nil {
+		if cache, err := corpus.DefaultCacheDir(); err == nil {
 			storeDir = filepath.Join(cache, "stores", "small-minilm-l3")
 		}
 	}
-	modelDir, _ = extract.DefaultModelDir()
+	modelDir, _ = corpus.DefaultModelDir()
 	for _, p := range []string{filepath.Join(storeDir, "meta.json"), filepath.Join(modelDir, "config.json")} {
 		if _, err := os.Stat(p); err != nil {
 			if os.Getenv("GELOATTACK_REQUIRE_REAL_STORE") == "1" {

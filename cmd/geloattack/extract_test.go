@@ -12,9 +12,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gelo-research/geloattack/data/extract"
+	"github.com/gelo-research/geloattack/data/corpus"
 	"github.com/gelo-research/geloattack/data/store"
 	"github.com/gelo-research/geloattack/data/wordpiece"
+	"github.com/gelo-research/geloattack/models/bert"
 )
 
 func TestStoreExtractFlags(t *testing.T) {
@@ -38,7 +39,7 @@ func TestStoreExtractFlags(t *testing.T) {
 // TestStoreExtractEndToEnd extracts a handful of texts with the cached all-MiniLM-L6-v2 and reads
 // the store back: ids, texts, token ids, rows (float32, so exact) and the published similarity.
 func TestStoreExtractEndToEnd(t *testing.T) {
-	modelDir, err := extract.DefaultModelDir()
+	modelDir, err := corpus.DefaultModelDir()
 	if err != nil {
 		t.Skip(err)
 	}
@@ -79,7 +80,7 @@ func TestStoreExtractEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := extract.LoadModel(modelDir, nil)
+	m, err := bert.LoadModel(modelDir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/gelo-research/geloattack/checkpoints"
-	"github.com/gelo-research/geloattack/data/extract"
+	"github.com/gelo-research/geloattack/data/corpus"
 )
 
 // TestMain lets the tests run the real CLI in a child process (the test binary re-executed with
@@ -432,11 +432,11 @@ func TestProtocolBenchCommand(t *testing.T) {
 func TestProtocolEqualityCommand(t *testing.T) {
 	// The command reads the pinned model and the text corpora from the cache: name whichever is
 	// missing (it needs no store).
-	model, _ := extract.DefaultModelDir()
-	corpus, _ := extract.DefaultCorpusDir()
+	model, _ := corpus.DefaultModelDir()
+	corpusDir, _ := corpus.DefaultCorpusDir()
 	for _, need := range []struct{ what, path, fetch string }{
 		{"the MiniLM model", filepath.Join(model, "config.json"), "scripts/fetch-data.sh model"},
-		{"the text corpora", corpus, "scripts/fetch-data.sh corpus"},
+		{"the text corpora", corpusDir, "scripts/fetch-data.sh corpus"},
 	} {
 		if _, err := os.Stat(need.path); err != nil {
 			if os.Getenv("GELOATTACK_REQUIRE_REAL_STORE") != "" {

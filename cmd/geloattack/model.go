@@ -13,8 +13,9 @@ import (
 	"strings"
 
 	"github.com/gelo-research/geloattack/data/bpe"
-	"github.com/gelo-research/geloattack/data/extract"
+	"github.com/gelo-research/geloattack/data/corpus"
 	"github.com/gelo-research/geloattack/data/store"
+	"github.com/gelo-research/geloattack/extraction"
 	"github.com/gelo-research/geloattack/internal/field"
 	"github.com/gelo-research/geloattack/internal/safefile"
 	"github.com/gelo-research/geloattack/models/hf"
@@ -131,7 +132,7 @@ func preflight(cmd string, b runner.Budget) error {
 
 // openDecoderTokenizer reads the decoder directory's tokenizer.json (data/bpe) through the door,
 // for a model of vocab ids: an id at or past vocab is refused before any table is sized by it.
-func openDecoderTokenizer(dir string, vocab int) (extract.Tokenizer, error) {
+func openDecoderTokenizer(dir string, vocab int) (extraction.Tokenizer, error) {
 	path := filepath.Join(dir, "tokenizer.json")
 	if _, err := os.Stat(path); err != nil {
 		return nil, fmt.Errorf("decoder tokenizer: %w (give model init -tokenizer, or copy the model's tokenizer.json in)", err)
@@ -159,7 +160,7 @@ type decoderExtract struct {
 // runDecoderExtract is `store extract` on a decoder directory; openTok opens its tokenizer. The
 // store is built beside a.out and renamed into place at the end (safefile.BeginDir), so a failure
 // or an interrupt leaves no half-written store that a rerun would refuse.
-func runDecoderExtract(ctx context.Context, a decoderExtract, openTok func(dir string, vocab int) (extract.Tokenizer, error)) error {
+func runDecoderExtract(ctx context.Context, a decoderExtract, openTok func(dir string, vocab int) (extraction.Tokenizer, error)) error {
 	point := map[string]llama.Point{"residual": llama.Residual, "attn-input": llama.AttnInput}
 	p, ok := point[a.point]
 	if !ok {
@@ -202,7 +203,7 @@ func runDecoderExtract(ctx context.Context, a decoderExtract, openTok func(dir s
 	if err != nil {
 		return err
 	}
-	src, err := extract.ReadSourceWith(a.texts, extract.SourceOptions{Corpora: a.corpora, ReplaceInvalidUTF8: a.replaceUTF8})
+	src, err := corpus.ReadSourceWith(a.texts, corpus.SourceOptions{Corpora: a.corpora, ReplaceInvalidUTF8: a.replaceUTF8})
 	if err != nil {
 		return utf8Hint(err)
 	}
@@ -233,7 +234,7 @@ func runDecoderExtract(ctx context.Context, a decoderExtract, openTok func(dir s
 	}
 	fmt.Fprintf(os.Stderr, "extract: %s (%s), %s layer %d of %d, %d texts, BLAS %s\n",
 		name, m.Cfg.Architecture, a.point, a.layer, m.Cfg.Layers, len(src.Texts), m.Lib().Name())
-	st, err := extract.RunDecoder(ctx, m, tok, src.Texts, extract.DecoderOptions{
+	st, err := extraction.RunDecoder(ctx, m, tok, src.Texts, extraction.DecoderOptions{
 		Layer: a.layer, Point: p, MaxTexts: a.maxTexts, MaxTokens: truncate, BatchTokens: a.batch, Workers: a.workers,
 		DropBOS: a.dropSpecial, Norm: a.norm, Dedup: a.dedup == "exact", Float16: a.dtype == store.Float16, Progress: a.progress,
 	}, w)
@@ -252,7 +253,7 @@ func runDecoderExtract(ctx context.Context, a decoderExtract, openTok func(dir s
 	w.SetDecoder(store.DecoderMeta{
 		Family: hf.Family(m.Cfg.Architecture), Architecture: m.Cfg.Architecture, Point: a.point, BOS: st.BOS,
 		TokenizerHash: tok.Hash(), Dedup: dedup, DuplicateRows: st.DuplicateRows, DroppedTexts: st.DroppedTexts,
-		Embedding: extract.DecoderEmbedding,
+		Embedding: extraction.DecoderEmbedding,
 	})
 	if err := w.Close(); err != nil {
 		return err
@@ -309,7 +310,7 @@ func flagWasSet(fs *flag.FlagSet, name string) bool {
 // ids (at most a token per byte, BOS and the -max-tokens cut), the forward pass's workspace for
 // -batch tokens, the batch's chosen and pooled rows, and -dedup exact's prefix trie. Before the
 // tokenizer and the texts are read (src nil), it is the model's parts alone.
-func extractBudget(a decoderExtract, cfg llama.Config, vocab int, src *extract.Source, truncate int) runner.Budget {
+func extractBudget(a decoderExtract, cfg llama.Config, vocab int, src *corpus.Source, truncate int) runner.Budget {
 	n, textBytes := 0, int64(0)
 	if src != nil {
 		n, textBytes = len(src.Texts), src.Bytes()
@@ -343,7 +344,7 @@ func extractBudget(a decoderExtract, cfg llama.Config, vocab int, src *extract.S
 
 // utf8Hint adds to a refusal of invalid UTF-8 how to read the file anyway.
 func utf8Hint(err error) error {
-	if errors.Is(err, extract.ErrInvalidUTF8) {
+	if errors.Is(err, corpus.ErrInvalidUTF8) {
 		return fmt.Errorf("%w (convert the file to UTF-8, or give -invalid-utf8 replace to replace each invalid sequence with U+FFFD and count them)", err)
 	}
 	return err

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gelo-research/geloattack/data/extract"
 	"github.com/gelo-research/geloattack/data/store"
+	"github.com/gelo-research/geloattack/extraction"
 	"github.com/gelo-research/geloattack/models/hf"
 )
 
@@ -57,7 +57,7 @@ func TestModelInitAndDecoderExtract(t *testing.T) {
 	out := filepath.Join(tmp, "s1")
 	err = runDecoderExtract(ctx, decoderExtract{modelDir: filepath.Join(tmp, "llama3-8b"), texts: texts, out: out,
 		dtype: store.Float32, norm: store.NormRaw, point: "attn-input", dedup: "exact", layer: 1, batch: 64},
-		func(string, int) (extract.Tokenizer, error) { return byteTok{}, nil })
+		func(string, int) (extraction.Tokenizer, error) { return byteTok{}, nil })
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gelo-research/geloattack/data/extract"
+	"github.com/gelo-research/geloattack/data/corpus"
 )
 
 // TestRealStoreEndToEnd runs the user's path on real hidden states: store info, a short training
@@ -17,7 +17,7 @@ import (
 func TestRealStoreEndToEnd(t *testing.T) {
 	dir := os.Getenv("GELOATTACK_SMALL_STORE")
 	if dir == "" {
-		if cache, err := extract.DefaultCacheDir(); err == nil {
+		if cache, err := corpus.DefaultCacheDir(); err == nil {
 			dir = filepath.Join(cache, "stores", "small-minilm-l3")
 		}
 	}

@@ -7,18 +7,18 @@ import (
 	"testing"
 
 	"github.com/gelo-research/geloattack/data/bpe"
-	"github.com/gelo-research/geloattack/data/extract"
+	"github.com/gelo-research/geloattack/data/corpus"
 )
 
 // BenchmarkEncode encodes the first 2,000 corpus texts per iteration with each real tokenizer
 // (MB/s is of UTF-8 input). The per-piece cache is warm after the first iteration, as it is in a
 // long extraction run.
 func BenchmarkEncode(b *testing.B) {
-	cache, err := extract.DefaultCacheDir()
+	cache, err := corpus.DefaultCacheDir()
 	if err != nil {
 		b.Fatal(err)
 	}
-	src, err := extract.ReadSource(filepath.Join(cache, "corpus"), nil)
+	src, err := corpus.ReadSource(filepath.Join(cache, "corpus"), nil)
 	if err != nil {
 		b.Skipf("no corpus: %v", err)
 	}
@@ -71,7 +71,7 @@ func cacheTokenizers(b *testing.B) string {
 	if d := os.Getenv(envTokenizers); d != "" {
 		return d
 	}
-	cache, err := extract.DefaultCacheDir()
+	cache, err := corpus.DefaultCacheDir()
 	if err != nil {
 		b.Fatal(err)
 	}

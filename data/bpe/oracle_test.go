@@ -17,7 +17,7 @@ import (
 	"unicode"
 
 	"github.com/gelo-research/geloattack/data/bpe"
-	"github.com/gelo-research/geloattack/data/extract"
+	"github.com/gelo-research/geloattack/data/corpus"
 	"golang.org/x/text/unicode/norm"
 )
 
@@ -38,7 +38,7 @@ func tokenizersDir(t *testing.T) string {
 	if d := os.Getenv(envTokenizers); d != "" {
 		return d
 	}
-	cache, err := extract.DefaultCacheDir()
+	cache, err := corpus.DefaultCacheDir()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,20 +72,20 @@ func realTokenizer(t *testing.T, name string) *bpe.Tokenizer {
 // oracleTexts is corpusTexts texts of the corpora (the mix every prefix of ReadSource is) and the
 // hostile set.
 func oracleTexts(t *testing.T) []string {
-	cache, err := extract.DefaultCacheDir()
+	cache, err := corpus.DefaultCacheDir()
 	if err != nil {
 		t.Fatal(err)
 	}
-	corpus := filepath.Join(cache, "corpus")
-	if _, err := os.Stat(filepath.Join(corpus, "SOURCES.txt")); err != nil {
-		skipOrFail(t, "no corpus in %s", corpus)
+	corpusDir := filepath.Join(cache, "corpus")
+	if _, err := os.Stat(filepath.Join(corpusDir, "SOURCES.txt")); err != nil {
+		skipOrFail(t, "no corpus in %s", corpusDir)
 	}
-	src, err := extract.ReadSource(corpus, nil)
+	src, err := corpus.ReadSource(corpusDir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(src.Texts) < corpusTexts {
-		t.Fatalf("corpus %s has %d texts, want at least %d", corpus, len(src.Texts), corpusTexts)
+		t.Fatalf("corpus %s has %d texts, want at least %d", corpusDir, len(src.Texts), corpusTexts)
 	}
 	var texts []string
 	for _, x := range src.Texts[:corpusTexts] {

@@ -37,7 +37,7 @@ const Format = "geloattack-deployer/1"
 // directory without it is an incomplete run.
 const InfoFile = "deployer.json"
 
-// Points of the decoder the deployer writes rows of (the names of data/extract's decoder points).
+// Points of the decoder the deployer writes rows of (the names of extraction's decoder points).
 const (
 	// AttnInput at block L is RMSNorm(h_L)·g_L, block L's input_layernorm output: the rows GELO mixes.
 	AttnInput = "attn-input"

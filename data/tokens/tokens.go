@@ -13,7 +13,7 @@ import (
 	"sync"
 
 	"github.com/gelo-research/geloattack/data"
-	"github.com/gelo-research/geloattack/data/extract"
+	"github.com/gelo-research/geloattack/data/corpus"
 )
 
 // Encoder turns text into token ids (data/bpe's Tokenizer).
@@ -37,7 +37,7 @@ type Stream struct {
 
 // Build tokenizes texts on workers goroutines and splits them by id with valFrac. bos >= 0 is
 // put before every text (the decoder sees one at position 0 of every prompt); negative: none.
-func Build(ctx context.Context, texts []extract.Text, enc Encoder, bos, seq int, valFrac float64, workers int) (*Stream, error) {
+func Build(ctx context.Context, texts []corpus.Text, enc Encoder, bos, seq int, valFrac float64, workers int) (*Stream, error) {
 	if seq < 1 {
 		return nil, fmt.Errorf("tokens: sequence length %d, want >= 1", seq)
 	}

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/gelo-research/geloattack/data"
-	"github.com/gelo-research/geloattack/data/extract"
+	"github.com/gelo-research/geloattack/data/corpus"
 )
 
 // wordEncoder gives each space-separated word its length as id (ids 1..9), a stand-in tokenizer.
@@ -25,11 +25,11 @@ func (wordEncoder) VocabSize() int { return 10 }
 // TestBuildSplitsByTextID: every text lands whole, BOS first, on the side data.SplitOf gives its
 // id, in source order; the counts add up.
 func TestBuildSplitsByTextID(t *testing.T) {
-	var texts []extract.Text
+	var texts []corpus.Text
 	var want [2][]int32
 	for id := int64(1); id <= 200; id++ {
 		txt := strings.Repeat("ab ", int(id%5)+1) + "abcdefg"
-		texts = append(texts, extract.Text{ID: id, Text: txt})
+		texts = append(texts, corpus.Text{ID: id, Text: txt})
 		ids, _ := wordEncoder{}.Encode(txt, false)
 		sp := data.SplitOf(id, 0.2)
 		want[sp] = append(want[sp], 0)
@@ -104,7 +104,7 @@ func TestRefusals(t *testing.T) {
 	if _, err := FromTokens([]int32{1, 2, 3, 4, 12}, []int32{1, 2, 3, 4, 5}, 10, 4); err == nil {
 		t.Error("id 12 accepted in a vocabulary of 10")
 	}
-	if _, err := Build(context.Background(), []extract.Text{{ID: 1, Text: "a b"}}, wordEncoder{}, 0, 4, 0.5, 1); err == nil {
+	if _, err := Build(context.Background(), []corpus.Text{{ID: 1, Text: "a b"}}, wordEncoder{}, 0, 4, 0.5, 1); err == nil {
 		t.Error("a source too short for one window per split accepted")
 	}
 }

@@ -7,14 +7,14 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gelo-research/geloattack/data/extract"
+	"github.com/gelo-research/geloattack/data/corpus"
 	"github.com/gelo-research/geloattack/data/wordpiece"
 )
 
 // loadMiniLM loads the tokenizer.json of the cached all-MiniLM-L6-v2 package, or skips.
 func loadMiniLM(t *testing.T) *wordpiece.Tokenizer {
 	t.Helper()
-	dir, err := extract.DefaultModelDir()
+	dir, err := corpus.DefaultModelDir()
 	if err != nil {
 		t.Skipf("no model cache: %v", err)
 	}

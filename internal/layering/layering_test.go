@@ -41,7 +41,7 @@ func rel(path string) (string, bool) {
 // Every package of the module (tests' imports included) imports only packages on its floor or
 // below, except the listed exceptions, and every package has a floor.
 func TestImportsRunDownTheFloors(t *testing.T) {
-	lines := goList(t, "-f", "{{.ImportPath}} {{join .Imports \" \"}} {{join .TestImports \" \"}}", Module+"/...")
+	lines := goList(t, "-f", "{{.ImportPath}} {{join .Imports \" \"}} {{join .TestImports \" \"}} {{join .XTestImports \" \"}}", Module+"/...")
 	if len(lines) < 20 {
 		t.Fatalf("go list found %d packages: not the module", len(lines))
 	}

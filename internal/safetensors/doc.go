@@ -3,7 +3,7 @@
 // dtype, shape and data_offsets, padded with spaces to a multiple of 8 bytes), then the tensors'
 // raw little-endian bytes. It is the one implementation of the format in the project: checkpoints,
 // the Hugging Face model directories of models/hf (with their shard sets) and the BERT loader of
-// data/extract read and write through it, and convert F16 and BF16 through internal/numfmt.
+// models/bert read and write through it, and convert F16 and BF16 through internal/numfmt.
 //
 // # Reading
 //

@@ -7,7 +7,7 @@ import (
 	"slices"
 	"strconv"
 
-	"github.com/gelo-research/geloattack/data/extract"
+	"github.com/gelo-research/geloattack/data/corpus"
 	"github.com/gelo-research/geloattack/internal/numfmt"
 )
 
@@ -29,10 +29,10 @@ const (
 // field. Lists are flag-friendly: a CLI can parse comma-separated values straight into them.
 type Config struct {
 	// ModelDir holds config.json, tokenizer.json and one *.safetensors of a BERT encoder.
-	// Default: extract.DefaultModelDir() (the cached all-MiniLM-L6-v2; $GELOATTACK_MODEL overrides).
+	// Default: corpus.DefaultModelDir() (the cached all-MiniLM-L6-v2; $GELOATTACK_MODEL overrides).
 	ModelDir string
-	// TextsSource is what extract.ReadSource reads: a scripts/fetch-data.sh corpus directory, a
-	// .jsonl file or a one-text-per-line file. Default: extract.DefaultCorpusDir().
+	// TextsSource is what corpus.ReadSource reads: a scripts/fetch-data.sh corpus directory, a
+	// .jsonl file or a one-text-per-line file. Default: corpus.DefaultCorpusDir().
 	TextsSource string
 	// Corpora selects corpora of a corpus directory (fortunes, wordnet, sotu); empty: all present.
 	Corpora []string
@@ -80,8 +80,8 @@ type Config struct {
 // DefaultConfig returns the documented defaults. ModelDir and TextsSource are empty when there
 // is no user cache directory.
 func DefaultConfig() Config {
-	model, _ := extract.DefaultModelDir()
-	texts, _ := extract.DefaultCorpusDir()
+	model, _ := corpus.DefaultModelDir()
+	texts, _ := corpus.DefaultCorpusDir()
 	return Config{
 		ModelDir:    model,
 		TextsSource: texts,

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gelo-research/geloattack/data/extract"
+	"github.com/gelo-research/geloattack/data/corpus"
 )
 
 func TestConfigValidate(t *testing.T) {
@@ -248,9 +248,9 @@ func TestMiniLMRealText(t *testing.T) {
 // a handful of texts.
 func TestRunSmallCorpus(t *testing.T) {
 	_, _, dir := miniLM(t)
-	corpus, err := extract.DefaultCorpusDir()
+	corpusDir, err := corpus.DefaultCorpusDir()
 	if err == nil {
-		_, err = os.Stat(filepath.Join(corpus, "SOURCES.txt"))
+		_, err = os.Stat(filepath.Join(corpusDir, "SOURCES.txt"))
 	}
 	if err != nil {
 		if requireReal() {
@@ -259,7 +259,7 @@ func TestRunSmallCorpus(t *testing.T) {
 		t.Skipf("corpus not downloaded (%v); run scripts/fetch-data.sh corpus", err)
 	}
 	cfg := DefaultConfig()
-	cfg.ModelDir, cfg.TextsSource = dir, corpus
+	cfg.ModelDir, cfg.TextsSource = dir, corpusDir
 	cfg.Texts, cfg.MaxTokens, cfg.BatchTokens = 4, 32, 256
 	cfg.Precisions, cfg.Orthogonal, cfg.Kappas = []string{FP16}, false, []float64{100}
 	var progress bytes.Buffer

@@ -11,15 +11,16 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gelo-research/geloattack/data/extract"
+	"github.com/gelo-research/geloattack/data/corpus"
 	"github.com/gelo-research/geloattack/data/wordpiece"
 	"github.com/gelo-research/geloattack/engine/blas"
 	"github.com/gelo-research/geloattack/internal/safetensors"
+	"github.com/gelo-research/geloattack/models/bert"
 )
 
 // tinyConfig is a random-weights BERT small enough for every test to run all runs in well under a
 // second, and wide enough (h 32) for rounding to behave like a real model's.
-var tinyConfig = extract.Config{
+var tinyConfig = bert.Config{
 	ModelType: "bert", HiddenSize: 32, NumLayers: 2, NumHeads: 4, IntermediateSize: 64,
 	MaxPositions: 64, TypeVocabSize: 2, VocabSize: 50, LayerNormEps: 1e-12, HiddenAct: "gelu",
 }
@@ -27,7 +28,7 @@ var tinyConfig = extract.Config{
 // tinyModel writes a BERT with cfg's shapes and gaussian weights (std 1/sqrt(fan-in) for
 // matrices, 0.1 for embeddings) into a temporary directory and loads it. Biases have std
 // biasStd, so a test can make them large next to x W^T.
-func tinyModel(t testing.TB, cfg extract.Config, seed uint64, biasStd float64) *extract.Model {
+func tinyModel(t testing.TB, cfg bert.Config, seed uint64, biasStd float64) *bert.Model {
 	t.Helper()
 	dir := t.TempDir()
 	js, err := json.Marshal(cfg)
@@ -104,7 +105,7 @@ func tinyModel(t testing.TB, cfg extract.Config, seed uint64, biasStd float64) *
 	if err := os.WriteFile(filepath.Join(dir, "model.safetensors"), raw.Bytes(), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	m, err := extract.LoadModel(dir, blas.Default())
+	m, err := bert.LoadModel(dir, blas.Default())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,9 +142,9 @@ func testConfig() Config {
 func requireReal() bool { return os.Getenv("GELOATTACK_REQUIRE_REAL_STORE") == "1" }
 
 // miniLM loads the cached all-MiniLM-L6-v2 and its tokenizer, or skips the test.
-func miniLM(t testing.TB) (*extract.Model, *wordpiece.Tokenizer, string) {
+func miniLM(t testing.TB) (*bert.Model, *wordpiece.Tokenizer, string) {
 	t.Helper()
-	dir, err := extract.DefaultModelDir()
+	dir, err := corpus.DefaultModelDir()
 	if err == nil {
 		_, err = os.Stat(filepath.Join(dir, "config.json"))
 	}
@@ -153,7 +154,7 @@ func miniLM(t testing.TB) (*extract.Model, *wordpiece.Tokenizer, string) {
 		}
 		t.Skipf("model not downloaded (%v); run scripts/fetch-data.sh model", err)
 	}
-	m, err := extract.LoadModel(dir, blas.Default())
+	m, err := bert.LoadModel(dir, blas.Default())
 	if err != nil {
 		t.Fatal(err)
 	}

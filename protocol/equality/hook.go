@@ -4,12 +4,12 @@ import (
 	"context"
 	"math"
 
-	"github.com/gelo-research/geloattack/data/extract"
 	"github.com/gelo-research/geloattack/engine/blas"
 	"github.com/gelo-research/geloattack/internal/workpool"
+	"github.com/gelo-research/geloattack/models/bert"
 )
 
-// hook is the extract.LinearHook of one run (one precision, and one mix or none): it computes the
+// hook is the bert.LinearHook of one run (one precision, and one mix or none): it computes the
 // projections of the chosen blocks text by text through the protocol (gelo) or with storage
 // rounding only, and measures each call's error against the float32 projection of the same input.
 type hook struct {
@@ -24,7 +24,7 @@ type hook struct {
 	ids       []int64 // text id of each sequence of the current batch
 
 	// weights caches W rounded to the storage precision per projection (RoundWeights).
-	weights map[extract.Projection][]float32
+	weights map[bert.Projection][]float32
 
 	// Per-worker projection error: sum and max of ||y - y32|| / ||y32|| per call, and the calls.
 	errSum, errMax []float64
@@ -36,18 +36,18 @@ func newHook(ctx context.Context, lib *blas.Library, cfg Config, layers []bool, 
 	return &hook{
 		ctx: ctx, lib: lib, cfg: cfg, layers: layers, precision: precision, mix: mix, workers: workers,
 		scratch: make([]scratch, workers),
-		weights: map[extract.Projection][]float32{},
+		weights: map[bert.Projection][]float32{},
 		errSum:  make([]float64, workers), errMax: make([]float64, workers),
 		calls: make([]int64, workers), shields: make([]int64, workers),
 	}
 }
 
-// Hooked implements extract.LinearHook.
+// Hooked implements bert.LinearHook.
 func (h *hook) Hooked(layer int) bool { return layer < len(h.layers) && h.layers[layer] }
 
-// Linear implements extract.LinearHook: each sequence of the batch (one text) is its own block
+// Linear implements bert.LinearHook: each sequence of the batch (one text) is its own block
 // of rows with its own A.
-func (h *hook) Linear(p extract.Projection, offs []int, x []float32, in int, w, b []float32, out int, dst []float32) error {
+func (h *hook) Linear(p bert.Projection, offs []int, x []float32, in int, w, b []float32, out int, dst []float32) error {
 	if err := h.ctx.Err(); err != nil {
 		return err
 	}

@@ -10,15 +10,16 @@ import (
 	"slices"
 	"time"
 
-	"github.com/gelo-research/geloattack/data/extract"
+	"github.com/gelo-research/geloattack/data/corpus"
 	"github.com/gelo-research/geloattack/data/wordpiece"
 	"github.com/gelo-research/geloattack/engine/blas"
+	"github.com/gelo-research/geloattack/models/bert"
 )
 
 // Input is one text to evaluate: its stable id (keys its random streams) and its token ids,
 // framed by [CLS] ... [SEP].
 type Input struct {
-	// ID is the text's stable id (extract.Text.ID for Run).
+	// ID is the text's stable id (corpus.Text.ID for Run).
 	ID int64
 	// Tokens are the token ids, [CLS] and [SEP] included.
 	Tokens []int32
@@ -80,7 +81,7 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (Result, error) {
 	}
 	logf := logger(progress)
 	lib := blas.Default()
-	m, err := extract.LoadModel(cfg.ModelDir, lib)
+	m, err := bert.LoadModel(cfg.ModelDir, lib)
 	if err != nil {
 		return Result{}, fmt.Errorf("equality: %w", err)
 	}
@@ -94,7 +95,7 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (Result, error) {
 	if tok.VocabSize() > m.Cfg.VocabSize {
 		return Result{}, fmt.Errorf("equality: tokenizer.json has %d tokens but config.json vocab_size is %d", tok.VocabSize(), m.Cfg.VocabSize)
 	}
-	src, err := extract.ReadSource(cfg.TextsSource, cfg.Corpora)
+	src, err := corpus.ReadSource(cfg.TextsSource, cfg.Corpora)
 	if err != nil {
 		return Result{}, fmt.Errorf("equality: %w", err)
 	}
@@ -119,7 +120,7 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (Result, error) {
 // It uses the protocol fields of cfg (Layers through Workers); the source fields (ModelDir,
 // TextsSource, Corpora, Texts, MaxTokens) are not read. Cancelling ctx stops it between
 // projection calls with ctx's error.
-func Evaluate(ctx context.Context, m *extract.Model, inputs []Input, cfg Config, progress io.Writer) (Result, error) {
+func Evaluate(ctx context.Context, m *bert.Model, inputs []Input, cfg Config, progress io.Writer) (Result, error) {
 	maxLen, tokens, err := checkEvaluate(m, inputs, cfg)
 	if err != nil {
 		return Result{}, err
@@ -193,7 +194,7 @@ func Evaluate(ctx context.Context, m *extract.Model, inputs []Input, cfg Config,
 
 // checkEvaluate refuses a config or inputs Evaluate cannot run, naming every problem, and returns
 // the longest text and the total tokens.
-func checkEvaluate(m *extract.Model, inputs []Input, cfg Config) (maxLen, tokens int, err error) {
+func checkEvaluate(m *bert.Model, inputs []Input, cfg Config) (maxLen, tokens int, err error) {
 	errs := cfg.validateProtocol()
 	L := m.NumLayers()
 	for _, l := range cfg.Layers {
@@ -276,7 +277,7 @@ func planBatches(inputs []Input, budget int) []evalBatch {
 // forwardBatch runs every run over batch b and compares each GELO or precision run's final rows
 // and embeddings with the plain run's (and a GELO run's with its precision-only run's).
 // hiddens[k]: (batch tokens, h), run k's final rows.
-func forwardBatch(ctx context.Context, m *extract.Model, ws *extract.Workspace, inputs []Input, b evalBatch, runs []*evalRun, hiddens [][]float32, L, h int) error {
+func forwardBatch(ctx context.Context, m *bert.Model, ws *bert.Workspace, inputs []Input, b evalBatch, runs []*evalRun, hiddens [][]float32, L, h int) error {
 	seqs := make([][]int32, b.hi-b.lo)
 	ids := make([]int64, b.hi-b.lo)
 	for i := range seqs {

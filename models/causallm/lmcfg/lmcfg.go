@@ -13,7 +13,7 @@ import (
 // Config is the lm section of a run config.
 type Config struct {
 	// Texts is the text source: a directory made by scripts/fetch-data.sh, a .jsonl file or a
-	// text file of one text per line (see data/extract.ReadSource). Required for task lm.
+	// text file of one text per line (see data/corpus.ReadSource). Required for task lm.
 	Texts string `yaml:"texts" json:"texts"`
 	// Corpora selects corpora of a fetch-script directory, comma-separated (fortunes,wordnet,sotu,
 	// as `store extract -corpora`); empty: all.

@@ -1,4 +1,4 @@
-package extract
+package extraction
 
 import (
 	"context"
@@ -6,6 +6,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gelo-research/geloattack/data/corpus"
 )
 
 // cpuTime is the process's user + system CPU time so far.
@@ -28,14 +30,14 @@ func (d *discardSink) AddText(_ int64, _ string, _ bool, ids []int32, _ []float3
 // on the first 300 texts of the cached corpus, in wall-clock tokens/s and tokens per CPU-second. It needs scripts/fetch-data.sh to have run.
 func BenchmarkExtractMiniLM(b *testing.B) {
 	m, tok := loadMiniLM(b)
-	dir, err := DefaultCorpusDir()
+	dir, err := corpus.DefaultCorpusDir()
 	if err != nil {
 		b.Skip(err)
 	}
 	if _, err := os.Stat(dir); err != nil {
 		b.Skipf("corpus not downloaded (%v); run scripts/fetch-data.sh corpus", err)
 	}
-	src, err := ReadSource(dir, nil)
+	src, err := corpus.ReadSource(dir, nil)
 	if err != nil {
 		b.Fatal(err)
 	}

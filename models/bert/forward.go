@@ -1,4 +1,4 @@
-package extract
+package bert
 
 import (
 	"context"
@@ -315,12 +315,12 @@ func (m *Model) attention(ws *Workspace) {
 func (m *Model) pool(ws *Workspace, nseq int, pooled []float32) {
 	h := m.Cfg.HiddenSize
 	for s := 0; s < nseq; s++ {
-		meanNormalized(ws.x, ws.offs[s], ws.offs[s+1], h, pooled[s*h:(s+1)*h])
+		MeanNormalized(ws.x, ws.offs[s], ws.offs[s+1], h, pooled[s*h:(s+1)*h])
 	}
 }
 
-// meanNormalized writes the mean of rows [lo, hi) of x (n, d), L2-normalised, into dst (d).
-func meanNormalized(x []float32, lo, hi, d int, dst []float32) {
+// MeanNormalized (the sentence-transformers pooling; extraction's RunDecoder pools the same way) writes the mean of rows [lo, hi) of x (n, d), L2-normalised, into dst (d).
+func MeanNormalized(x []float32, lo, hi, d int, dst []float32) {
 	clear(dst)
 	for r := lo; r < hi; r++ {
 		for j, v := range x[r*d : (r+1)*d] {

@@ -1,10 +1,8 @@
-// Package extract computes real hidden states for geloattack stores: a pure-Go forward pass of
-// BERT-family encoders (all-MiniLM-L6-v2 is the supported default) read from safetensors and
-// config.json, readers for the text corpora that scripts/fetch-data.sh downloads, and the
-// pipeline behind `geloattack store extract` that tokenizes texts, runs the encoder in batches and
-// hands per-token hidden states of one layer plus the model's own sentence embedding to a sink.
-// RunDecoder is the same pipeline for Llama-family decoders (models/llama; see docs/decoders.md).
-package extract
+// Package bert is a pure-Go forward pass of BERT-family encoders (all-MiniLM-L6-v2 is the
+// supported default) read from safetensors and config.json: the per-token hidden states of any
+// layer and the model's own sentence embedding, with a LinearHook on the Q, K, V and O
+// projections (protocol/equality). extraction runs it behind `geloattack store extract`.
+package bert
 
 import (
 	"encoding/json"
@@ -241,6 +239,9 @@ func (m *Model) Hidden() int { return m.Cfg.HiddenSize }
 
 // NumLayers is the number of transformer blocks; valid layers for Forward are 0..NumLayers.
 func (m *Model) NumLayers() int { return m.Cfg.NumLayers }
+
+// Lib is the BLAS library that computes the model's matrix products.
+func (m *Model) Lib() *blas.Library { return m.lib }
 
 // MaxLen is the longest sequence the position embeddings cover.
 func (m *Model) MaxLen() int { return m.Cfg.MaxPositions }

@@ -1,4 +1,4 @@
-package extract
+package bert
 
 import (
 	"bytes"
@@ -374,4 +374,12 @@ func TestLoadModelRejects(t *testing.T) {
 	if _, err := LoadModel(t.TempDir(), blas.Gonum()); err == nil {
 		t.Error("empty directory accepted")
 	}
+}
+
+func maxDiff(a, b []float32) float64 {
+	var d float64
+	for i := range min(len(a), len(b)) {
+		d = math.Max(d, math.Abs(float64(a[i])-float64(b[i])))
+	}
+	return d
 }

@@ -1,4 +1,7 @@
-package extract
+// Package corpus reads the texts that extraction and the language-model task consume: text
+// files (one text per line, or JSON lines) and the corpora that scripts/fetch-data.sh downloads
+// (fortunes, WordNet glosses, State of the Union chunks), and locates the download cache.
+package corpus
 
 import (
 	"bytes"

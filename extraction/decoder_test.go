@@ -1,4 +1,4 @@
-package extract
+package extraction
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/gelo-research/geloattack/data/corpus"
 	"github.com/gelo-research/geloattack/data/store"
 	"github.com/gelo-research/geloattack/models/llama"
 )
@@ -76,7 +77,7 @@ func alone(t *testing.T, m *llama.Model, ids []int32, p llama.Point, layer int) 
 // the normalised mean of the final-norm rows without BOS.
 func TestRunDecoderRows(t *testing.T) {
 	m := decoderModel(t)
-	texts := []Text{{1, "hello"}, {2, "a"}, {3, "a longer text of bytes"}}
+	texts := []corpus.Text{{ID: 1, Text: "hello"}, {ID: 2, Text: "a"}, {ID: 3, Text: "a longer text of bytes"}}
 	d := m.Cfg.Hidden
 	for _, p := range []llama.Point{llama.Residual, llama.AttnInput} {
 		for _, drop := range []bool{false, true} {
@@ -143,7 +144,7 @@ func rel(a, b []float32) float64 {
 // BOS rows after the first, shared prefixes, and a text that is a prefix of an earlier one.
 func TestRunDecoderDedup(t *testing.T) {
 	m := decoderModel(t)
-	texts := []Text{{1, "abc"}, {2, "abd"}, {3, "abc x"}, {4, "ab"}}
+	texts := []corpus.Text{{ID: 1, Text: "abc"}, {ID: 2, Text: "abd"}, {ID: 3, Text: "abc x"}, {ID: 4, Text: "ab"}}
 	for _, half := range []bool{false, true} {
 		var sink decSink
 		st, err := RunDecoder(context.Background(), m, byteTokenizer{bos: true}, texts,
@@ -169,7 +170,7 @@ func TestRunDecoderStoreMeta(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := RunDecoder(context.Background(), m, byteTokenizer{}, []Text{{1, "abc"}, {2, "abd"}},
+	st, err := RunDecoder(context.Background(), m, byteTokenizer{}, []corpus.Text{{ID: 1, Text: "abc"}, {ID: 2, Text: "abd"}},
 		DecoderOptions{Layer: 1, Point: llama.AttnInput, Dedup: true, Float16: true}, w)
 	if err != nil {
 		t.Fatal(err)
@@ -198,7 +199,7 @@ func TestRunDecoderStoreMeta(t *testing.T) {
 // Bad options are errors.
 func TestRunDecoderRefuses(t *testing.T) {
 	m := decoderModel(t)
-	texts := []Text{{1, "x"}}
+	texts := []corpus.Text{{ID: 1, Text: "x"}}
 	for name, opt := range map[string]DecoderOptions{
 		"attn-input past the last block": {Layer: 3, Point: llama.AttnInput},
 		"layer past final":               {Layer: 4},

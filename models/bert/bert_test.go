@@ -1,4 +1,4 @@
-package extract
+package bert
 
 import (
 	"context"
@@ -7,13 +7,14 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/gelo-research/geloattack/data/corpus"
 	"github.com/gelo-research/geloattack/data/wordpiece"
 )
 
 // loadMiniLM loads the cached all-MiniLM-L6-v2 model and tokenizer, or skips the test.
 func loadMiniLM(t testing.TB) (*Model, *wordpiece.Tokenizer) {
 	t.Helper()
-	dir, err := DefaultModelDir()
+	dir, err := corpus.DefaultModelDir()
 	if err != nil {
 		t.Skipf("no model cache: %v", err)
 	}

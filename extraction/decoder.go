@@ -1,4 +1,4 @@
-package extract
+package extraction
 
 import (
 	"context"
@@ -8,7 +8,9 @@ import (
 	"slices"
 	"time"
 
+	"github.com/gelo-research/geloattack/data/corpus"
 	"github.com/gelo-research/geloattack/data/store"
+	"github.com/gelo-research/geloattack/models/bert"
 	"github.com/gelo-research/geloattack/models/llama"
 	"github.com/schollz/progressbar/v3"
 )
@@ -78,7 +80,7 @@ const DecoderEmbedding = "mean of the final-norm rows (hidden_states[num_layers]
 // RunDecoder tokenizes texts, runs the decoder over them in batches (each text on its own,
 // positions from 0, packed without padding) and hands each text to sink in input order: the rows
 // at opt.Point of opt.Layer and the candidate embedding DecoderEmbedding.
-func RunDecoder(ctx context.Context, m *llama.Model, tok Tokenizer, texts []Text, opt DecoderOptions, sink DecoderSink) (DecoderStats, error) {
+func RunDecoder(ctx context.Context, m *llama.Model, tok Tokenizer, texts []corpus.Text, opt DecoderOptions, sink DecoderSink) (DecoderStats, error) {
 	c := m.Cfg
 	d := c.Hidden
 	var st DecoderStats
@@ -284,7 +286,7 @@ func meanRows(offs, bos []int, x []float32, d int, pooled []float32) {
 		if hi-lo > bos[s] {
 			lo += bos[s]
 		}
-		meanNormalized(x, lo, hi, d, pooled[s*d:(s+1)*d])
+		bert.MeanNormalized(x, lo, hi, d, pooled[s*d:(s+1)*d])
 	}
 }
 

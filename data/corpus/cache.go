@@ -1,4 +1,4 @@
-package extract
+package corpus
 
 import (
 	"fmt"

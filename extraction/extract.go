@@ -1,4 +1,9 @@
-package extract
+// Package extraction is the pipeline behind `geloattack store extract`: Run tokenizes texts,
+// runs a BERT-family encoder (models/bert) in batches and hands per-token hidden states of one
+// layer plus the model's own sentence embedding to a sink; RunDecoder is the same pipeline for
+// Llama-family decoders (models/llama; see docs/decoders.md). It sits above data and models: the
+// texts come from data/corpus, the models from models/.
+package extraction
 
 import (
 	"context"
@@ -8,8 +13,10 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/gelo-research/geloattack/data/corpus"
 	"github.com/gelo-research/geloattack/data/wordpiece"
 	"github.com/gelo-research/geloattack/internal/progress"
+	"github.com/gelo-research/geloattack/models/bert"
 )
 
 // Sink receives extracted texts in input order. Its method has the signature of the store
@@ -79,7 +86,7 @@ type batchOut struct {
 // mean of the last layer over all its tokens). Texts are packed into batches of at most
 // BatchTokens tokens without padding; the forward pass of one batch overlaps with writing the
 // previous one. Cancelling ctx stops the run between batches with ctx's error.
-func Run(ctx context.Context, m *Model, tok *wordpiece.Tokenizer, texts []Text, opt Options, sink Sink) (Stats, error) {
+func Run(ctx context.Context, m *bert.Model, tok *wordpiece.Tokenizer, texts []corpus.Text, opt Options, sink Sink) (Stats, error) {
 	h := m.Hidden()
 	if opt.Layer < 0 || opt.Layer > m.NumLayers() {
 		return Stats{}, fmt.Errorf("extract: layer %d: the model has layers 0..%d", opt.Layer, m.NumLayers())
@@ -143,9 +150,9 @@ func Run(ctx context.Context, m *Model, tok *wordpiece.Tokenizer, texts []Text, 
 
 	// Each worker makes single-threaded GEMM calls on its own block of rows, so OpenBLAS's own
 	// threads would only oversubscribe the cores (the setting is process-wide; restored after).
-	prevThreads := m.lib.Threads()
-	m.lib.SetThreads(1)
-	defer m.lib.SetThreads(prevThreads)
+	prevThreads := m.Lib().Threads()
+	m.Lib().SetThreads(1)
+	defer m.Lib().SetThreads(prevThreads)
 
 	ws, err := m.NewWorkspace(budget, maxLen, workers)
 	if err != nil {
