@@ -73,6 +73,9 @@ func modelExportFlags(fs *flag.FlagSet) runFunc {
 		c := ex.Config
 		fmt.Fprintf(os.Stderr, "model export: wrote %s from %s (step %d): %d layers, d %d, %d heads, vocab %d, %.3g parameters (%s)\n",
 			*out, ex.Checkpoint, ex.Step, c.Layers, c.Hidden, c.Heads, c.VocabSize, float64(c.Params()), dt)
+		for _, n := range ex.Notes {
+			fmt.Fprintf(os.Stderr, "model export: note: %s\n", n)
+		}
 		return nil
 	}
 }
