@@ -86,8 +86,9 @@ func TestLlamaDecodeRecoversEveryText(t *testing.T) {
 	}
 }
 
-// Padded to full rank (64 shield rows on width 64): weak shields are read back by the leverage and
-// top-k rankings; strong shields stop it; nothing is claimed wrongly in either.
+// Padded to full rank (64 shield rows on width 64): weak shields are read back by the leverage
+// ranking; strong shields stop it; nothing is claimed wrongly in either. (The top-k ranking is
+// tested on the toy, TestToyOrderByTopK.)
 func TestLlamaDecodePastFullRank(t *testing.T) {
 	checkPastFullRank(t, tinyLlama(t), sourceTexts(40, 200, 3))
 }
