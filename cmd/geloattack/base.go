@@ -31,9 +31,10 @@ type Command struct {
 	// Args says the command takes words after its flags; without it any such word is refused
 	// (the usual cause is a flag typed after a word, where the flag package stops parsing).
 	Args bool
-	// Delegate, when set, may hand the raw arguments to another command before parsing
-	// (baseline -attack content is recover).
-	Delegate func(args []string) (*Command, []string, bool)
+	// Delegate, when set, may select from the raw arguments another command that parses them,
+	// unchanged, with its own flags (baseline -attack content is recover's flags and run); nil
+	// keeps this command.
+	Delegate func(args []string) *Command
 	// Commands are a group's subcommands, in the order the help lists them.
 	Commands []*Command
 	// SavesOnInterrupt says the command saves its work when its context is cancelled (a
@@ -57,7 +58,7 @@ func (c *Command) lookup(args []string) *Command {
 		c, args = next, args[1:]
 	}
 	if c.Delegate != nil {
-		if to, _, ok := c.Delegate(args); ok {
+		if to := c.Delegate(args); to != nil {
 			return to
 		}
 	}
@@ -73,8 +74,8 @@ func (e *usageError) Error() string { return e.msg }
 // usage go to out.
 func (c *Command) run(ctx context.Context, path string, args []string, out io.Writer) error {
 	if c.Delegate != nil {
-		if to, rest, ok := c.Delegate(args); ok {
-			return to.run(ctx, parentOf(path)+" "+to.Name, rest, out)
+		if to := c.Delegate(args); to != nil {
+			return to.run(ctx, parentOf(path)+" "+to.Name, args, out)
 		}
 	}
 	if c.Flags == nil {

@@ -17,6 +17,7 @@ import (
 	"github.com/gelo-research/geloattack/baselines/content"
 	"github.com/gelo-research/geloattack/baselines/membership"
 	"github.com/gelo-research/geloattack/checkpoints"
+	"github.com/gelo-research/geloattack/config"
 	"github.com/gelo-research/geloattack/data"
 	"github.com/gelo-research/geloattack/data/corpus"
 	"github.com/gelo-research/geloattack/data/gelo"
@@ -67,251 +68,298 @@ first line says which is in force. Each victim gets one verdict:
 	Flags: recoverFlags,
 }
 
-// recoverFlags defines the flags of `geloattack recover` (and `geloattack baseline -attack content`)
-// and returns what runs it.
-func recoverFlags(fs *flag.FlagSet) runFunc {
+// recoverArgs holds the flags of `geloattack recover` (and `geloattack baseline -attack content`),
+// as defineRecoverArgs defines them on fs.
+type recoverArgs struct {
+	fs *flag.FlagSet
+
+	cfgPath, storeDir, modelDir, corpusDir, tmpl, set, years   *string
+	nCand, victims, nbBudget, verifyN                          *int
+	splitName, scoreName, compare, precision, axes, out, table *string
+	first, seed                                                *int64
+	claimGap, rhoFlag                                          *float64
+	absent, grid, quiet                                        *bool
+	over                                                       *samplerOverrides
+}
+
+// defineRecoverArgs defines the flags of `geloattack recover` on fs.
+func defineRecoverArgs(fs *flag.FlagSet) *recoverArgs {
 	defModel, _ := corpus.DefaultModelDir()
 	defCorpus, _ := corpus.DefaultCorpusDir()
-	var (
-		cfgPath   = fs.String("config", "", "run config whose store and sampler settings are used (empty: the embedded quickstart's sampler; then -store is required)")
-		storeDir  = fs.String("store", "", "store directory built by `geloattack store extract` (overrides the config's store.path)")
-		modelDir  = fs.String("model", defModel, "model directory (config.json, tokenizer.json, *.safetensors) the store was extracted with ($"+corpus.EnvModel+" overrides the default)")
-		corpusDir = fs.String("corpus", defCorpus, "corpus directory of scripts/fetch-data.sh; the name set reads WordNet from it")
-		tmpl      = fs.String("template", "pin", "victim template: pin (\"my PIN is {x}\"), name (\"my name is {x}\"), birth (\"I was born on {x}\"), or any text holding {x} once")
-		set       = fs.String("set", "", "candidate set: pin (0000-9999), date (every day of -years, \"March 5, 1987\"), name (WordNet person names, 3,886), or file:PATH (one candidate per line, # comments);\nempty: the template's own set (pin, name, birth -> date; a custom template needs -set)")
-		years     = fs.String("years", "1925:2024", "date set: FIRST:LAST years, inclusive")
-		nCand     = intFlag(fs, "candidates", 0, field.Bounds{Int: true, Min: 1, Max: 1 << 24, Zero: "all"}, "keep this many candidates of the set, a seeded uniform subset; the secret is drawn among those kept")
-		victims   = intFlag(fs, "victims", 100, field.Bounds{Int: true, Min: 1, Max: 1 << 20}, "victim examples (each its own example and secret)")
-		splitName = fs.String("split", "val", "split the examples' other texts come from: train or val")
-		first     = int64Flag(fs, "first-example", 0, field.Bounds{Int: true, Min: 0, Max: 1 << 40}, "example index of the first victim in the split's stream")
-		seed      = int64Flag(fs, "seed", -1, field.Bounds{Int: true, Min: -1, Max: 1 << 62}, "seed of the secrets and of the candidate subset (-1: the config's seed)")
-		scoreName = fs.String("score", "slot_worst", "ranking score: slot_worst (worst residual over the secret's own rows), slot_energy, worst, energy (all rows), best_row (fooled by [CLS])")
-		compare   = fs.String("compare", "", "comma-separated further scores reported beside -score (all: every score; scores over all rows cost a pass over every row)")
-		claimGap  = fs.Float64("claim-gap", 1, "decades by which the best candidate must lead the second for a claim (below full rank; the best must also be contained within ((10 u_eff + rho)/(1 - rho))^2)")
-		nbBudget  = intFlag(fs, "neighbours", content.DefaultNeighbourBudget, field.Bounds{Int: true, Min: 1, Max: 1 << 16},
-			"most neighbours of a claimed candidate (strings one edit away that are not candidates: prefixes and appends first) embedded and tested before the claim stands")
-		precision = fs.String("deployer-precision", membership.PrecisionFP32, "the deployer's declared compute precision, "+strings.Join(membership.ComputePrecisions, ", ")+": sets the default recomputation error rho (membership.RecomputeError through the store's layer at its width, plus the store's float16 rounding on both sides)")
-		rhoFlag   = new(float64)
-		absent    = fs.Bool("absent", false, "remove each victim's secret from the candidates it is scored against: an honest attack answers \"not among the candidates\" or \"ranked first, not claimed\", never a claim")
-		grid      = fs.Bool("grid", false, "run the one-axis-at-a-time grid (candidates, shield, dtype, obs_rows, mix, rows, defence) around the flags' base cell")
-		axes      = fs.String("axes", "", "with -grid: comma-separated axes to run (empty: all): "+strings.Join(content.GridAxes, ","))
-		verifyN   = intFlag(fs, "verify", 4, field.Bounds{Int: true, Min: 1, Max: 1000}, "store texts re-computed and compared with the stored rows before attacking (refuses on a mismatch)")
-		out       = fs.String("out", "", "write the result (or every grid cell) as JSON to this file")
-		table     = fs.String("table", "", "with -grid: also write the Markdown grid table to this file")
-		quiet     = fs.Bool("quiet", false, "no progress output")
-	)
-	floatVar(fs, rhoFlag, "recompute-error", 0, field.Bounds{Min: 0, Max: 1, MaxOpen: true, Zero: "rows bit-equal to the deployer's, true only for its very kernel and batches"},
+	a := &recoverArgs{
+		fs:        fs,
+		cfgPath:   fs.String("config", "", "run config whose store and sampler settings are used (empty: the embedded quickstart's sampler; then -store is required)"),
+		storeDir:  fs.String("store", "", "store directory built by `geloattack store extract` (overrides the config's store.path)"),
+		modelDir:  fs.String("model", defModel, "model directory (config.json, tokenizer.json, *.safetensors) the store was extracted with ($"+corpus.EnvModel+" overrides the default)"),
+		corpusDir: fs.String("corpus", defCorpus, "corpus directory of scripts/fetch-data.sh; the name set reads WordNet from it"),
+		tmpl:      fs.String("template", "pin", "victim template: pin (\"my PIN is {x}\"), name (\"my name is {x}\"), birth (\"I was born on {x}\"), or any text holding {x} once"),
+		set:       fs.String("set", "", "candidate set: pin (0000-9999), date (every day of -years, \"March 5, 1987\"), name (WordNet person names, 3,886), or file:PATH (one candidate per line, # comments);\nempty: the template's own set (pin, name, birth -> date; a custom template needs -set)"),
+		years:     fs.String("years", "1925:2024", "date set: FIRST:LAST years, inclusive"),
+		nCand:     intFlag(fs, "candidates", 0, field.Bounds{Int: true, Min: 1, Max: 1 << 24, Zero: "all"}, "keep this many candidates of the set, a seeded uniform subset; the secret is drawn among those kept"),
+		victims:   intFlag(fs, "victims", 100, field.Bounds{Int: true, Min: 1, Max: 1 << 20}, "victim examples (each its own example and secret)"),
+		splitName: fs.String("split", "val", "split the examples' other texts come from: train or val"),
+		first:     int64Flag(fs, "first-example", 0, field.Bounds{Int: true, Min: 0, Max: 1 << 40}, "example index of the first victim in the split's stream"),
+		seed:      int64Flag(fs, "seed", -1, field.Bounds{Int: true, Min: -1, Max: 1 << 62}, "seed of the secrets and of the candidate subset (-1: the config's seed)"),
+		scoreName: fs.String("score", "slot_worst", "ranking score: slot_worst (worst residual over the secret's own rows), slot_energy, worst, energy (all rows), best_row (fooled by [CLS])"),
+		compare:   fs.String("compare", "", "comma-separated further scores reported beside -score (all: every score; scores over all rows cost a pass over every row)"),
+		claimGap:  fs.Float64("claim-gap", 1, "decades by which the best candidate must lead the second for a claim (below full rank; the best must also be contained within ((10 u_eff + rho)/(1 - rho))^2)"),
+		nbBudget: intFlag(fs, "neighbours", content.DefaultNeighbourBudget, field.Bounds{Int: true, Min: 1, Max: 1 << 16},
+			"most neighbours of a claimed candidate (strings one edit away that are not candidates: prefixes and appends first) embedded and tested before the claim stands"),
+		precision: fs.String("deployer-precision", membership.PrecisionFP32, "the deployer's declared compute precision, "+strings.Join(membership.ComputePrecisions, ", ")+": sets the default recomputation error rho (membership.RecomputeError through the store's layer at its width, plus the store's float16 rounding on both sides)"),
+		rhoFlag:   new(float64),
+		absent:    fs.Bool("absent", false, "remove each victim's secret from the candidates it is scored against: an honest attack answers \"not among the candidates\" or \"ranked first, not claimed\", never a claim"),
+		grid:      fs.Bool("grid", false, "run the one-axis-at-a-time grid (candidates, shield, dtype, obs_rows, mix, rows, defence) around the flags' base cell"),
+		axes:      fs.String("axes", "", "with -grid: comma-separated axes to run (empty: all): "+strings.Join(content.GridAxes, ",")),
+		verifyN:   intFlag(fs, "verify", 4, field.Bounds{Int: true, Min: 1, Max: 1000}, "store texts re-computed and compared with the stored rows before attacking (refuses on a mismatch)"),
+		out:       fs.String("out", "", "write the result (or every grid cell) as JSON to this file"),
+		table:     fs.String("table", "", "with -grid: also write the Markdown grid table to this file"),
+		quiet:     fs.Bool("quiet", false, "no progress output"),
+	}
+	floatVar(fs, a.rhoFlag, "recompute-error", 0, field.Bounds{Min: 0, Max: 1, MaxOpen: true, Zero: "rows bit-equal to the deployer's, true only for its very kernel and batches"},
 		"recomputation error rho: a bound on ||x_att - x_dep|| / ||x_dep|| between the attacker's candidate row and the row the deployer mixed, storage rounding included; left out: from -deployer-precision, given: overrides it")
 	// Sampler overrides: each changes the config's base cell.
-	over := addSamplerOverrides(fs, "texts per example, the victim included", true)
-	return func(ctx context.Context, args []string) error {
-		split, err := data.ParseSplit(*splitName)
-		if err != nil {
-			return fmt.Errorf("-split: %w", err)
-		}
-		cfg, err := loadConfig(*cfgPath)
-		if err != nil {
-			return err
-		}
-		if *storeDir != "" {
-			cfg.Store.Path = *storeDir
-		}
-		if cfg.Store.Path == "" {
-			return errors.New("recover: no store: give -store STORE or a -config whose store.path names one (the attack needs a store extracted from real text)")
-		}
-		sc := cfg.Sampler
-		over.apply(&sc)
-		if err := sc.Validate(); err != nil {
-			return fmt.Errorf("recover: sampler settings (config plus flags): %w", err)
-		}
-		score, err := content.ParseScore(*scoreName)
-		if err != nil {
-			return fmt.Errorf("-score: %w", err)
-		}
-		var cmp []content.Score
-		if *compare == "all" {
-			for _, k := range content.Scores {
-				if k != score {
-					cmp = append(cmp, k)
-				}
-			}
-		} else if *compare != "" {
-			for _, name := range strings.Split(*compare, ",") {
-				k, err := content.ParseScore(strings.TrimSpace(name))
-				if err != nil {
-					return fmt.Errorf("-compare: %w", err)
-				}
+	a.over = addSamplerOverrides(fs, "texts per example, the victim included", true)
+	return a
+}
+
+// recoverFlags defines the flags of `geloattack recover` and returns what runs it.
+func recoverFlags(fs *flag.FlagSet) runFunc {
+	a := defineRecoverArgs(fs)
+	return func(ctx context.Context, args []string) error { return runRecover(ctx, a) }
+}
+
+// recoverPlan is what validate makes of recoverArgs: the parsed values the attack runs on.
+type recoverPlan struct {
+	split      data.Split
+	cfg        config.Run
+	sampler    gelo.Config
+	score      content.Score
+	compare    []content.Score
+	template   content.Template
+	secretSeed uint64
+	progress   io.Writer
+}
+
+// validate checks the flags against each other and the config, before any work.
+func (a *recoverArgs) validate() (*recoverPlan, error) {
+	split, err := data.ParseSplit(*a.splitName)
+	if err != nil {
+		return nil, fmt.Errorf("-split: %w", err)
+	}
+	cfg, err := loadConfig(*a.cfgPath)
+	if err != nil {
+		return nil, err
+	}
+	if *a.storeDir != "" {
+		cfg.Store.Path = *a.storeDir
+	}
+	if cfg.Store.Path == "" {
+		return nil, errors.New("recover: no store: give -store STORE or a -config whose store.path names one (the attack needs a store extracted from real text)")
+	}
+	sc := cfg.Sampler
+	a.over.apply(&sc)
+	if err := sc.Validate(); err != nil {
+		return nil, fmt.Errorf("recover: sampler settings (config plus flags): %w", err)
+	}
+	score, err := content.ParseScore(*a.scoreName)
+	if err != nil {
+		return nil, fmt.Errorf("-score: %w", err)
+	}
+	var cmp []content.Score
+	if *a.compare == "all" {
+		for _, k := range content.Scores {
+			if k != score {
 				cmp = append(cmp, k)
 			}
 		}
-		if !(*claimGap > 0) {
-			return fmt.Errorf("-claim-gap %v: want a positive number of decades", *claimGap)
-		}
-		if !slices.Contains(membership.ComputePrecisions, *precision) {
-			return fmt.Errorf("-deployer-precision %q: want one of %s", *precision, strings.Join(membership.ComputePrecisions, ", "))
-		}
-		t, defSet, err := parseTemplate(*tmpl)
-		if err != nil {
-			return err
-		}
-		if *set == "" {
-			if defSet == "" {
-				return fmt.Errorf("-template %q is custom: give -set pin|date|name|file:PATH", *tmpl)
+	} else if *a.compare != "" {
+		for _, name := range strings.Split(*a.compare, ",") {
+			k, err := content.ParseScore(strings.TrimSpace(name))
+			if err != nil {
+				return nil, fmt.Errorf("-compare: %w", err)
 			}
-			*set = defSet
+			cmp = append(cmp, k)
 		}
-		secretSeed := cfg.Seed
-		if *seed >= 0 {
-			secretSeed = uint64(*seed)
+	}
+	if !(*a.claimGap > 0) {
+		return nil, fmt.Errorf("-claim-gap %v: want a positive number of decades", *a.claimGap)
+	}
+	if !slices.Contains(membership.ComputePrecisions, *a.precision) {
+		return nil, fmt.Errorf("-deployer-precision %q: want one of %s", *a.precision, strings.Join(membership.ComputePrecisions, ", "))
+	}
+	t, defSet, err := parseTemplate(*a.tmpl)
+	if err != nil {
+		return nil, err
+	}
+	if *a.set == "" {
+		if defSet == "" {
+			return nil, fmt.Errorf("-template %q is custom: give -set pin|date|name|file:PATH", *a.tmpl)
 		}
-		var progress io.Writer = os.Stderr
-		if *quiet {
-			progress = nil
-		}
+		*a.set = defSet
+	}
+	secretSeed := cfg.Seed
+	if *a.seed >= 0 {
+		secretSeed = uint64(*a.seed)
+	}
+	var progress io.Writer = os.Stderr
+	if *a.quiet {
+		progress = nil
+	}
+	return &recoverPlan{split: split, cfg: cfg, sampler: sc, score: score, compare: cmp, template: t,
+		secretSeed: secretSeed, progress: progress}, nil
+}
 
-		// The store, the model, and the check that the model reproduces the store.
-		st, err := store.Open(runner.ExpandPath(cfg.Store.Path))
-		if err != nil {
-			return err
-		}
-		defer st.Close()
-		meta := st.Meta()
-		emb, err := openEmbedder(*modelDir, meta)
-		if err != nil {
-			return err
-		}
-		t0 := time.Now()
-		worst, err := emb.Verify(ctx, st, *verifyN)
-		if err != nil {
-			return fmt.Errorf("recover: store %s against model %s: %w", st.Dir(), *modelDir, err)
-		}
-		logf(progress, "recover: store %s (%s, layer %d, d %d, special tokens %s); model %s reproduces %d stored texts to %.2g relative (%.1f s)\n",
-			st.Dir(), termtext.Escape(meta.Model), meta.Layer, meta.D, meta.SpecialTokens, *modelDir, *verifyN, worst, time.Since(t0).Seconds())
-		var rho content.Recompute
-		given := false
-		fs.Visit(func(f *flag.Flag) { given = given || f.Name == "recompute-error" })
-		if given {
-			rho, err = content.ExplicitRecompute(*rhoFlag)
-		} else {
-			rho, err = content.DefaultRecompute(emb, *precision)
-		}
-		if err != nil {
-			return fmt.Errorf("recover: %w", err)
-		}
+// runRecover runs the content-recovery attack that a's flags describe.
+func runRecover(ctx context.Context, a *recoverArgs) error {
+	p, err := a.validate()
+	if err != nil {
+		return err
+	}
+	split, cfg, sc, score, cmp, t := p.split, p.cfg, p.sampler, p.score, p.compare, p.template
+	secretSeed, progress := p.secretSeed, p.progress
 
-		// Candidate sets, embedded once each (the grid reuses them).
-		cache := map[string]*content.Candidates{}
-		getSet := func(name string, size int, tp content.Template) (*content.Candidates, error) {
-			key := fmt.Sprintf("%s|%s|%d", tp.Pattern, name, size)
-			if c, ok := cache[key]; ok {
-				return c, nil
-			}
-			full := fmt.Sprintf("%s|%s|0", tp.Pattern, name)
-			all, ok := cache[full]
-			if !ok {
-				vals, err := candidateValues(name, *years, *corpusDir)
-				if err != nil {
-					return nil, err
-				}
-				if size > 0 && size < len(vals) && !*grid {
-					// Only the subset is needed: embed just it (the grid embeds the whole set once).
-					vals = content.Subset(vals, size, secretSeed)
-					full = key
-				}
-				t1 := time.Now()
-				logf(progress, "recover: embedding %d candidates of %q (%s)\n", len(vals), tp.Pattern, name)
-				all, err = content.Embed(ctx, emb, tp, vals, progress)
-				if err != nil {
-					return nil, err
-				}
-				logf(progress, "recover: %d candidates, %d tokens in %.1f s: %.0f tokens/s (wall %.1f s)\n",
-					all.Len(), all.Rows.Tokens, all.Rows.Seconds, float64(all.Rows.Tokens)/all.Rows.Seconds, time.Since(t1).Seconds())
-				cache[full] = all
-			}
-			if size == 0 || size >= all.Len() {
-				return all, nil
-			}
-			sub := subsetCandidates(all, size, secretSeed)
-			cache[key] = sub
-			return sub, nil
+	// The store, the model, and the check that the model reproduces the store.
+	st, err := store.Open(runner.ExpandPath(cfg.Store.Path))
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	meta := st.Meta()
+	emb, err := openEmbedder(*a.modelDir, meta)
+	if err != nil {
+		return err
+	}
+	t0 := time.Now()
+	worst, err := emb.Verify(ctx, st, *a.verifyN)
+	if err != nil {
+		return fmt.Errorf("recover: store %s against model %s: %w", st.Dir(), *a.modelDir, err)
+	}
+	logf(progress, "recover: store %s (%s, layer %d, d %d, special tokens %s); model %s reproduces %d stored texts to %.2g relative (%.1f s)\n",
+		st.Dir(), termtext.Escape(meta.Model), meta.Layer, meta.D, meta.SpecialTokens, *a.modelDir, *a.verifyN, worst, time.Since(t0).Seconds())
+	var rho content.Recompute
+	given := false
+	a.fs.Visit(func(f *flag.Flag) { given = given || f.Name == "recompute-error" })
+	if given {
+		rho, err = content.ExplicitRecompute(*a.rhoFlag)
+	} else {
+		rho, err = content.DefaultRecompute(emb, *a.precision)
+	}
+	if err != nil {
+		return fmt.Errorf("recover: %w", err)
+	}
+
+	// Candidate sets, embedded once each (the grid reuses them).
+	cache := map[string]*content.Candidates{}
+	getSet := func(name string, size int, tp content.Template) (*content.Candidates, error) {
+		key := fmt.Sprintf("%s|%s|%d", tp.Pattern, name, size)
+		if c, ok := cache[key]; ok {
+			return c, nil
 		}
-		runCell := func(scfg gelo.Config, tp content.Template, c *content.Candidates) (*content.Result, error) {
-			s, err := gelo.NewSampler(st, scfg)
+		full := fmt.Sprintf("%s|%s|0", tp.Pattern, name)
+		all, ok := cache[full]
+		if !ok {
+			vals, err := candidateValues(name, *a.years, *a.corpusDir)
 			if err != nil {
 				return nil, err
 			}
-			return content.Run(ctx, s, emb, content.Options{
-				Template: tp, Candidates: c, Victims: *victims, Split: split, FirstExample: *first,
-				Seed: secretSeed, Score: score, Compare: cmp, ClaimGap: *claimGap, Absent: *absent, Recompute: rho,
-				NeighbourBudget: *nbBudget, Progress: progress,
-			})
-		}
-
-		if !*grid {
-			c, err := getSet(*set, *nCand, t)
+			if size > 0 && size < len(vals) && !*a.grid {
+				// Only the subset is needed: embed just it (the grid embeds the whole set once).
+				vals = content.Subset(vals, size, secretSeed)
+				full = key
+			}
+			t1 := time.Now()
+			logf(progress, "recover: embedding %d candidates of %q (%s)\n", len(vals), tp.Pattern, name)
+			all, err = content.Embed(ctx, emb, tp, vals, progress)
 			if err != nil {
-				return err
+				return nil, err
 			}
-			res, err := runCell(sc, t, c)
-			if err != nil {
-				return err
-			}
-			fmt.Print(res.Table())
-			return writeJSON(*out, res)
+			logf(progress, "recover: %d candidates, %d tokens in %.1f s: %.0f tokens/s (wall %.1f s)\n",
+				all.Len(), all.Rows.Tokens, all.Rows.Seconds, float64(all.Rows.Tokens)/all.Rows.Seconds, time.Since(t1).Seconds())
+			cache[full] = all
 		}
-
-		var axisList []string
-		if *axes != "" {
-			axisList = strings.Split(*axes, ",")
+		if size == 0 || size >= all.Len() {
+			return all, nil
 		}
-		cells, err := content.Grid(axisList, meta.D)
-		if err != nil {
-			return fmt.Errorf("-axes: %w", err)
-		}
-		type cellOut struct {
-			Axis, Value string
-			Result      *content.Result
-		}
-		var outs []cellOut
-		var tbl strings.Builder
-		fmt.Fprintf(&tbl, "%s\n\n%s", rho, content.GridHeader)
-		fmt.Print(tbl.String())
-		for i, cell := range cells {
-			tp, setName, size := t, *set, *nCand
-			if cell.Set != content.BaseSet {
-				setName, size = cell.Set.Name, cell.Set.Size
-				if setName == "date" {
-					tp = content.TemplateBirth
-				}
-			}
-			c, err := getSet(setName, size, tp)
-			if err != nil {
-				return fmt.Errorf("grid cell %s=%s: %w", cell.Axis, cell.Value, err)
-			}
-			scfg := sc
-			if cell.Apply != nil {
-				cell.Apply(&scfg)
-			}
-			if err := scfg.Validate(); err != nil {
-				return fmt.Errorf("grid cell %s=%s: %w", cell.Axis, cell.Value, err)
-			}
-			logf(progress, "recover: grid cell %d/%d: %s = %s\n", i+1, len(cells), cell.Axis, cell.Value)
-			res, err := runCell(scfg, tp, c)
-			if err != nil {
-				return fmt.Errorf("grid cell %s=%s: %w", cell.Axis, cell.Value, err)
-			}
-			row := content.GridRow(cell, res)
-			fmt.Print(row)
-			tbl.WriteString(row)
-			outs = append(outs, cellOut{cell.Axis, cell.Value, res})
-		}
-		if *table != "" {
-			if err := checkpoints.WriteFileAtomic(*table, []byte(tbl.String())); err != nil {
-				return err
-			}
-		}
-		return writeJSON(*out, outs)
+		sub := subsetCandidates(all, size, secretSeed)
+		cache[key] = sub
+		return sub, nil
 	}
+	runCell := func(scfg gelo.Config, tp content.Template, c *content.Candidates) (*content.Result, error) {
+		s, err := gelo.NewSampler(st, scfg)
+		if err != nil {
+			return nil, err
+		}
+		return content.Run(ctx, s, emb, content.Options{
+			Template: tp, Candidates: c, Victims: *a.victims, Split: split, FirstExample: *a.first,
+			Seed: secretSeed, Score: score, Compare: cmp, ClaimGap: *a.claimGap, Absent: *a.absent, Recompute: rho,
+			NeighbourBudget: *a.nbBudget, Progress: progress,
+		})
+	}
+
+	if !*a.grid {
+		c, err := getSet(*a.set, *a.nCand, t)
+		if err != nil {
+			return err
+		}
+		res, err := runCell(sc, t, c)
+		if err != nil {
+			return err
+		}
+		fmt.Print(res.Table())
+		return writeJSON(*a.out, res)
+	}
+
+	var axisList []string
+	if *a.axes != "" {
+		axisList = strings.Split(*a.axes, ",")
+	}
+	cells, err := content.Grid(axisList, meta.D)
+	if err != nil {
+		return fmt.Errorf("-axes: %w", err)
+	}
+	type cellOut struct {
+		Axis, Value string
+		Result      *content.Result
+	}
+	var outs []cellOut
+	var tbl strings.Builder
+	fmt.Fprintf(&tbl, "%s\n\n%s", rho, content.GridHeader)
+	fmt.Print(tbl.String())
+	for i, cell := range cells {
+		tp, setName, size := t, *a.set, *a.nCand
+		if cell.Set != content.BaseSet {
+			setName, size = cell.Set.Name, cell.Set.Size
+			if setName == "date" {
+				tp = content.TemplateBirth
+			}
+		}
+		c, err := getSet(setName, size, tp)
+		if err != nil {
+			return fmt.Errorf("grid cell %s=%s: %w", cell.Axis, cell.Value, err)
+		}
+		scfg := sc
+		if cell.Apply != nil {
+			cell.Apply(&scfg)
+		}
+		if err := scfg.Validate(); err != nil {
+			return fmt.Errorf("grid cell %s=%s: %w", cell.Axis, cell.Value, err)
+		}
+		logf(progress, "recover: grid cell %d/%d: %s = %s\n", i+1, len(cells), cell.Axis, cell.Value)
+		res, err := runCell(scfg, tp, c)
+		if err != nil {
+			return fmt.Errorf("grid cell %s=%s: %w", cell.Axis, cell.Value, err)
+		}
+		row := content.GridRow(cell, res)
+		fmt.Print(row)
+		tbl.WriteString(row)
+		outs = append(outs, cellOut{cell.Axis, cell.Value, res})
+	}
+	if *a.table != "" {
+		if err := checkpoints.WriteFileAtomic(*a.table, []byte(tbl.String())); err != nil {
+			return err
+		}
+	}
+	return writeJSON(*a.out, outs)
 }
 
 // parseTemplate maps a -template value to a template and its default candidate set.
