@@ -66,7 +66,7 @@ func Generation(ctx context.Context, m Model, texts [][]int, textIDs []int64, cf
 	ws := new(gelo.Workspace)
 	// The generated row is block 0's, recomputed by the attacker from the vocabulary: an fp32
 	// deployer's recomputation error through no block.
-	rho, err := recomputeBounds(Options{}, []int{0}, d)
+	rho, err := RecomputeBounds(Options{}, []int{0}, d)
 	if err != nil {
 		return nil, err
 	}

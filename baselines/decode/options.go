@@ -216,7 +216,7 @@ func newAttack(m Model, opt Options, nTexts int) (*attack, error) {
 	if beam == 0 {
 		beam = 4 * max(1, int(opt.Sampler.Positives.Max))
 	}
-	rho, err := recomputeBounds(opt, blocks, m.D())
+	rho, err := RecomputeBounds(opt, blocks, m.D())
 	if err != nil {
 		return nil, err
 	}
@@ -226,10 +226,10 @@ func newAttack(m Model, opt Options, nTexts int) (*attack, error) {
 		maxSteps: opt.MaxSteps, progress: opt.Progress, noOrderMargin: opt.NoOrderMargin, bagOnly: opt.BagOnly}, nil
 }
 
-// recomputeBounds is rho at each attacked block: opt.Recompute when set, else fptol.Recompute for
-// the deployer's precision through l blocks of width d (block l's attention input has been
-// through blocks 0..l-1).
-func recomputeBounds(opt Options, blocks []int, d int) (map[int]float64, error) {
+// RecomputeBounds is rho at each of blocks, as Run's absolute tests allow it: opt.Recompute when
+// set, else fptol.Recompute for the deployer's precision through l blocks of width d (block l's
+// attention input has been through blocks 0..l-1).
+func RecomputeBounds(opt Options, blocks []int, d int) (map[int]float64, error) {
 	prec := cmp.Or(opt.DeployerPrecision, fptol.PrecisionFP32)
 	rho := map[int]float64{}
 	for _, l := range blocks {

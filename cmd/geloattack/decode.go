@@ -218,15 +218,14 @@ func decodeFlags(fs *flag.FlagSet) runFunc {
 				g.Steps, g.N, g.Correct, float64(g.Correct)/float64(g.Steps), g.Claims, g.ClaimsRight, g.Seconds)
 			return writeJSON(*out, g)
 		}
+		// The header prints the bound Run will use, from the one function that computes it.
+		rhos, err := decode.RecomputeBounds(decode.Options{DeployerPrecision: *precision, Recompute: *rho}, blocks, m.Cfg.Hidden)
+		if err != nil {
+			return fmt.Errorf("decode: -deployer-precision: %w", err)
+		}
 		bounds := make([]string, len(blocks))
 		for i, l := range blocks {
-			r := *rho
-			if r == 0 {
-				if r, err = fptol.Recompute(*precision, l, m.Cfg.Hidden); err != nil {
-					return fmt.Errorf("decode: -deployer-precision: %w", err)
-				}
-			}
-			bounds[i] = fmt.Sprintf("block %d %.3g", l, r)
+			bounds[i] = fmt.Sprintf("block %d %.3g", l, rhos[l])
 		}
 		fmt.Fprintf(os.Stderr, "decode: recomputation error rho (deployer %s%s): %s\n", *precision,
 			map[bool]string{true: ", -recompute-error", false: ""}[*rho > 0], strings.Join(bounds, ", "))
