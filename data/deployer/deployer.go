@@ -8,8 +8,8 @@
 // block), which store.ImportNPZ reads unchanged, and a deployer.json saying which stack computed
 // them (Info). Import turns one such directory into a store whose text ids are the input's ids.
 //
-// RelErrBound is how far a deployer's rows may lie from geloattack's float32 rows of the same
-// checkpoint (fptol.Recompute, fitted on random-init checkpoints).
+// How far a deployer's rows may lie from geloattack's float32 rows of the same checkpoint is
+// internal/fptol.Recompute, fitted on this package's deployer (TestDeployerSweep).
 package deployer
 
 import (
@@ -260,20 +260,6 @@ func Unit(dtype string) (float64, error) {
 		return fptol.Float32, nil
 	}
 	return 0, fmt.Errorf("deployer dtype %q: want fp32, bf16 or fp16", dtype)
-}
-
-// RelErrBound bounds the relative error ||x_deployer - x_gelo|| / ||x_gelo|| of every row a
-// deployer computing in dtype gives, against geloattack's float32 row of the same checkpoint,
-// for a row that has passed through depth decoder blocks of width width (attn-input and residual
-// rows of block L: depth L; the final norm's output: the number of layers). It is
-// fptol.Recompute, the one definition the attacks' absolute tests use too; its comment holds the
-// measurements of this package's deployer (TestDeployerSweep reproduces them).
-func RelErrBound(dtype string, depth, width int) (float64, error) {
-	rho, err := fptol.Recompute(dtype, depth, width)
-	if err != nil {
-		return 0, fmt.Errorf("deployer error bound: %w", err)
-	}
-	return rho, nil
 }
 
 // Rows is one point's rows of a deployer run, by block and text id, held in memory for an attack

@@ -17,6 +17,7 @@ import (
 
 	"github.com/gelo-research/geloattack/data/deployer"
 	"github.com/gelo-research/geloattack/data/store"
+	"github.com/gelo-research/geloattack/internal/fptol"
 	"github.com/gelo-research/geloattack/internal/torchcheck"
 	"github.com/gelo-research/geloattack/models/hf"
 	"github.com/gelo-research/geloattack/models/llama"
@@ -255,29 +256,30 @@ func TestReadInfo(t *testing.T) {
 	}
 }
 
-func TestRelErrBound(t *testing.T) {
+// The deployer bound grows from fp32 to fp16 to bf16 and with depth, and refuses what it cannot bound.
+func TestRecomputeBoundOrdersTheDeployers(t *testing.T) {
 	prev := 0.0
 	for _, dt := range []string{"fp32", "fp16", "bf16"} {
-		b, err := deployer.RelErrBound(dt, 0, 256)
+		b, err := fptol.Recompute(dt, 0, 256)
 		if err != nil || !(b > prev) {
-			t.Errorf("RelErrBound(%s, 0) = %g, %v: want above the finer dtype's %g", dt, b, err, prev)
+			t.Errorf("fptol.Recompute(%s, 0) = %g, %v: want above the finer dtype's %g", dt, b, err, prev)
 		}
-		if deep, _ := deployer.RelErrBound(dt, 8, 256); !(deep > b) {
-			t.Errorf("RelErrBound(%s, 8) = %g: want above depth 0's %g", dt, deep, b)
+		if deep, _ := fptol.Recompute(dt, 8, 256); !(deep > b) {
+			t.Errorf("fptol.Recompute(%s, 8) = %g: want above depth 0's %g", dt, deep, b)
 		}
 		prev = b
 	}
-	if _, err := deployer.RelErrBound("fp8", 0, 256); err == nil {
+	if _, err := fptol.Recompute("fp8", 0, 256); err == nil {
 		t.Error("fp8: accepted")
 	}
-	if _, err := deployer.RelErrBound("bf16", -1, 256); err == nil {
+	if _, err := fptol.Recompute("bf16", -1, 256); err == nil {
 		t.Error("depth -1: accepted")
 	}
 }
 
 // TestTorchDeployerBF16 runs the PyTorch deployer in bf16 on a tiny random-init Llama-3-shaped
 // checkpoint and checks what geloattack reads back: every text's tokens at their true positions
-// (BOS dropped), rows of the right width, and rows within RelErrBound of geloattack's float32
+// (BOS dropped), rows of the right width, and rows within fptol.Recompute of geloattack's float32
 // rows but not equal to them (a bf16 deployer that matched float32 would not be running bf16).
 func TestTorchDeployerBF16(t *testing.T) {
 	py := torchcheck.Script(t, script)
@@ -309,7 +311,7 @@ func TestTorchDeployerBF16(t *testing.T) {
 	}{{deployer.AttnInput, 0, 0}, {deployer.AttnInput, 1, 1}, {deployer.Residual, 0, 0}, {deployer.Residual, 1, 1}} {
 		errs := importedErrors(t, dir, c.point, c.block, texts, want[c.point][c.block])
 		worst := slices.Max(errs)
-		bound, err := deployer.RelErrBound(info.DType, c.depth, m.Cfg.Hidden)
+		bound, err := fptol.Recompute(info.DType, c.depth, m.Cfg.Hidden)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -330,7 +332,7 @@ func TestTorchDeployerBF16(t *testing.T) {
 }
 
 // TestDeployerSweep measures the deployer's row error against geloattack's float32 rows per dtype,
-// depth and width, the data behind RelErrBound. It takes minutes, so it runs only with
+// depth and width, the data behind fptol.Recompute's fit. It takes minutes, so it runs only with
 // GELOATTACK_DEPLOYER_SWEEP=1 (GELOATTACK_DEPLOYER_SWEEP_WIDTHS=64,256 picks the widths, _LAYERS
 // the depth, _TOKENS the text length, _DTYPES the deployer dtypes, _LIKE the model init preset, _ARGS
 // extra deployer flags such as "--attention fused"):
