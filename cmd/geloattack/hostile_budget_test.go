@@ -102,14 +102,11 @@ func budgetCases(tokenizer string) []hostileCase {
 		return fmt.Sprintf("name: huge-lm\nmodel: {task: lm}\nlm:\n  texts: texts.txt\n  tokenizer: %s\n  model: %s\ntrain: {steps: 5, batch_size: 4, warmup_steps: 1}\n",
 			victimModel+"/tokenizer.json", model)
 	}
+	// An empty store as another tool (or a writer before store.Writer refused one) leaves it:
+	// meta.json with num_texts 0, read and refused before the Arrow files.
 	emptyStore := func(t *testing.T, _ *hostileFixture, dir string) {
-		w, err := store.Create(filepath.Join(dir, victimStore), store.Meta{D: 4, E: 2, DType: store.Float32, Norm: store.NormRaw})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := w.Close(); err != nil {
-			t.Fatal(err)
-		}
+		hWriteFile(t, filepath.Join(dir, victimStore, store.MetaFile), mustJSON(store.Meta{FormatVersion: store.FormatVersion,
+			D: 4, E: 2, DType: store.Float32, Norm: store.NormRaw}))
 	}
 	preflight := []string{"resource pre-flight", "weights (float32, 128 blocks", runner.SkipPreflightEnv + "=1"}
 	return []hostileCase{

@@ -403,14 +403,23 @@ func (w *Writer) flushTexts() error {
 }
 
 // Close flushes the last batches, computes the files' checksums (see Checksums), moves the files
-// to their final names and writes meta.json, with the checksums, last. On error the temporary
-// files are removed and no store is left behind.
+// to their final names and writes meta.json, with the checksums, last. A writer given no text
+// fails with ErrEmpty, as Open would on the store. On error the temporary files are removed and
+// no store is left behind.
 func (w *Writer) Close() error {
 	if w.done {
 		return w.err
 	}
 	w.done = true
 	if w.err != nil {
+		w.Abort()
+		return w.err
+	}
+	if w.meta.NumTexts == 0 {
+		// Open refuses such a store (nothing to sample, train on or attack), so writing one
+		// would only move the error to whoever reads it next.
+		w.err = fmt.Errorf("store %s: close: %w: no text was added, and a store of 0 texts does not open; nothing was written (no %s)",
+			w.dir, ErrEmpty, MetaFile)
 		w.Abort()
 		return w.err
 	}
