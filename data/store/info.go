@@ -284,6 +284,7 @@ func (in Info) pairs() [][2]string {
 		add("norm", "%s", in.Meta.Norm)
 		add("source", "%s", in.Meta.Source)
 		add("tool version", "%s", in.Meta.ToolVersion)
+		add("integrity", "%s", integrity(in.Meta))
 	}
 	add("texts", "%d", in.Texts)
 	add("tokens", "%d", in.Tokens)
@@ -301,6 +302,19 @@ func (in Info) pairs() [][2]string {
 	add("train", "%d texts, %d tokens", in.TrainTexts, in.TrainTokens)
 	add("val", "%d texts, %d tokens", in.ValTexts, in.ValTokens)
 	return p
+}
+
+// integrity says what meta.json lets a reader verify: older stores lack the checksums or the id
+// hash, and their notes say what that leaves unchecked.
+func integrity(m *Meta) string {
+	switch {
+	case m.Checksums == nil:
+		return "no checksums, no id hash (written before checksums): data not verified"
+	case m.IDHash == "":
+		return "CRC-32C per record batch; no id hash (written before id hashes): ids checked per batch only"
+	default:
+		return "CRC-32C per record batch, id hash over text ids and checksums"
+	}
 }
 
 // orUnrecorded is s, or "not recorded" for a field an older store lacks.

@@ -268,7 +268,7 @@ func TestOldStoreOpensWithNote(t *testing.T) {
 	texts := makeTexts(5, 24, 9, 12, 5)
 	src := filepath.Join(t.TempDir(), "src")
 	meta := writeChecked(t, src, Float16, texts)
-	meta.Checksums = nil
+	meta.Checksums, meta.IDHash = nil, ""
 	dir := filepath.Join(t.TempDir(), "old")
 	copyStore(t, src, dir, &meta)
 	raw, err := os.ReadFile(filepath.Join(dir, MetaFile))
@@ -324,7 +324,7 @@ func TestReadReportsNonFinite(t *testing.T) {
 				meta := writeChecked(t, src, dtype, texts)
 				dir := filepath.Join(t.TempDir(), "s")
 				if old {
-					meta.Checksums = nil
+					meta.Checksums, meta.IDHash = nil, ""
 					copyStore(t, src, dir, &meta)
 				} else {
 					copyStore(t, src, dir, nil)

@@ -12,10 +12,10 @@ import (
 	"github.com/gelo-research/geloattack/internal/safefile"
 )
 
-// FormatVersion is the version of the store layout this package writes and reads. Checksums in
-// meta.json are an optional field of it rather than a new version: stores written before them
-// still open (with a note), and a bit flip in the field's name cannot make a store pass for one
-// without them, because meta.json is decoded with unknown fields rejected.
+// FormatVersion is the version of the store layout this package writes and reads. Checksums and
+// the id hash in meta.json are optional fields of it rather than a new version: stores written
+// before them still open (with a note), and a bit flip in a field's name cannot make a store pass
+// for one without them, because meta.json is decoded with unknown fields rejected.
 const FormatVersion = 1
 
 // File names inside a store directory.
@@ -54,6 +54,9 @@ type Meta struct {
 	// Checksums are the CRC-32C checksums of the Arrow files (see checksum.go), filled by the
 	// writer at Close; nil in stores written before checksums existed.
 	Checksums *Checksums `json:"checksums,omitempty"`
+	// IDHash is a SHA-256 over the text ids, their n_tokens and the checksums (idhash.go), filled
+	// by the writer at Close; empty in stores written before it. It needs Checksums.
+	IDHash string `json:"id_hash,omitempty"`
 	// LayerMeaning says what Layer counts, e.g. "output of block 3 of 6 (0 = embedding output)":
 	// layer numbers differ between tools (Hugging Face's hidden_states[0] is the embedding output).
 	// Empty: not recorded (older stores, imports without it).
@@ -132,6 +135,14 @@ func (m Meta) check() error {
 	}
 	if m.NumTexts < 0 || m.NumTokens < 0 {
 		return fmt.Errorf("num_texts = %d, num_tokens = %d: counts must not be negative", m.NumTexts, m.NumTokens)
+	}
+	if m.IDHash != "" {
+		if m.Checksums == nil {
+			return fmt.Errorf("id_hash without checksums: the hash covers the checksums, and a writer that records it records them")
+		}
+		if !isIDHash(m.IDHash) {
+			return fmt.Errorf("id_hash %q is not 64 lowercase hex digits", m.IDHash)
+		}
 	}
 	if m.Checksums != nil {
 		if err := m.Checksums.Tokens.checkLayout(TokensFile, "num_tokens", m.NumTokens); err != nil {

@@ -78,12 +78,13 @@ var _ data.Corpus = (*Store)(nil)
 // everything outside their record batches (schema, footer), both schemas against meta.json, row
 // counts, n_tokens against the token rows, tokens grouped by text in position order, and every
 // token's text_id present in texts.arrow; in a store with checksums, also that both files list
-// the texts in one order and that every batch holds the rows and first and last text_id meta.json
-// recorded for it (textorder.go). It reads the id and position columns but no embedding,
+// the texts in one order, that every batch holds the rows and first and last text_id meta.json
+// recorded for it (textorder.go) and, when meta.json has one, the id hash over the text ids and
+// the checksums (idhash.go). It reads the id and position columns but no embedding,
 // so it costs O(tokens x 16 bytes) whatever d is. A record batch's checksum needs all its bytes,
 // so the first read that touches the batch verifies it (Validate verifies them all); reads also
-// check what they return for NaN and Inf. A store written before checksums opens with a note
-// (Notes).
+// check what they return for NaN and Inf. A store written before checksums, or before id hashes,
+// opens with a note (Notes).
 func Open(dir string) (*Store, error) {
 	meta, err := readMeta(dir)
 	if err != nil {
@@ -131,6 +132,9 @@ func openVerified(dir string, meta Meta, tok, txt []byte) (*Store, error) {
 	if cs == nil {
 		s.notes = append(s.notes, noChecksumsNote(dir))
 	} else {
+		if meta.IDHash == "" {
+			s.notes = append(s.notes, noIDHashNote(dir))
+		}
 		s.tokChecks = make([]batchCheck, len(cs.Tokens.Batches))
 		s.txtChecks = make([]batchCheck, len(cs.Texts.Batches))
 	}
@@ -156,7 +160,8 @@ func verifyFrames(dir string, cs *Checksums, tok, txt []byte) (err error) {
 }
 
 // Notes are remarks about the store that are not errors, one sentence each naming the store, for
-// the caller to print; today only that a store written before checksums is not verified.
+// the caller to print: that a store written before checksums is not verified, or that one written
+// before id hashes has its text ids checked per batch only.
 func (s *Store) Notes() []string { return s.notes }
 
 // openData builds a Store over the bytes of the two Arrow files. Any panic (a bug, or a fault on a
@@ -182,6 +187,9 @@ func openData(dir string, meta Meta, tok, txt []byte) (s *Store, err error) {
 		return nil, fmt.Errorf("store %s: %w", dir, err)
 	}
 	if err := s.checkWriterIDs(); err != nil {
+		return nil, fmt.Errorf("store %s: %w", dir, err)
+	}
+	if err := s.checkIDHash(); err != nil {
 		return nil, fmt.Errorf("store %s: %w", dir, err)
 	}
 	return s, nil

@@ -17,6 +17,8 @@ import "fmt"
 //   - meta.json records, for every record batch, its rows and its first and last text_id
 //     (BatchChecksum); the batches must hold exactly those, so ids swapped across batches in both
 //     files are refused unless meta.json was rewritten to match as well.
+//   - meta.json's id_hash (idhash.go) binds every text_id, in order, to the checksums, so ids
+//     exchanged inside a batch in both files are refused even with the checksums recomputed.
 
 // checkWriterIDs checks a store with checksums against both rules above, naming the file, the
 // rows or batch, and the text ids at fault.

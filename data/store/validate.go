@@ -31,8 +31,9 @@ func Validate(ctx context.Context, dir string, progress func(done, total int64))
 	return err
 }
 
-// ValidateNotes is Validate that also returns notes for the user when the store is valid: today
-// only that a store written before checksums was scanned but could not be verified.
+// ValidateNotes is Validate that also returns notes for the user when the store is valid: that a
+// store written before checksums was scanned but could not be verified, or that one written
+// before id hashes has its text ids checked per batch only.
 func ValidateNotes(ctx context.Context, dir string, progress func(done, total int64)) ([]string, error) {
 	s, err := Open(dir)
 	if err != nil {
@@ -45,6 +46,9 @@ func ValidateNotes(ctx context.Context, dir string, progress func(done, total in
 	if s.meta.Checksums == nil {
 		return []string{fmt.Sprintf("store %s: no checksums in %s (older store): every value was scanned (no NaN/Inf), but the data could not be verified against checksums; re-import it to add them",
 			s.dir, MetaFile)}, nil
+	}
+	if s.meta.IDHash == "" {
+		return []string{noIDHashNote(s.dir)}, nil
 	}
 	return nil, nil
 }

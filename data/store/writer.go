@@ -128,6 +128,7 @@ type Writer struct {
 	tokens     *arrowSink
 	texts      *arrowSink
 	seen       map[int64]struct{}
+	ids        *idHasher // the texts so far, in texts.arrow order
 
 	// Pending tokens batch. emb: (rows, D) in the store's dtype, little-endian.
 	tIDs  []int64
@@ -162,7 +163,7 @@ func Create(dir string, meta Meta) (*Writer, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("store %s: create: %w", dir, err)
 	}
-	w := &Writer{dir: dir, meta: meta, batchBytes: defaultBatchBytes, seen: map[int64]struct{}{}}
+	w := &Writer{dir: dir, meta: meta, batchBytes: defaultBatchBytes, seen: map[int64]struct{}{}, ids: newIDHasher()}
 	var err error
 	if w.tokens, err = newArrowSink(dir, TokensFile, tokensSchema(meta.D, meta.DType)); err != nil {
 		return nil, fmt.Errorf("store %s: create %s: %w", dir, TokensFile, err)
@@ -251,6 +252,7 @@ func (w *Writer) AddTextAt(textID int64, text string, hasText bool, positions, t
 	w.xN = append(w.xN, int32(n))
 	w.xOff = append(w.xOff, int32(len(w.xData)))
 	w.xEmb = append(w.xEmb, emb...)
+	w.ids.addText(textID, int32(n))
 	w.meta.NumTexts++
 	w.meta.NumTokens += int64(n)
 	return nil
@@ -403,7 +405,7 @@ func (w *Writer) flushTexts() error {
 }
 
 // Close flushes the last batches, computes the files' checksums (see Checksums), moves the files
-// to their final names and writes meta.json, with the checksums, last. A writer given no text
+// to their final names and writes meta.json, with the checksums and the id hash (idhash.go), last. A writer given no text
 // fails with ErrEmpty, as Open would on the store. On error the temporary files are removed and
 // no store is left behind.
 func (w *Writer) Close() error {
@@ -449,6 +451,7 @@ func (w *Writer) Close() error {
 		w.meta.FormatVersion = FormatVersion
 		w.meta.ToolVersion = toolVersion()
 		w.meta.Checksums = sums
+		w.meta.IDHash = w.ids.sum(sums)
 		err = writeMetaFile(w.dir, w.meta)
 	}
 	if err != nil {
