@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gelo-research/geloattack/assess"
 	"github.com/gelo-research/geloattack/models/hf"
@@ -160,10 +161,23 @@ func TestAssessHTMLRendersInChromium(t *testing.T) {
 	if err := runAssess(t, "-model", model, "-texts", texts, "-prompts", "4", "-out", out, "-attack-blocks", "0,1"); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(chromium, "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom", "file://"+filepath.Join(out, assess.ReportHTML))
+	// CI runs as root, where chromium needs --no-sandbox; a profile of its own in the test's
+	// directory (and its crash database, which follows XDG_CONFIG_HOME) keeps it from writing into
+	// $HOME and from meeting another run's lock; a deadline turns a hung browser into a failure
+	// rather than go test's timeout.
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	home := t.TempDir()
+	cmd := exec.CommandContext(ctx, chromium, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+		"--user-data-dir="+filepath.Join(home, "profile"), "--dump-dom", "file://"+filepath.Join(out, assess.ReportHTML))
+	cmd.Env = append(os.Environ(), "XDG_CONFIG_HOME="+filepath.Join(home, "config"), "XDG_CACHE_HOME="+filepath.Join(home, "cache"))
 	dom, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("chromium: %v", err)
+		var stderr []byte
+		if ee, ok := err.(*exec.ExitError); ok {
+			stderr = ee.Stderr
+		}
+		t.Fatalf("chromium: %v\n%s", err, stderr)
 	}
 	for _, want := range []string{`<table id="verdicts">`, `<table id="settings">`, `<figure id="frontier">`, "<svg", "<circle", "<td>decode</td>"} {
 		if !bytes.Contains(dom, []byte(want)) {
