@@ -30,6 +30,11 @@ const (
 // outFiles are every file a run writes in its directory.
 var outFiles = []string{OptionsFile, ResultsFile, TimingFile, ResultsJSON, SummaryFile}
 
+// ownLines reads one of the directory's own JSON-lines files back (readLines) through a door
+// without a memory of inputs: the run appends to what it reads, and the command's door would
+// refuse results.jsonl as an input it must not write over.
+func ownLines(path string) ([][]byte, bool, error) { return readLines(nil, path) }
+
 // Dir is a decode's output directory, open for one run: locked against a second process, its
 // options record checked, the batches already in its results.jsonl known.
 type Dir struct {
@@ -126,7 +131,7 @@ func (d *Dir) open(resume bool) error {
 		}
 	}
 	recPath := d.file(OptionsFile)
-	had, err := d.files.ReadNoFollow(recPath, safefile.RunRecord)
+	had, err := safefile.ReadNoFollow(recPath, safefile.RunRecord) // its own file: as ownLines
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		if err := d.files.WriteFileAtomic(recPath, d.rec.encode()); err != nil {
@@ -164,7 +169,7 @@ func (d *Dir) plan() []int64 {
 // in order; a cut last line is removed, and timing.jsonl keeps only the lines of those batches.
 func (d *Dir) readDone() error {
 	path := d.file(ResultsFile)
-	lines, torn, err := readLines(d.files, path)
+	lines, torn, err := ownLines(path)
 	if err != nil {
 		return err
 	}
@@ -196,7 +201,7 @@ func (d *Dir) readDone() error {
 // and the lines of batches whose result was not appended.
 func (d *Dir) trimTiming() error {
 	path := d.file(TimingFile)
-	lines, torn, err := readLines(d.files, path)
+	lines, torn, err := ownLines(path)
 	if err != nil {
 		return err
 	}
@@ -255,7 +260,7 @@ func (d *Dir) Append(r BatchResult) error {
 // timing.jsonl (0 where it has none).
 func (d *Dir) Results() ([]BatchResult, error) {
 	path := d.file(ResultsFile)
-	lines, _, err := readLines(d.files, path)
+	lines, _, err := ownLines(path)
 	if err != nil {
 		return nil, err
 	}
@@ -266,7 +271,7 @@ func (d *Dir) Results() ([]BatchResult, error) {
 		}
 	}
 	tpath := d.file(TimingFile)
-	tlines, _, err := readLines(d.files, tpath)
+	tlines, _, err := ownLines(tpath)
 	if err != nil {
 		return nil, err
 	}

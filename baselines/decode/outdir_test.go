@@ -15,6 +15,7 @@ import (
 
 	"github.com/gelo-research/geloattack/data"
 	"github.com/gelo-research/geloattack/data/gelo"
+	"github.com/gelo-research/geloattack/internal/safefile"
 )
 
 // longRun is the toy run the output-directory tests decode: 5 batches of 4 texts, blocks 0 and 1,
@@ -40,7 +41,7 @@ func (l longRun) run(t *testing.T, dir string, shard Shard, resume bool, stopAft
 	t.Helper()
 	rec := l.rec
 	rec.Shard = shard
-	d, err := OpenDir(dir, rec, resume, nil)
+	d, err := OpenDir(dir, rec, resume, new(safefile.Files)) // a command's door, which remembers inputs
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -242,7 +243,7 @@ func TestShardsMergeToOneRun(t *testing.T) {
 		t.Errorf("merge of 2 of 3 shards: %v, want a refusal naming batch 2", err)
 	}
 	merged := filepath.Join(tmp, "merged")
-	d, err := Merge(merged, shards, nil)
+	d, err := Merge(merged, shards, new(safefile.Files))
 	if err != nil {
 		t.Fatal(err)
 	}

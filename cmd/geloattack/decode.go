@@ -317,7 +317,7 @@ func decodeFlags(fs *flag.FlagSet) runFunc {
 				printTexts(os.Stdout, res, textsOf(tok), *redact)
 			}
 			if err != nil && ctx.Err() != nil {
-				return fmt.Errorf("decode: interrupted after %d of %d batches (no -out: nothing kept beyond the table): %w", len(res), *batches, train.ErrInterrupted)
+				return fmt.Errorf("decode: %w after %d of %d batches (no -out: nothing kept beyond the table)", train.ErrInterrupted, len(res), *batches)
 			}
 			return err
 		}
@@ -387,8 +387,8 @@ func finishDecode(dir *decode.Dir, tok extraction.Tokenizer, bagOnly, redact boo
 	}
 	fmt.Fprintf(os.Stderr, "decode: %d of %d batches in %s (%s, %s)\n", sum.Batches, sum.Planned, dir.Path(), decode.ResultsFile, decode.SummaryFile)
 	if runErr != nil {
-		return fmt.Errorf("decode: interrupted after %d of %d batches; they are in %s (continue with -resume and the same flags): %w",
-			sum.Batches, sum.Planned, filepath.Join(dir.Path(), decode.ResultsFile), train.ErrInterrupted)
+		return fmt.Errorf("decode: %w after %d of %d batches; they are in %s (continue with -resume and the same flags)",
+			train.ErrInterrupted, sum.Batches, sum.Planned, filepath.Join(dir.Path(), decode.ResultsFile))
 	}
 	return nil
 }
