@@ -284,6 +284,9 @@ func decodeFlags(fs *flag.FlagSet) runFunc {
 			*modelDir, m.Cfg.Architecture, m.Cfg.Layers, m.Cfg.Hidden, m.Cfg.VocabSize, len(ids), *maxTokens)
 		if *generation > 0 {
 			g, err := decode.Generation(ctx, lm, ids, textIDs, sc, split, *generation, *claimLead)
+			if err != nil && ctx.Err() != nil {
+				return fmt.Errorf("decode: -generation %w: nothing kept", train.ErrInterrupted)
+			}
 			if err != nil {
 				return err
 			}
