@@ -25,6 +25,7 @@ import json
 import math
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -198,9 +199,13 @@ def main():
                 env.pop(k, None)
             env.update(BLAS[blas])
             t0 = time.time()
+            tmp = out + ".tmp"  # decode's -out directory; its results.json is the cell's file
+            if os.path.isdir(tmp):
+                shutil.rmtree(tmp)  # a killed cell's: decode writes only into a new or empty one
             with open(out + ".log", "w") as log:
-                run(["nice"] + cell_cmd(a, src, dep, sh, obs, out + ".tmp"), env=env, stdout=log, stderr=log)
-            os.rename(out + ".tmp", out)
+                run(["nice"] + cell_cmd(a, src, dep, sh, obs, tmp), env=env, stdout=log, stderr=log)
+            os.rename(os.path.join(tmp, "results.json"), out)
+            shutil.rmtree(tmp)
             with open(out + ".time", "w") as f:
                 f.write(f"{time.time() - t0:.1f}\n")
         if os.path.exists(out):

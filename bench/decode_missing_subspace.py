@@ -18,7 +18,7 @@ It rebuilds U itself from the true texts, in float64 (a best case for the attack
 block-l rows of the texts (bench/torch_llama.py, the PyTorch reference forward), gaussian shields
 (a tenth of the rows, scale 1 in the rows' RMS), a Haar-orthogonal A, then keeps a random 80% of
 U's rows. The texts and bags come from `geloattack decode ... -bag-only -rank -obs-rows 0.8 -out
-F.json` (batches' "truth" and "bag"; the ranking bag reads every true token there).
+DIR`, DIR/results.json (batches' "truth" and "bag"; the ranking bag reads every true token there).
 
 Usage: /usr/bin/python3 bench/decode_missing_subspace.py MODEL_DIR BATCHES.json [--block 1]
        [--seed 1] [--obs-rows 0.8]

@@ -19,6 +19,11 @@ import (
 // step of it was certified, led the best extension left out by ClaimLead decades and proves
 // something beyond the rows already explained, its end led every extension by one more token as
 // a step leads, and the batch's claims fit in U (claim.go).
+//
+// A batch's result depends on its index alone (the sampler's streams are per index, and a batch
+// keeps no state of the ones before), so the batches Options.Skip leaves out change nothing in
+// the others. When ctx is cancelled Run returns the batches finished so far with ctx's error; the
+// batch it was in is dropped.
 func Run(ctx context.Context, m Model, texts [][]int, opt Options) ([]BatchResult, error) {
 	a, err := newAttack(m, opt, len(texts))
 	if err != nil {
@@ -30,13 +35,24 @@ func Run(ctx context.Context, m Model, texts [][]int, opt Options) ([]BatchResul
 	}
 	var out []BatchResult
 	ws := new(gelo.Workspace)
-	for b := 0; b < opt.Batches; b++ {
-		if err := ctx.Err(); err != nil {
-			return nil, err
+	for b := range int64(opt.Batches) {
+		if opt.Skip != nil && opt.Skip(b) {
+			continue
 		}
-		res, err := a.batch(ctx, samplers, ws, opt.Split, int64(b), texts)
+		if err := ctx.Err(); err != nil {
+			return out, err
+		}
+		res, err := a.batch(ctx, samplers, ws, opt.Split, b, texts)
 		if err != nil {
-			return nil, fmt.Errorf("decode: batch %d: %w", b, err)
+			if ctx.Err() != nil {
+				return out, ctx.Err()
+			}
+			return out, fmt.Errorf("decode: batch %d: %w", b, err)
+		}
+		if opt.OnBatch != nil {
+			if err := opt.OnBatch(*res); err != nil {
+				return out, err
+			}
 		}
 		out = append(out, *res)
 	}

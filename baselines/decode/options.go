@@ -63,6 +63,12 @@ type Options struct {
 	// the order is called defended there. Certification and claims still rest on the excess.
 	// It takes precedence over Joint, which it implies.
 	OrderTopK float64
+	// Skip, when set, leaves out the batches it is true for (another shard's, or those a resumed
+	// run has already): the others give the results they give in a run of every batch.
+	Skip func(batch int64) bool
+	// OnBatch, when set, hears each batch's result as it finishes, before the next starts (an
+	// output directory appends it there); an error from it stops Run.
+	OnBatch func(BatchResult) error
 	// Progress, when set, receives a line at each stage of a batch (each block's space, the bag,
 	// each search step): a batch at d = 4096 takes minutes.
 	Progress func(string)

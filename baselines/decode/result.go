@@ -1,8 +1,6 @@
 package decode
 
 import (
-	"encoding/json"
-	"math"
 	"slices"
 )
 
@@ -26,25 +24,6 @@ type Text struct {
 	Match int `json:"match"`
 	// hist is each step's rows and excesses, for the claim rule.
 	hist []step
-}
-
-// MarshalJSON writes an infinite Excess or Lead (a text of one step: nothing left out, or nothing
-// certified) as null, which JSON can hold.
-func (t Text) MarshalJSON() ([]byte, error) {
-	type plain Text
-	return json.Marshal(struct {
-		plain
-		Excess *float64 `json:"excess"`
-		Lead   *float64 `json:"lead"`
-	}{plain(t), finite(t.Excess), finite(t.Lead)})
-}
-
-// finite is &x, or nil for an infinite or NaN x.
-func finite(x float64) *float64 {
-	if math.IsInf(x, 0) || math.IsNaN(x) {
-		return nil
-	}
-	return &x
 }
 
 // BatchResult is the outcome of one batch.
@@ -92,25 +71,11 @@ type BatchResult struct {
 	Claims      int  `json:"claims"`
 	ClaimsRight int  `json:"claims_right"`
 	Overclaimed bool `json:"overclaimed,omitempty"`
-	// Forwards is the candidate extensions computed; Seconds the batch's wall time.
+	// Forwards is the candidate extensions computed; Seconds the batch's wall time (0: not
+	// recorded). An output directory's results.jsonl leaves Seconds out, so that its lines are
+	// the same bytes in every run of the batch; timing.jsonl holds them (outdir.go).
 	Forwards int     `json:"forwards"`
-	Seconds  float64 `json:"seconds"`
-}
-
-// MarshalJSON writes an infinite margin (nothing to separate) and a figure not measured (NaN:
-// the order margin skipped, exact and token accuracy with BagOnly) as null, which JSON can hold.
-func (r BatchResult) MarshalJSON() ([]byte, error) {
-	type plain BatchResult
-	return json.Marshal(struct {
-		plain
-		BagMargin     *float64 `json:"bag_margin"`
-		OrderMargin   *float64 `json:"order_margin"`
-		BagMarginTopK *float64 `json:"bag_margin_topk"`
-		RankRecall    *float64 `json:"bag_rank_recall"`
-		RecallTopK    *float64 `json:"bag_rank_recall_topk"`
-		Exact         *float64 `json:"exact"`
-		TokenAcc      *float64 `json:"token_accuracy"`
-	}{plain(r), finite(r.BagMargin), finite(r.OrderMargin), finite(r.BagMarginTopK), finite(r.BagRankRecall), finite(r.BagRankRecallTopK), finite(r.Exact), finite(r.TokenAcc)})
+	Seconds  float64 `json:"seconds,omitempty"`
 }
 
 // score sets r's figures against the truth, which the attack itself never sees: each decoded

@@ -3,12 +3,14 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"math"
 	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
@@ -24,14 +26,16 @@ import (
 	"github.com/gelo-research/geloattack/extraction"
 	"github.com/gelo-research/geloattack/internal/field"
 	"github.com/gelo-research/geloattack/internal/fptol"
+	"github.com/gelo-research/geloattack/internal/safefile"
 	"github.com/gelo-research/geloattack/models/hf"
 	"github.com/gelo-research/geloattack/models/llama"
 	"github.com/gelo-research/geloattack/runner"
+	"github.com/gelo-research/geloattack/train"
 )
 
 var cmdDecode = &Command{
 	Name:      "decode",
-	UsageLine: "-model DIR [-texts SOURCE] [-blocks 0,1] [-batches N] [sampler overrides] [flags]",
+	UsageLine: "-model DIR [-texts SOURCE] [-blocks 0,1] [-batches N] [-out DIR [-resume] [-shard i/N]] [sampler overrides] [flags]\n       geloattack decode -merge -out DIR SHARD_DIR...",
 	Short:     "prompt decoding: read whole prompts back from one GELO batch of a decoder, training-free",
 	Long: "Prompt decoding (docs/prompt-decoding.md). Texts of SOURCE, tokenized by the model's tokenizer.json\n" +
 		"(BOS as its post-processor adds it) and cut to -max-tokens, are drawn into batches of -positives\n" +
@@ -43,9 +47,20 @@ var cmdDecode = &Command{
 		"(residual below full rank, leverage past it; baselines/membership). It claims a text only when\n" +
 		"every step was certified and led what it left out by -claim-lead decades. Reported per batch and\n" +
 		"in total: exact texts, token accuracy, bag precision and recall, rank beside n and d, margins,\n" +
-		"claims, candidate forward passes per second. -generation N instead observes N decoding steps, each\n" +
-		"one new row of block 0 plus shields.",
-	Flags: decodeFlags,
+		"claims, candidate forward passes per second; under the table each true text beside the text decoded\n" +
+		"closest to it, as the tokenizer decodes them (-redact hides them). -generation N instead observes N\n" +
+		"decoding steps, each one new row of block 0 plus shields.\n\n" +
+		"Long runs: -out DIR records the options (options.json) and appends each batch's result to\n" +
+		"DIR/results.jsonl as it finishes (its wall time to timing.jsonl); the table, DIR/summary.json and\n" +
+		"DIR/results.json are computed from results.jsonl at the end. A line per batch on stderr gives the\n" +
+		"batches done, the time elapsed and the ETA (-quiet: none). Ctrl-C stops after the current step\n" +
+		"and keeps the finished batches (a second Ctrl-C ends at once); -resume continues a stopped or killed\n" +
+		"run to the bytes an uninterrupted one writes, refusing a DIR whose options.json differs (naming\n" +
+		"the option). -shard i/N decodes the batches b with b mod N = i (a cluster job array), and\n" +
+		"geloattack decode -merge -out DIR SHARD_DIR... joins the shards into the directory one run writes.",
+	Flags:            decodeFlags,
+	Args:             true,
+	SavesOnInterrupt: true,
 }
 
 // decodeFlags defines the flags of `geloattack decode` and returns what runs it.
@@ -72,7 +87,12 @@ func decodeFlags(fs *flag.FlagSet) runFunc {
 		noOrder    = fs.Bool("no-order-margin", false, "skip the order margin's passes along the true texts (about half the candidate passes; only an evaluation knowing the truth runs them): its column shows -")
 		bagOnly    = fs.Bool("bag-only", false, "read the bag (block 0) and stop: no order search and no candidate passes (full rank at d 4096 would take hours); exact and token accuracy show -")
 		generation = intFlag(fs, "generation", 0, field.Bounds{Int: true, Min: 1, Max: 1 << 20, Zero: "decode prompts"}, "observe this many generation steps (one row of block 0 plus shields each) instead")
-		out        = fs.String("out", "", "write the per-batch results as JSON to this file")
+		out        = fs.String("out", "", "output directory (new or empty, or with -resume this run's): options.json, results.jsonl (a line per batch as it finishes), timing.jsonl, then summary.json and results.json (with -generation: generation.json); empty: nothing written")
+		resume     = fs.Bool("resume", false, "continue the decode in -out: the batches in its results.jsonl are kept and the rest run; refused when -out's options.json records other options")
+		shardFlag  = fs.String("shard", "", "decode only shard i of N (i/N): the batches b with b mod N = i, into -out; join the shards' directories with -merge")
+		merge      = fs.Bool("merge", false, "join the -out directories named after the flags (the shards of one decode) into -out, a new directory, and print the table (the texts from -model's tokenizer, else the recorded model's)")
+		redact     = fs.Bool("redact", false, "leave the true and decoded texts out of the table (results.jsonl keeps their token ids)")
+		quiet      = fs.Bool("quiet", false, "no progress on stderr: neither each stage of a batch nor the batches done with the ETA")
 		precision  = fs.String("deployer-precision", fptol.PrecisionFP32, "the deployer's declared compute precision, fp32, bf16 or fp16: every absolute test allows the recomputation error rho = fptol.Recompute(precision, block, d) between the deployer's rows and the attacker's")
 		rho        = fs.Float64("recompute-error", 0, "recomputation error rho at every attacked block, in [0, 1): the attacker's own bound on ||x_att - x_dep|| / ||x_dep||; left out (0): from -deployer-precision")
 		depTexts   = fs.String("deployer-texts", "", "write the texts decode would attack (token ids, as JSON lines) to this file for an external deployer (bench/torch_deploy.py --tokens FILE) and stop")
@@ -80,7 +100,17 @@ func decodeFlags(fs *flag.FlagSet) runFunc {
 		replace    = invalidUTF8Flag(fs)
 	)
 	over := addSamplerOverrides(fs, "texts per batch", false)
-	return func(ctx context.Context, _ []string) error {
+	return func(ctx context.Context, args []string) error {
+		files := new(safefile.Files)
+		if *merge {
+			if len(args) == 0 {
+				return &argsError{"decode -merge: name the shards' output directories"}
+			}
+			return mergeDecode(*out, args, *modelDir, *redact, files)
+		}
+		if len(args) > 0 {
+			return &argsError{fmt.Sprintf("unexpected argument %q: only decode -merge takes words (the shards' directories)", args[0])}
+		}
 		if *modelDir == "" {
 			return errors.New("decode: -model DIR is required (a decoder directory; geloattack model init makes one)")
 		}
@@ -89,6 +119,13 @@ func decodeFlags(fs *flag.FlagSet) runFunc {
 		}
 		if *rankBagN > 0 && !*rank {
 			return fmt.Errorf("decode: -rank-bag %d needs -rank (the certified search tries the whole certified bag)", *rankBagN)
+		}
+		shard, err := longRunFlags(*out, *resume, *shardFlag, *generation)
+		if err != nil {
+			return err
+		}
+		if err := checkOutDir(*out, map[string]string{"texts": *texts, "config": *cfgPath}); err != nil {
+			return err
 		}
 		split, err := data.ParseSplit(*splitName)
 		if err != nil {
@@ -184,10 +221,8 @@ func decodeFlags(fs *flag.FlagSet) runFunc {
 		if *depTexts != "" {
 			return writeDeployerTexts(*depTexts, tok, ids, textIDs)
 		}
-		m, err := hf.Load(*modelDir, blas.Default())
-		if err != nil {
-			return fmt.Errorf("decode: %w", err)
-		}
+		// The deployer's rows are read, and the output directory opened (its options checked on
+		// -resume), before the weights: every refusal comes before the long load.
 		var dep decode.Deployer
 		if *depRows != "" {
 			rows, err := deployer.ReadRows(ctx, *depRows, deployer.AttnInput, blocks)
@@ -203,6 +238,44 @@ func decodeFlags(fs *flag.FlagSet) runFunc {
 			fmt.Fprintf(os.Stderr, "decode: the deployer's rows: %s, from %s\n", rows.Info.Stack(), *depRows)
 			dep = deployerRows{rows}
 		}
+		opt := decode.Options{Sampler: sc, Split: split, Batches: *batches, Blocks: blocks,
+			DeployerPrecision: *precision, Recompute: *rho, Deployer: dep,
+			Beam: *beam, Branch: *branch, ClaimLead: *claimLead, TextIDs: textIDs, Rank: *rank, RankBag: *rankBagN, OrderTopK: *orderTopK, MaxSteps: *maxSteps, Joint: *joint, NoOrderMargin: *noOrder, BagOnly: *bagOnly}
+		var dir *decode.Dir
+		if *out != "" && *generation == 0 {
+			rec, err := decodeRecord(decodeRun{modelDir: *modelDir, tok: tok, ids: ids, textIDs: textIDs, maxTexts: *maxTexts, maxTokens: *maxTokens,
+				depRows: *depRows, opt: opt, shard: shard, files: files})
+			if err != nil {
+				return err
+			}
+			if dir, err = decode.OpenDir(*out, rec, *resume, files); err != nil {
+				return err
+			}
+			defer dir.Close()
+			for _, n := range dir.Notes {
+				fmt.Fprintln(os.Stderr, "decode: "+n)
+			}
+			if dir.Done() > 0 {
+				fmt.Fprintf(os.Stderr, "decode: resuming: %d of the %d batches of shard %s already in %s\n", dir.Done(), dir.Total(), shard, filepath.Join(*out, decode.ResultsFile))
+			}
+			if dir.Done() == dir.Total() {
+				return finishDecode(dir, tok, *bagOnly, *redact, nil) // nothing left to run: no weights needed
+			}
+		}
+		var genOut *safefile.DirTx // -generation's directory, checked before the work
+		if *out != "" && *generation > 0 {
+			if genOut, err = files.BeginDir(*out); err != nil {
+				return fmt.Errorf("decode: -out: %w", err)
+			}
+			defer genOut.Abort()
+		}
+		// Pre-load checks go here (issue 39 item 1: the memory estimate by part and every argument
+		// against the model): everything above refuses without the weights, and nothing below runs
+		// without them.
+		m, err := hf.Load(*modelDir, blas.Default())
+		if err != nil {
+			return fmt.Errorf("decode: %w", err)
+		}
 		lm, err := decode.NewLlama(m, *maxTokens)
 		if err != nil {
 			return err
@@ -211,15 +284,18 @@ func decodeFlags(fs *flag.FlagSet) runFunc {
 			*modelDir, m.Cfg.Architecture, m.Cfg.Layers, m.Cfg.Hidden, m.Cfg.VocabSize, len(ids), *maxTokens)
 		if *generation > 0 {
 			g, err := decode.Generation(ctx, lm, ids, textIDs, sc, split, *generation, *claimLead)
+			if err != nil && ctx.Err() != nil {
+				return fmt.Errorf("decode: -generation %w: nothing kept", train.ErrInterrupted)
+			}
 			if err != nil {
 				return err
 			}
 			fmt.Printf("generation: %d steps (n %.1f rows each): %d read right (%.3f), %d claimed (%d right); %.1f s\n",
 				g.Steps, g.N, g.Correct, float64(g.Correct)/float64(g.Steps), g.Claims, g.ClaimsRight, g.Seconds)
-			return writeJSON(*out, g)
+			return writeGeneration(genOut, g, files)
 		}
 		// The header prints the bound Run will use, from the one function that computes it.
-		rhos, err := decode.RecomputeBounds(decode.Options{DeployerPrecision: *precision, Recompute: *rho}, blocks, m.Cfg.Hidden)
+		rhos, err := decode.RecomputeBounds(opt, blocks, m.Cfg.Hidden)
 		if err != nil {
 			return fmt.Errorf("decode: -deployer-precision: %w", err)
 		}
@@ -229,68 +305,156 @@ func decodeFlags(fs *flag.FlagSet) runFunc {
 		}
 		fmt.Fprintf(os.Stderr, "decode: recomputation error rho (deployer %s%s): %s\n", *precision,
 			map[bool]string{true: ", -recompute-error", false: ""}[*rho > 0], strings.Join(bounds, ", "))
-		res, err := decode.Run(ctx, lm, ids, decode.Options{Sampler: sc, Split: split, Batches: *batches, Blocks: blocks,
-			DeployerPrecision: *precision, Recompute: *rho, Deployer: dep,
-			Beam: *beam, Branch: *branch, ClaimLead: *claimLead, TextIDs: textIDs, Rank: *rank, RankBag: *rankBagN, OrderTopK: *orderTopK, MaxSteps: *maxSteps, Joint: *joint, NoOrderMargin: *noOrder, BagOnly: *bagOnly,
-			Progress: func(line string) { fmt.Fprintln(os.Stderr, "decode: "+line) }})
-		if err != nil {
+		var progress io.Writer = os.Stderr
+		if *quiet {
+			progress = nil
+		} else {
+			opt.Progress = func(line string) { fmt.Fprintln(os.Stderr, "decode: "+line) }
+		}
+		if dir == nil {
+			prog := decode.NewProgress(progress, *batches, 0)
+			opt.OnBatch = func(r decode.BatchResult) error { prog.Batch(r); return nil }
+			res, err := decode.Run(ctx, lm, ids, opt)
+			if len(res) > 0 && (err == nil || ctx.Err() != nil) {
+				printDecode(os.Stdout, res, *bagOnly)
+				printTexts(os.Stdout, res, textsOf(tok), *redact)
+			}
+			if err != nil && ctx.Err() != nil {
+				return fmt.Errorf("decode: %w after %d of %d batches (no -out: nothing kept beyond the table)", train.ErrInterrupted, len(res), *batches)
+			}
 			return err
 		}
-		printDecode(os.Stdout, res, *bagOnly)
-		return writeJSON(*out, res)
+		prog := decode.NewProgress(progress, dir.Total(), dir.Done())
+		opt.OnBatch = func(r decode.BatchResult) error { prog.Batch(r); return nil }
+		runErr := dir.Run(ctx, lm, ids, opt)
+		if runErr != nil && ctx.Err() == nil {
+			return runErr
+		}
+		return finishDecode(dir, tok, *bagOnly, *redact, runErr)
 	}
 }
 
-// printDecode writes one table row per batch and the totals.
-func printDecode(w io.Writer, res []decode.BatchResult, bagOnly bool) {
-	fmt.Fprintln(w, "| batch | texts | n | rank per block of d | bag P / R | bag margin | order margin | exact | token acc | claims (right) | forwards/s | s |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|")
-	var exact, acc, secs float64
-	var texts, claims, right, fw int
-	for _, r := range res {
-		rank := make([]string, len(r.Rank))
-		for i, k := range r.Rank {
-			rank[i] = strconv.Itoa(k)
+// longRunFlags checks -out, -resume and -shard together and returns the shard.
+func longRunFlags(out string, resume bool, shardFlag string, generation int) (decode.Shard, error) {
+	shard := decode.AllBatches
+	if shardFlag != "" {
+		var err error
+		if shard, err = decode.ParseShard(shardFlag); err != nil {
+			return shard, fmt.Errorf("decode: -shard: %w", err)
 		}
-		order := "-"
-		if !math.IsNaN(r.OrderMargin) {
-			order = fmt.Sprintf("%.2f", r.OrderMargin)
-		}
-		fmt.Fprintf(w, "| %d | %d | %d | %s of %d | %.2f / %.2f | %.2f | %s | %.2f | %.2f | %d (%d) | %.0f | %.1f |\n",
-			r.Index, len(r.Truth), r.N, strings.Join(rank, ","), r.D, r.BagPrecision, r.BagRecall, r.BagMargin, order,
-			r.Exact, r.TokenAcc, r.Claims, r.ClaimsRight, float64(r.Forwards)/r.Seconds, r.Seconds)
-		exact += r.Exact * float64(len(r.Truth))
-		acc += r.TokenAcc * float64(len(r.Truth))
-		texts += len(r.Truth)
-		claims += r.Claims
-		right += r.ClaimsRight
-		fw += r.Forwards
-		secs += r.Seconds
 	}
-	if bagOnly && len(res) > 0 {
-		prec, rec, rankRec, margin, worstRank := 0.0, 0.0, 0.0, math.Inf(1), 0
-		for _, r := range res {
-			prec += r.BagPrecision / float64(len(res))
-			rec += r.BagRecall / float64(len(res))
-			rankRec += r.BagRankRecall / float64(len(res))
-			margin = min(margin, r.BagMargin)
-			worstRank = max(worstRank, r.BagWorstRank)
-		}
-		topk := ""
-		if !math.IsNaN(res[0].BagMarginTopK) {
-			worst, rankRecTopK := math.Inf(1), 0.0
-			for _, r := range res {
-				worst = min(worst, r.BagMarginTopK)
-				rankRecTopK += r.BagRankRecallTopK / float64(len(res))
-			}
-			topk = fmt.Sprintf(" (top-k containment: %.2f decades, k %d, ranking recall %.3f)", worst, res[0].BagTopK, rankRecTopK)
-		}
-		fmt.Fprintf(w, "\ntotal: %d texts in %d batches: bag only: precision %.3f, recall %.3f, worst bag margin %.2f decades, ranking recall %.3f (worst true token ranked %d)%s, rank %v of %d, in %.1f s\n",
-			texts, len(res), prec, rec, margin, rankRec, worstRank, topk, res[0].Rank, res[0].D, secs)
-		return
+	switch {
+	case (resume || shardFlag != "") && out == "":
+		return shard, errors.New("decode: -resume and -shard need -out DIR (the directory whose results.jsonl they continue or fill)")
+	case (resume || shardFlag != "") && generation > 0:
+		return shard, errors.New("decode: -resume and -shard apply to prompt decoding's batches, not -generation")
 	}
-	fmt.Fprintf(w, "\ntotal: %d texts in %d batches: exact %.3f, token accuracy %.3f, %d claims (%d right), %d candidate forwards in %.1f s (%.0f/s)\n",
-		texts, len(res), exact/float64(texts), acc/float64(texts), claims, right, fw, secs, float64(fw)/secs)
+	return shard, nil
+}
+
+// checkOutDir refuses, before any work, an -out whose parent directory does not exist and an -out
+// that is one of the command's inputs (ins: flag name -> path). Whether the directory itself may
+// be written (new, empty, or this run's on -resume) decode.OpenDir decides.
+func checkOutDir(out string, ins map[string]string) error {
+	if out == "" {
+		return nil
+	}
+	for flag, in := range ins {
+		if in != "" && sameFile(out, in) {
+			return fmt.Errorf("decode: -out %s is the file -%s reads: refusing to write over an input", out, flag)
+		}
+	}
+	parent := filepath.Dir(filepath.Clean(out))
+	if fi, err := os.Stat(parent); err != nil || !fi.IsDir() {
+		return fmt.Errorf("decode: -out %s: directory %s does not exist; create it first", out, parent)
+	}
+	if strings.HasSuffix(out, ".json") {
+		// -out named a JSON file before it named a directory: a script's old -out is refused, not
+		// turned into a directory of that name.
+		return fmt.Errorf("decode: -out %s: -out names an output directory (%s, %s, %s ...), not a JSON file", out,
+			decode.ResultsFile, decode.SummaryFile, decode.ResultsJSON)
+	}
+	return nil
+}
+
+// finishDecode writes the directory's summary from its results.jsonl and prints the tables; runErr
+// is the run's cancellation, if it was cancelled, reported after the tables with how to continue.
+func finishDecode(dir *decode.Dir, tok extraction.Tokenizer, bagOnly, redact bool, runErr error) error {
+	sum, res, err := dir.WriteSummary(bagOnly)
+	if err != nil {
+		return err
+	}
+	if len(res) > 0 {
+		printDecode(os.Stdout, res, bagOnly)
+		printTexts(os.Stdout, res, textsOf(tok), redact)
+	}
+	fmt.Fprintf(os.Stderr, "decode: %d of %d batches in %s (%s, %s)\n", sum.Batches, sum.Planned, dir.Path(), decode.ResultsFile, decode.SummaryFile)
+	if runErr != nil {
+		return fmt.Errorf("decode: %w after %d of %d batches; they are in %s (continue with -resume and the same flags)",
+			train.ErrInterrupted, sum.Batches, sum.Planned, filepath.Join(dir.Path(), decode.ResultsFile))
+	}
+	return nil
+}
+
+// mergeDecode is decode -merge: the shards' directories joined into out, and its tables printed.
+// The texts come from modelDir's tokenizer, else the recorded model's; -redact needs neither.
+func mergeDecode(out string, shards []string, modelDir string, redact bool, files *safefile.Files) error {
+	if out == "" {
+		return errors.New("decode: -merge needs -out DIR, the new directory of the joined run")
+	}
+	dir, err := decode.Merge(out, shards, files)
+	if err != nil {
+		return err
+	}
+	defer dir.Close()
+	rec := dir.Record()
+	bagOnly, _ := rec.Value("bag-only")
+	var tok extraction.Tokenizer
+	if !redact {
+		if modelDir == "" {
+			modelDir, _ = rec.Value("model")
+		}
+		if tok, err = recordedTokenizer(modelDir, rec); err != nil {
+			return fmt.Errorf("decode: -merge: %w (-redact prints the tables without the texts)", err)
+		}
+	}
+	return finishDecode(dir, tok, bagOnly == "true", redact, nil)
+}
+
+// recordedTokenizer opens modelDir's tokenizer and checks it is the one the record names.
+func recordedTokenizer(modelDir string, rec decode.Record) (extraction.Tokenizer, error) {
+	mc, err := hf.LoadConfig(modelDir)
+	if err != nil {
+		return nil, err
+	}
+	tok, err := openDecoderTokenizer(modelDir, mc.VocabSize)
+	if err != nil {
+		return nil, err
+	}
+	if want, _ := rec.Value("tokenizer"); tok.Hash() != want {
+		return nil, fmt.Errorf("%s's tokenizer is %s, the run's was %s", modelDir, tok.Hash(), want)
+	}
+	return tok, nil
+}
+
+// writeGeneration writes -generation's result to generation.json in tx's directory (nil: nothing
+// written) and puts the directory in place.
+func writeGeneration(tx *safefile.DirTx, g *decode.GenerationResult, files *safefile.Files) error {
+	if tx == nil {
+		return nil
+	}
+	b, err := json.MarshalIndent(g, "", "  ")
+	if err != nil {
+		return fmt.Errorf("decode: encoding the generation result: %w", err)
+	}
+	if err := files.WriteFileAtomic(filepath.Join(tx.Path(), "generation.json"), append(b, '\n')); err != nil {
+		return fmt.Errorf("decode: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("decode: %w", err)
+	}
+	fmt.Fprintf(os.Stderr, "decode: wrote %s\n", filepath.Join(tx.Target(), "generation.json"))
+	return nil
 }
 
 // deployerRows adapts an external deployer's rows to decode.Deployer.

@@ -51,12 +51,12 @@ func TestDecodeAttacksPyTorchBF16Deployer(t *testing.T) {
 	}
 	run := func(extra ...string) []decode.BatchResult {
 		t.Helper()
-		out := filepath.Join(t.TempDir(), "r.json")
+		out := filepath.Join(t.TempDir(), "r")
 		args := append(append(append([]string{}, common...), "-deployer-rows", rows, "-batches", "3", "-out", out), extra...)
 		if err := cmdDecode.run(ctx, "geloattack decode", args, io.Discard); err != nil {
 			t.Fatal(err)
 		}
-		b, err := os.ReadFile(out)
+		b, err := os.ReadFile(filepath.Join(out, decode.ResultsJSON))
 		if err != nil {
 			t.Fatal(err)
 		}

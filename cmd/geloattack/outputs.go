@@ -26,7 +26,8 @@ func outputFlags(c *Command) fileFlags {
 	case cmdBaseline:
 		return fileFlags{out: []string{"out"}, in: []string{"config"}}
 	case cmdDecode:
-		return fileFlags{out: []string{"out"}, in: []string{"config", "texts"}}
+		// decode's -out is a directory, which decode checks itself (decode.OpenDir).
+		return fileFlags{out: []string{"deployer-texts"}, in: []string{"config", "texts"}}
 	case cmdRecover:
 		// -set file:PATH reads PATH.
 		return fileFlags{out: []string{"out", "table"}, in: []string{"config", "set"}}
