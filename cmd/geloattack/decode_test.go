@@ -32,12 +32,15 @@ func TestPrintDecodeBagOnly(t *testing.T) {
 	printDecode(&b, res, true)
 	out := b.String()
 	for _, want := range []string{
-		"| 0 | 1 | 80 | 80 of 64 | 0.50 / 1.00 | -0.05 | - |",
+		"| 0 | 1 | 80 | 80 of 64 | 0.50 / 1.00 | -0.05 | - | - | - | 0 (0) | 0 | 2.0 |",
 		"total: 2 texts in 2 batches: bag only: precision 0.750, recall 0.750, worst bag margin -0.05 decades, ranking recall 0.875 (worst true token ranked 9) (top-k containment: -0.03 decades, k 32, ranking recall 0.750), rank [80] of 64, in 5.0 s",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
+	}
+	if strings.Contains(out, "NaN") {
+		t.Errorf("a bag-only table prints NaN for what it did not measure:\n%s", out)
 	}
 }
 

@@ -31,9 +31,9 @@ func printDecode(w io.Writer, res []decode.BatchResult, bagOnly bool) {
 		if r.Seconds > 0 {
 			rate, took = fmt.Sprintf("%.0f", float64(r.Forwards)/r.Seconds), fmt.Sprintf("%.1f", r.Seconds)
 		}
-		fmt.Fprintf(w, "| %d | %d | %d | %s of %d | %.2f / %.2f | %.2f | %s | %.2f | %.2f | %d (%d) | %s | %s |\n",
+		fmt.Fprintf(w, "| %d | %d | %d | %s of %d | %.2f / %.2f | %.2f | %s | %s | %s | %d (%d) | %s | %s |\n",
 			r.Index, len(r.Truth), r.N, strings.Join(rank, ","), r.D, r.BagPrecision, r.BagRecall, r.BagMargin, order,
-			r.Exact, r.TokenAcc, r.Claims, r.ClaimsRight, rate, took)
+			measured(r.Exact), measured(r.TokenAcc), r.Claims, r.ClaimsRight, rate, took)
 		secs += r.Seconds
 	}
 	s := decode.Summarize(res, bagOnly)
@@ -121,4 +121,13 @@ func yesNo(b bool) string {
 		return "yes"
 	}
 	return "no"
+}
+
+// measured formats a figure to two decimals, or "-" when it was not measured (NaN: a bag-only
+// run reads no order, so it has no exact or token accuracy).
+func measured(x float64) string {
+	if math.IsNaN(x) {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f", x)
 }
