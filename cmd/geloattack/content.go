@@ -208,8 +208,14 @@ func (a *recoverArgs) validate() (*recoverPlan, error) {
 	}
 	t.Pattern += *a.suffix
 	if hf.IsDecoderDir(*a.modelDir) {
-		if err := content.CheckCausalTemplate(t); err != nil {
-			return nil, fmt.Errorf("recover: -model %s is a decoder: %w (or append some with -suffix, e.g. -suffix \" ok\")", *a.modelDir, err)
+		check := []content.Template{t}
+		if *a.grid && (*a.axes == "" || slices.Contains(strings.Split(*a.axes, ","), "candidates")) {
+			check = append(check, content.Template{Name: "birth", Pattern: content.TemplateBirth.Pattern + *a.suffix}) // the dates cell's
+		}
+		for _, tp := range check {
+			if err := content.CheckCausalTemplate(tp); err != nil {
+				return nil, fmt.Errorf("recover: -model %s is a decoder: %w (or append some with -suffix, e.g. -suffix \" ok\")", *a.modelDir, err)
+			}
 		}
 	}
 	if *a.set == "" {
@@ -451,6 +457,7 @@ func subsetCandidates(all *content.Candidates, size int, seed uint64) *content.C
 		sub.Rows.Data = append(sub.Rows.Data, all.Rows.Text(i)...)
 		sub.Rows.Off = append(sub.Rows.Off, sub.Rows.Off[len(sub.Rows.Off)-1]+all.Rows.Off[i+1]-all.Rows.Off[i])
 		sub.Rows.IDs = append(sub.Rows.IDs, all.Rows.IDs[i])
+		sub.Rows.Pos = append(sub.Rows.Pos, all.Rows.Pos[i])
 	}
 	return sub
 }

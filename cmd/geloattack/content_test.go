@@ -307,6 +307,11 @@ func TestRecoverAttacksADecoderStore(t *testing.T) {
 	if err == nil || !strings.Contains(string(out), "ends with its slot") || !strings.Contains(string(out), "-suffix") {
 		t.Fatalf("a template whose slot is last: %v\n%s", err, out)
 	}
+	// The grid's dates cell fills "I was born on {x}": without -suffix it would end with the slot.
+	grid := append(append([]string{"recover"}, base...), "-template", "my PIN is {x} ok", "-grid")
+	if out, err := cli(t, grid...).CombinedOutput(); err == nil || !strings.Contains(string(out), "I was born on {x}") {
+		t.Fatalf("-grid with the dates cell's template ending in its slot: %v\n%s", err, out)
+	}
 	base = append(base, "-suffix", " ok")
 	r := recoverJSON(t, base...)
 	if !r.Causal || r.Template.Pattern != "my PIN is {x} ok" || r.Claimed != 1 || r.ClaimedCorrect != 1 {
