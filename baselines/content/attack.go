@@ -51,6 +51,10 @@ type Options struct {
 	// edit from the claimed fill (NeighbourSpec.Of) over the alphabet of every candidate fill, the
 	// scored candidates left out.
 	NeighbourBudget int
+	// Deployer, when not nil, computes the victims' rows as the deployer did (another stack or
+	// precision: the rows GELO mixes), one text per entry of texts; nil: emb's own forward pass,
+	// in a pass of its own. Recompute must bound how far they lie from emb's rows.
+	Deployer func(ctx context.Context, texts []string) (*Rows, error)
 	// Progress, when not nil, receives a line every few seconds.
 	Progress io.Writer
 }
@@ -92,6 +96,11 @@ type Victim struct {
 	// not claimed".
 	Neighbours *NeighbourReport `json:"neighbours,omitempty"`
 	Withdrawn  bool             `json:"withdrawn,omitempty"`
+	// End is the end-of-text test of a decoder's claim (CheckEnd), nil where none ran;
+	// EndWithdrawn says it withdrew the claim (a text going on after the claimed one passed too,
+	// or the row after it need not be observed).
+	End          *EndReport `json:"end,omitempty"`
+	EndWithdrawn bool       `json:"end_withdrawn,omitempty"`
 }
 
 // Summary aggregates one score over the victims.
@@ -140,6 +149,12 @@ type Result struct {
 	Withdrawn        float64 `json:"withdrawn"`
 	Neighbours       float64 `json:"neighbours_per_claim"`
 	NeighbourSeconds float64 `json:"neighbour_seconds"`
+	// Causal says the rows are a decoder's: the slot scores read from the secret to the end of
+	// the text, and claims take the end-of-text test. EndWithdrawn is the fraction of victims
+	// whose claim it withdrew and EndSeconds its wall time, in all.
+	Causal       bool    `json:"causal,omitempty"`
+	EndWithdrawn float64 `json:"end_withdrawn,omitempty"`
+	EndSeconds   float64 `json:"end_seconds,omitempty"`
 	// Recompute is the recomputation error the absolute tests allowed for.
 	Recompute Recompute `json:"recompute"`
 	// ObserveDtype is the sampler's; Seconds the wall time of the victims' loop (candidates
@@ -163,6 +178,9 @@ func Run(ctx context.Context, s *gelo.Sampler, emb *Embedder, opt Options) (*Res
 	if s.Corpus().D() != emb.D() {
 		return nil, fmt.Errorf("content: store rows are %d wide but the model's are %d", s.Corpus().D(), emb.D())
 	}
+	if err := emb.CheckTemplate(opt.Template); err != nil {
+		return nil, fmt.Errorf("content: %w", err)
+	}
 	claimGap := opt.ClaimGap
 	if claimGap == 0 {
 		claimGap = 1
@@ -174,7 +192,7 @@ func Run(ctx context.Context, s *gelo.Sampler, emb *Embedder, opt Options) (*Res
 		return nil, err
 	}
 	res := &Result{Template: opt.Template, Candidates: c.Len(), D: emb.D(), ObserveDtype: string(cfg.ObserveDtype),
-		RankMin: math.MaxInt, Recompute: opt.Recompute}
+		RankMin: math.MaxInt, Recompute: opt.Recompute, Causal: emb.Causal()}
 	for _, k := range kinds {
 		res.Scores = append(res.Scores, k.String())
 	}
@@ -187,9 +205,16 @@ func Run(ctx context.Context, s *gelo.Sampler, emb *Embedder, opt Options) (*Res
 		secrets[v] = rng.IntN(c.Len())
 		texts[v] = c.Texts[secrets[v]]
 	}
-	vrows, err := emb.Embed(ctx, texts, 0, 0, nil)
+	deploy := opt.Deployer
+	if deploy == nil {
+		deploy = func(ctx context.Context, texts []string) (*Rows, error) { return emb.Embed(ctx, texts, 0, 0, nil) }
+	}
+	vrows, err := deploy(ctx, texts)
 	if err != nil {
 		return nil, fmt.Errorf("content: victims: %w", err)
+	}
+	if vrows.Len() != len(texts) || vrows.D != emb.D() {
+		return nil, fmt.Errorf("content: victims: the deployer gave %d texts of width %d for %d of width %d", vrows.Len(), vrows.D, len(texts), emb.D())
 	}
 
 	nbr := newNeighbourhood(emb, opt)
@@ -248,6 +273,13 @@ func Run(ctx context.Context, s *gelo.Sampler, emb *Embedder, opt Options) (*Res
 			res.NeighbourSeconds += time.Since(t0).Seconds()
 			nrep = &dec.Neighbours
 		}
+		if dec.Verdict == VerdictClaim && emb.Causal() {
+			t0 := time.Now()
+			if dec, err = checkEnd(ctx, emb, ms, cfg, c, dec); err != nil {
+				return nil, fmt.Errorf("content: victim %d (example %d): %w", v, idx, err)
+			}
+			res.EndSeconds += time.Since(t0).Seconds()
+		}
 		scores = append(scores, meas.Leverage, dec.TopK, dec.Ranking)
 		rec := Victim{Example: idx, Secret: secrets[v], Value: c.Values[secrets[v]], N: ex.N, NObs: ex.NObs,
 			Rank: ms.Rank(), RankTol: tol, VictimTokens: vrows.Off[v+1] - vrows.Off[v]}
@@ -271,6 +303,7 @@ func Run(ctx context.Context, s *gelo.Sampler, emb *Embedder, opt Options) (*Res
 			rec.ResidualBound = ms.ResidualBound()
 		}
 		rec.Neighbours, rec.Withdrawn = nrep, dec.Withdrawn
+		rec.End, rec.EndWithdrawn = dec.End, dec.EndWithdrawn
 		res.Victims = append(res.Victims, rec)
 		if opt.Progress != nil && (time.Since(last) > 5*time.Second || v == opt.Victims-1) {
 			last = time.Now()
@@ -288,7 +321,7 @@ func Run(ctx context.Context, s *gelo.Sampler, emb *Embedder, opt Options) (*Res
 // summarise fills the aggregate fields from res.Victims.
 func (res *Result) summarise() {
 	nv := float64(len(res.Victims))
-	var claims, right, full, absent, ranked, withdrawn, tested, neighbours int
+	var claims, right, full, absent, ranked, withdrawn, tested, neighbours, ended int
 	for _, v := range res.Victims {
 		res.N += float64(v.N) / nv
 		res.NObs += float64(v.NObs) / nv
@@ -311,6 +344,9 @@ func (res *Result) summarise() {
 		if v.Withdrawn {
 			withdrawn++
 		}
+		if v.EndWithdrawn {
+			ended++
+		}
 		switch v.Verdict {
 		case VerdictAbsent:
 			absent++
@@ -323,6 +359,7 @@ func (res *Result) summarise() {
 	res.Absent = float64(absent) / nv
 	res.Ranked = float64(ranked) / nv
 	res.Withdrawn = float64(withdrawn) / nv
+	res.EndWithdrawn = float64(ended) / nv
 	if tested > 0 {
 		res.Neighbours = float64(neighbours) / float64(tested)
 	}
@@ -378,6 +415,10 @@ func quantile(x []float64, q float64) float64 {
 func (res *Result) Table() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s\n", res.Recompute)
+	if res.Causal {
+		fmt.Fprintf(&b, "decoder rows: each candidate scored on its rows from the secret to the end of the text; a claim also needs every next token's row after its text beyond the bound (claims withdrawn by it %.2f, %.1f s)\n",
+			res.EndWithdrawn, res.EndSeconds)
+	}
 	fmt.Fprintf(&b, "template %q, |C| = %d, %d victims, observe %s: n %.1f, n_obs %.1f, rank %.1f (min %d, max %d) of d %d, full rank %.2f; claimed %.2f (right %.2f), ranked first, not claimed %.2f (claims withdrawn by a neighbour %.2f; %.1f neighbours per claim tested, %.1f s), not among the candidates %.2f; %.1f s (%.3f s/victim)\n\n",
 		res.Template.Pattern, res.Candidates, len(res.Victims), orNone(res.ObserveDtype), res.N, res.NObs, res.Rank, res.RankMin, res.RankMax, res.D,
 		res.FullRank, res.Claimed, res.ClaimedCorrect, res.Ranked, res.Withdrawn, res.Neighbours, res.NeighbourSeconds, res.Absent, res.Seconds, res.VictimSeconds)
@@ -400,7 +441,7 @@ func (res *Result) VerdictCounts() string {
 	if n == 0 {
 		return "no victims"
 	}
-	var claim, wrong, withdrawn, ranked, absent int
+	var claim, wrong, withdrawn, ended, ranked, absent int
 	for _, v := range res.Victims {
 		if v.Claimed {
 			claim++
@@ -410,6 +451,9 @@ func (res *Result) VerdictCounts() string {
 		}
 		if v.Withdrawn {
 			withdrawn++
+		}
+		if v.EndWithdrawn {
+			ended++
 		}
 		switch v.Verdict {
 		case VerdictRanked:
@@ -425,8 +469,12 @@ func (res *Result) VerdictCounts() string {
 		}
 		return p.String()
 	}
-	return fmt.Sprintf("verdicts, of %d victims with exact 95%% intervals: claimed %s, wrong claims %s, withdrawn by a neighbour %s, ranked first, not claimed %s, not among the candidates %s",
-		n, ci(claim), ci(wrong), ci(withdrawn), ci(ranked), ci(absent))
+	end := ""
+	if res.Causal {
+		end = ", withdrawn by the end-of-text test " + ci(ended)
+	}
+	return fmt.Sprintf("verdicts, of %d victims with exact 95%% intervals: claimed %s, wrong claims %s, withdrawn by a neighbour %s%s, ranked first, not claimed %s, not among the candidates %s",
+		n, ci(claim), ci(wrong), ci(withdrawn), end, ci(ranked), ci(absent))
 }
 
 // orNone spells an empty dtype as none.
@@ -437,7 +485,8 @@ func orNone(s string) string {
 	return s
 }
 
-// Embed builds the candidates of template t from values: fills, forward pass, secret rows.
+// Embed builds the candidates of template t from values: fills, forward pass, the rows the slot
+// scores read (SlotRows).
 func Embed(ctx context.Context, emb *Embedder, t Template, values []string, progress io.Writer) (*Candidates, error) {
 	c := &Candidates{Values: values, Texts: make([]string, len(values))}
 	for i, v := range values {
@@ -448,6 +497,23 @@ func Embed(ctx context.Context, emb *Embedder, t Template, values []string, prog
 		return nil, err
 	}
 	c.Rows = rows
-	c.Slot = emb.SlotRows(t, rows)
+	if c.Slot, err = emb.SlotRows(t, values, rows); err != nil {
+		return nil, err
+	}
 	return c, nil
+}
+
+// checkEnd runs the end-of-text test (CheckEnd) on a decoder's claim of candidate dec.Best of c,
+// whose text's rows the sampler cfg must keep with the row after them.
+func checkEnd(ctx context.Context, emb *Embedder, ms *membership.Space, cfg gelo.Config, c *Candidates, dec Decision) (Decision, error) {
+	b := dec.Best
+	void := EndVoid(cfg, c.Rows.Off[b+1]-c.Rows.Off[b])
+	var next *mat.Dense
+	if void == "" {
+		var err error
+		if next, void, err = emb.NextRows(ctx, c.Texts[b]); err != nil {
+			return dec, err
+		}
+	}
+	return CheckEnd(ms, dec, next, void)
 }

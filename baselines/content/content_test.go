@@ -234,8 +234,9 @@ func TestSlotRowsFindTheSecretTokens(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, drop := range []bool{false, true} {
-		e := &Embedder{tok: tok}
-		e.opt.DropSpecial = drop
+		enc := &encoder{tok: tok}
+		enc.opt.DropSpecial = drop
+		e := &Embedder{fwd: enc}
 		r := &Rows{Off: []int{0}}
 		for _, v := range []string{"1234", "5"} {
 			ids := tok.Encode(tp.Fill(v), 0)
@@ -245,7 +246,10 @@ func TestSlotRowsFindTheSecretTokens(t *testing.T) {
 			r.IDs = append(r.IDs, ids)
 			r.Off = append(r.Off, r.Off[len(r.Off)-1]+len(ids))
 		}
-		got := e.SlotRows(tp, r)
+		got, err := e.SlotRows(tp, []string{"1234", "5"}, r)
+		if err != nil {
+			t.Fatal(err)
+		}
 		off := 0
 		if drop {
 			off = -1

@@ -14,7 +14,7 @@ import (
 const (
 	// VerdictClaim: below full rank, one candidate passes the residual test, leads the rest by
 	// the claim gap, and every other candidate and every neighbour of it (CheckNeighbours) fails
-	// the test.
+	// the test; for a decoder, so does the row of every next token after its text (CheckEnd).
 	VerdictClaim = "claim"
 	// VerdictAbsent: no candidate passes an absolute test that the secret's rows are guaranteed
 	// to pass (recomputation error allowed for): the secret is not among the candidates.
@@ -122,6 +122,11 @@ type Decision struct {
 	// neighbour passed the residual test and the claim became VerdictRanked.
 	Neighbours NeighbourReport
 	Withdrawn  bool
+	// End is what CheckEnd found (nil until it ran on a decoder's claim); EndWithdrawn says a text
+	// going on after the claimed one passed too, or the test could not run, and the claim became
+	// VerdictRanked.
+	End          *EndReport
+	EndWithdrawn bool
 }
 
 // Decide is the attack's decision, made from the observation and the scores alone. Every bound

@@ -6,65 +6,48 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"time"
 
 	"github.com/gelo-research/geloattack/data/corpus"
 	"github.com/gelo-research/geloattack/data/store"
-	"github.com/gelo-research/geloattack/data/wordpiece"
-	"github.com/gelo-research/geloattack/extraction"
-	"github.com/gelo-research/geloattack/models/bert"
 )
 
 // Embedder computes hidden-state rows of texts exactly as `geloattack store extract` computed a
-// store's: the same model, layer, truncation, special-token handling and row normalisation (all
-// read from the store's meta.json), rounded to the store's element type.
+// store's: the same model, layer (and, for a decoder, point), truncation, special-token handling
+// and row normalisation (all read from the store's meta.json), rounded to the store's element
+// type. The forward pass is the store's encoder (NewEmbedder) or causal decoder
+// (NewDecoderEmbedder).
 type Embedder struct {
-	model *bert.Model
-	tok   *wordpiece.Tokenizer
-	opt   extraction.Options
+	fwd   rowModel
 	fp16  bool // the store holds float16 rows: round like the writer does
 	d     int
+	layer int
 }
 
-// NewEmbedder checks that model and tok can reproduce the store described by meta and returns the
-// embedder that does. It refuses a store whose width differs from the model's hidden size, whose
-// layer the model lacks, or whose special-token handling is not recorded. Verify then compares
-// re-computed rows with stored ones, which catches a different model of the same shape.
-func NewEmbedder(m *bert.Model, tok *wordpiece.Tokenizer, meta store.Meta) (*Embedder, error) {
-	if meta.D != m.Hidden() {
-		return nil, fmt.Errorf("content: store meta.json d = %d but the model's hidden size is %d: not the store's model", meta.D, m.Hidden())
-	}
-	if meta.Layer < 0 || meta.Layer > m.NumLayers() {
-		return nil, fmt.Errorf("content: store meta.json layer = %d but the model has layers 0..%d", meta.Layer, m.NumLayers())
-	}
-	if tok.VocabSize() > m.Cfg.VocabSize {
-		return nil, fmt.Errorf("content: tokenizer has %d tokens but the model's vocab_size is %d", tok.VocabSize(), m.Cfg.VocabSize)
-	}
-	var drop bool
-	switch meta.SpecialTokens {
-	case store.SpecialKept:
-	case store.SpecialDropped:
-		drop = true
-	default:
-		return nil, fmt.Errorf("content: store meta.json special_tokens = %q: not recorded, so candidate rows cannot be made like the store's (want %q or %q; rebuild with store extract)",
-			meta.SpecialTokens, store.SpecialKept, store.SpecialDropped)
-	}
-	maxTok := meta.MaxTokens
-	if maxTok == 0 || maxTok > m.MaxLen() {
-		maxTok = m.MaxLen()
-	}
-	return &Embedder{
-		model: m, tok: tok, d: m.Hidden(),
-		opt:  extraction.Options{Layer: meta.Layer, MaxTokens: maxTok, DropSpecial: drop, Norm: meta.Norm},
-		fp16: meta.DType == store.Float16,
-	}, nil
+// rowModel is the forward pass behind an Embedder, run by extraction's code for the store's model.
+type rowModel interface {
+	// run hands sink the rows of texts, in order, as the store's extraction made them.
+	run(ctx context.Context, texts []corpus.Text, batchTokens, workers int, progress io.Writer, sink *collect) (tokens int64, err error)
+	// tokens are text's token ids as the pass reads them: special tokens included, truncated.
+	tokens(text string) ([]int32, error)
+	// slots are, per text of r made by filling t with values[i], the rows [lo, hi) the slot scores
+	// read; an error where a value's text has no such rows.
+	slots(t Template, values []string, r *Rows) ([][2]int, error)
+	// causal says the rows at a position depend on the tokens up to it only (a decoder).
+	causal() bool
 }
 
 // D is the row width.
 func (e *Embedder) D() int { return e.d }
 
-// Layer is the block whose output the rows are (0: the embedding output), so the number of
+// Layer is the block whose rows these are (0: the embedding output), so the number of
 // transformer blocks a row went through.
-func (e *Embedder) Layer() int { return e.opt.Layer }
+func (e *Embedder) Layer() int { return e.layer }
+
+// Causal reports a decoder's rows: a text's rows up to a position are those of every text that
+// starts with the same tokens, so a template needs text after its slot (CheckTemplate) and a claim
+// needs the end-of-text test (CheckEnd).
+func (e *Embedder) Causal() bool { return e.fwd.causal() }
 
 // StoreRoundoff is the unit round-off of the row type Embed rounds to as the store writer did:
 // 2^-11 for a float16 store, 0 for float32 rows (kept as computed).
@@ -75,14 +58,15 @@ func (e *Embedder) StoreRoundoff() float64 {
 	return 0
 }
 
-// Tokenizer is the tokenizer the rows are made with.
-func (e *Embedder) Tokenizer() *wordpiece.Tokenizer { return e.tok }
-
-// TokenKey identifies text as the forward pass reads it: its token ids, [CLS] and [SEP] included,
+// TokenKey identifies text as the forward pass reads it: its token ids, special tokens included,
 // truncated as Embed truncates. Texts of one key have the same rows (an uncased tokenizer reads
-// "Smith" and "smith" alike), so no test can tell them apart.
+// "Smith" and "smith" alike), so no test can tell them apart. A text the tokenizer refuses gets a
+// key of its own, which no token ids have; embedding it then reports the error.
 func (e *Embedder) TokenKey(text string) string {
-	ids := e.tok.Encode(text, e.opt.MaxTokens)
+	ids, err := e.fwd.tokens(text)
+	if err != nil {
+		return "\x00refused:" + text
+	}
 	b := make([]byte, 0, 4*len(ids))
 	for _, id := range ids {
 		b = binary.LittleEndian.AppendUint32(b, uint32(id))
@@ -101,7 +85,10 @@ type Rows struct {
 	// IDs: per text, the token ids of its stored rows (special tokens included when the store
 	// keeps them).
 	IDs [][]int32
-	// Tokens is the number of tokens through the encoder; Seconds the wall time of the pass.
+	// Pos: per text, the position of each stored row in the sequence the model ran (a decoder's
+	// dropped BOS leaves the first position out).
+	Pos [][]int32
+	// Tokens is the number of tokens through the model; Seconds the wall time of the pass.
 	Tokens  int64
 	Seconds float64
 }
@@ -112,13 +99,28 @@ func (r *Rows) Len() int { return len(r.Off) - 1 }
 // Text returns the rows of text i: (Off[i+1]-Off[i], D), aliasing r.Data.
 func (r *Rows) Text(i int) []float32 { return r.Data[r.Off[i]*r.D : r.Off[i+1]*r.D] }
 
-// collect is an extraction.Sink that stacks rows.
+// collect is the sink of both extraction pipelines (extraction.Sink, extraction.DecoderSink): it
+// stacks rows.
 type collect struct{ r *Rows }
 
-func (c collect) AddText(_ int64, _ string, _ bool, ids []int32, rows, _ []float32) error {
+// AddText stacks a text whose rows sit at positions 0..n-1.
+func (c *collect) AddText(id int64, text string, hasText bool, ids []int32, rows, emb []float32) error {
+	return c.AddTextAt(id, text, hasText, nil, ids, rows, emb)
+}
+
+// AddTextAt stacks a text whose rows sit at positions (nil: 0..n-1).
+func (c *collect) AddTextAt(_ int64, _ string, _ bool, positions, ids []int32, rows, _ []float32) error {
 	c.r.Data = append(c.r.Data, rows...)
 	c.r.Off = append(c.r.Off, c.r.Off[len(c.r.Off)-1]+len(ids))
 	c.r.IDs = append(c.r.IDs, append([]int32(nil), ids...))
+	pos := append([]int32(nil), positions...)
+	if positions == nil {
+		pos = make([]int32, len(ids))
+		for j := range pos {
+			pos[j] = int32(j)
+		}
+	}
+	c.r.Pos = append(c.r.Pos, pos)
 	return nil
 }
 
@@ -130,21 +132,22 @@ func (e *Embedder) Embed(ctx context.Context, texts []string, batchTokens, worke
 	for i, t := range texts {
 		in[i] = corpus.Text{ID: int64(i), Text: t}
 	}
-	opt := e.opt
-	opt.BatchTokens, opt.Workers, opt.Progress = batchTokens, workers, progress
-	if opt.BatchTokens == 0 {
-		opt.BatchTokens = 4096
+	if batchTokens == 0 {
+		batchTokens = 4096
 	}
-	opt.BatchTokens = max(opt.BatchTokens, opt.MaxTokens)
 	r := &Rows{D: e.d, Off: []int{0}}
-	st, err := extraction.Run(ctx, e.model, e.tok, in, opt, collect{r})
+	t0 := time.Now()
+	tokens, err := e.fwd.run(ctx, in, batchTokens, workers, progress, &collect{r})
 	if err != nil {
 		return nil, fmt.Errorf("content: forward pass over %d texts: %w", len(texts), err)
+	}
+	if r.Len() != len(texts) {
+		return nil, fmt.Errorf("content: forward pass over %d texts returned %d", len(texts), r.Len())
 	}
 	if e.fp16 {
 		store.RoundFloat16(r.Data)
 	}
-	r.Tokens, r.Seconds = st.Tokens, st.Elapsed.Seconds()
+	r.Tokens, r.Seconds = tokens, time.Since(t0).Seconds()
 	return r, nil
 }
 
@@ -156,8 +159,10 @@ const verifyMaxTokens = 64
 const VerifyTol = 1e-2
 
 // Verify re-computes up to k texts of st (the first ones with stored text and at most 64 rows) and
-// compares their rows with the stored ones. It returns the largest relative row difference and an
-// error naming the text when it exceeds VerifyTol: the candidates' rows would not be the store's.
+// compares their rows with the stored ones, row by row at the same position (a decoder store
+// extracted with -dedup exact keeps only some positions). It returns the largest relative row
+// difference and an error naming the text when it exceeds VerifyTol: the candidates' rows would
+// not be the store's.
 func (e *Embedder) Verify(ctx context.Context, st *store.Store, k int) (float64, error) {
 	var texts []string
 	var idx []int
@@ -178,61 +183,70 @@ func (e *Embedder) Verify(ctx context.Context, st *store.Store, k int) (float64,
 	worst := 0.0
 	for j, i := range idx {
 		n := st.NumTokens(i)
-		if got := rows.Off[j+1] - rows.Off[j]; got != n {
-			return 0, fmt.Errorf("content: store text %d (id %d) has %d rows but the model and tokenizer give %d: not the store's model, tokenizer or special-token setting",
-				i, st.TextID(i), n, got)
+		pos, ids := make([]int32, n), make([]int32, n)
+		if err := st.Positions(i, 0, n, pos); err != nil {
+			return 0, fmt.Errorf("content: reading store text %d: %w", i, err)
+		}
+		if err := st.TokenIDs(i, 0, n, ids); err != nil {
+			return 0, fmt.Errorf("content: reading store text %d: %w", i, err)
+		}
+		at := map[int32]int{} // position -> recomputed row
+		for r, p := range rows.Pos[j] {
+			at[p] = r
 		}
 		stored := make([]float32, n*e.d)
 		if err := st.Rows(i, 0, n, stored); err != nil {
 			return 0, fmt.Errorf("content: reading store text %d: %w", i, err)
 		}
 		mine := rows.Text(j)
+		got := rows.Off[j+1] - rows.Off[j]
+		if got != n && !(e.fwd.causal() && got > n) {
+			return worst, fmt.Errorf("content: store text %d (id %d) has %d rows but the model and tokenizer give %d: not the store's model, tokenizer or special-token setting",
+				i, st.TextID(i), n, got)
+		}
 		for r := 0; r < n; r++ {
+			m, ok := at[pos[r]]
+			if !ok || rows.IDs[j][m] != ids[r] {
+				return worst, fmt.Errorf("content: store text %d (id %d) row %d is token %d at position %d, which the model and tokenizer do not give there: not the store's model, tokenizer or special-token setting",
+					i, st.TextID(i), r, ids[r], pos[r])
+			}
 			var diff, norm float64
-			for c := r * e.d; c < (r+1)*e.d; c++ {
-				x := float64(stored[c])
-				diff += (x - float64(mine[c])) * (x - float64(mine[c]))
+			for c := 0; c < e.d; c++ {
+				x, y := float64(stored[r*e.d+c]), float64(mine[m*e.d+c])
+				diff += (x - y) * (x - y)
 				norm += x * x
 			}
 			rel := math.Sqrt(diff / max(norm, 1e-300))
 			worst = max(worst, rel)
 			if rel > VerifyTol {
-				return worst, fmt.Errorf("content: store text %d (id %d) row %d differs from the re-computed row by %.3g relative (tolerance %g): the model, layer %d or norm %q is not the one the store was built with",
-					i, st.TextID(i), r, rel, VerifyTol, e.opt.Layer, e.opt.Norm)
+				return worst, fmt.Errorf("content: store text %d (id %d) row %d differs from the re-computed row by %.3g relative (tolerance %g): the model, layer %d or norm is not the one the store was built with",
+					i, st.TextID(i), r, rel, VerifyTol, e.layer)
 			}
 		}
 	}
 	return worst, nil
 }
 
-// SlotRows returns, for each text of r made from template t, the range [lo, hi) of its rows that
-// belong to the secret: the rows left after removing the longest common prefix with the template's
-// prefix tokens and the longest common suffix with its suffix tokens (special tokens included as
-// the store keeps them). A secret whose tokens merge with the template's is still covered, since
-// only rows identical in token id to the template's are removed.
-func (e *Embedder) SlotRows(t Template, r *Rows) [][2]int {
-	pre := e.tok.Encode(t.Prefix(), 0)
-	suf := e.tok.Encode(t.Suffix(), 0)
-	// Encode frames with [CLS] ... [SEP]: the prefix keeps [CLS], the suffix keeps [SEP].
-	pre = pre[:len(pre)-1]
-	suf = suf[1:]
-	if e.opt.DropSpecial {
-		pre, suf = pre[1:], suf[:len(suf)-1]
+// SlotRows returns, for each text of r made by filling template t with values[i], the range
+// [lo, hi) of its rows that the slot scores read. For an encoder, the secret's own rows: those
+// left after removing the longest common prefix with the template's prefix tokens and the longest
+// common suffix with its suffix tokens (special tokens as the store keeps them). For a decoder,
+// from the secret's first row to the end of the text: a causal model's rows up to the secret's
+// end are those of every longer secret that starts like it ("1603" inside "16037"), and only the
+// rows after it, which read the whole fill, tell the two apart; a text with no row after the
+// secret is refused.
+func (e *Embedder) SlotRows(t Template, values []string, r *Rows) ([][2]int, error) {
+	if len(values) != r.Len() {
+		return nil, fmt.Errorf("content: %d values for %d texts of rows", len(values), r.Len())
 	}
-	out := make([][2]int, r.Len())
-	for i, ids := range r.IDs {
-		lo := 0
-		for lo < len(ids) && lo < len(pre) && ids[lo] == pre[lo] {
-			lo++
-		}
-		hi := len(ids)
-		for k := 1; hi > lo && k <= len(suf) && ids[hi-1] == suf[len(suf)-k]; k++ {
-			hi--
-		}
-		if hi == lo { // the secret added no token of its own: score every row
-			lo, hi = 0, len(ids)
-		}
-		out[i] = [2]int{lo, hi}
+	return e.fwd.slots(t, values, r)
+}
+
+// commonPrefix is the length of the longest common prefix of a and b.
+func commonPrefix(a, b []int32) int {
+	n := 0
+	for n < len(a) && n < len(b) && a[n] == b[n] {
+		n++
 	}
-	return out
+	return n
 }

@@ -27,12 +27,13 @@ import (
 	"github.com/gelo-research/geloattack/internal/field"
 	"github.com/gelo-research/geloattack/internal/termtext"
 	"github.com/gelo-research/geloattack/models/bert"
+	"github.com/gelo-research/geloattack/models/hf"
 	"github.com/gelo-research/geloattack/runner"
 )
 
 var cmdRecover = &Command{
 	Name:      "recover",
-	UsageLine: "-store STORE [-template pin|name|birth|PATTERN] [-set ...] [flags]\n       geloattack baseline -attack content [the same flags]",
+	UsageLine: "-store STORE [-model DIR] [-template pin|name|birth|PATTERN] [-suffix TEXT] [-set ...] [flags]\n       geloattack baseline -attack content [the same flags]",
 	Short:     "sensitive-content recovery: rank candidate secrets of a templated victim text by row-space containment (residual, leverage, top-k)",
 	Long: `Sensitive-content recovery (docs/content-recovery.md). A victim text made from a template with a
 secret slot ("my PIN is {x}") is placed in an ordinary GELO example beside other texts of the
@@ -64,7 +65,19 @@ first line says which is in force. Each victim gets one verdict:
                              row's own bound (sqrt(1.25) + rho |x|/((1 - rho) sigma_min(U)))^2);
   ranked first, not claimed  everything else: past full rank always (a prefix or near-duplicate
                              of the secret passes the leverage test too), a short lead, rows dropped.
--grid runs a one-axis-at-a-time grid around the base cell (the flags' settings).`,
+-grid runs a one-axis-at-a-time grid around the base cell (the flags' settings).
+
+Decoders: with -model a Hugging Face decoder directory (Llama, Mistral, Qwen2, Qwen3 with its
+tokenizer.json) and a store that ` + "`store extract -model`" + ` made from it, the victims' and the
+candidates' rows come from extraction's decoder pass at the store's layer and point (its BOS,
+truncation and norm). A causal model's rows up to the secret's end are also the rows of every
+longer secret that starts like it ("1603" inside "16037"), so each candidate is scored on its rows
+from the secret to the END of the text, and a template whose slot is last is refused: give one
+with text after {x}, or append text with -suffix (e.g. -suffix " ok"). A decoder's claim also
+takes the end-of-text test: the row of the claimed text followed by every token of the
+vocabulary must fail the bound (else the victim's text may go on after it, as "no no no no no"
+goes on in "no no no no no no"), and that row must be observable: every row observed, window
+sampling, and tokens_per_text above the claimed text's rows.`,
 	Flags: recoverFlags,
 }
 
@@ -73,7 +86,8 @@ first line says which is in force. Each victim gets one verdict:
 type recoverArgs struct {
 	fs *flag.FlagSet
 
-	cfgPath, storeDir, modelDir, corpusDir, tmpl, set, years   *string
+	cfgPath, storeDir, modelDir, corpusDir, tmpl, suffix, set  *string
+	years                                                      *string
 	nCand, victims, nbBudget, verifyN                          *int
 	splitName, scoreName, compare, precision, axes, out, table *string
 	first, seed                                                *int64
@@ -90,9 +104,10 @@ func defineRecoverArgs(fs *flag.FlagSet) *recoverArgs {
 		fs:        fs,
 		cfgPath:   fs.String("config", "", "run config whose store and sampler settings are used (empty: the embedded quickstart's sampler; then -store is required)"),
 		storeDir:  fs.String("store", "", "store directory built by `geloattack store extract` (overrides the config's store.path)"),
-		modelDir:  fs.String("model", defModel, "model directory (config.json, tokenizer.json, *.safetensors) the store was extracted with ($"+corpus.EnvModel+" overrides the default)"),
+		modelDir:  fs.String("model", defModel, "model directory (config.json, tokenizer.json, *.safetensors) the store was extracted with: a BERT-family encoder, or a Llama/Mistral/Qwen2/Qwen3 decoder ($"+corpus.EnvModel+" overrides the default)"),
 		corpusDir: fs.String("corpus", defCorpus, "corpus directory of scripts/fetch-data.sh; the name set reads WordNet from it"),
 		tmpl:      fs.String("template", "pin", "victim template: pin (\"my PIN is {x}\"), name (\"my name is {x}\"), birth (\"I was born on {x}\"), or any text holding {x} once"),
+		suffix:    fs.String("suffix", "", "text appended to the template (and to -grid's date template): a decoder needs text after {x}, and refuses a template whose slot is last (e.g. -suffix \" ok\")"),
 		set:       fs.String("set", "", "candidate set: pin (0000-9999), date (every day of -years, \"March 5, 1987\"), name (WordNet person names, 3,886), or file:PATH (one candidate per line, # comments);\nempty: the template's own set (pin, name, birth -> date; a custom template needs -set)"),
 		years:     fs.String("years", "1925:2024", "date set: FIRST:LAST years, inclusive"),
 		nCand:     intFlag(fs, "candidates", 0, field.Bounds{Int: true, Min: 1, Max: 1 << 24, Zero: "all"}, "keep this many candidates of the set, a seeded uniform subset; the secret is drawn among those kept"),
@@ -191,6 +206,18 @@ func (a *recoverArgs) validate() (*recoverPlan, error) {
 	if err != nil {
 		return nil, err
 	}
+	t.Pattern += *a.suffix
+	if hf.IsDecoderDir(*a.modelDir) {
+		check := []content.Template{t}
+		if *a.grid && (*a.axes == "" || slices.Contains(strings.Split(*a.axes, ","), "candidates")) {
+			check = append(check, content.Template{Name: "birth", Pattern: content.TemplateBirth.Pattern + *a.suffix}) // the dates cell's
+		}
+		for _, tp := range check {
+			if err := content.CheckCausalTemplate(tp); err != nil {
+				return nil, fmt.Errorf("recover: -model %s is a decoder: %w (or append some with -suffix, e.g. -suffix \" ok\")", *a.modelDir, err)
+			}
+		}
+	}
 	if *a.set == "" {
 		if defSet == "" {
 			return nil, fmt.Errorf("-template %q is custom: give -set pin|date|name|file:PATH", *a.tmpl)
@@ -234,8 +261,12 @@ func runRecover(ctx context.Context, a *recoverArgs) error {
 	if err != nil {
 		return fmt.Errorf("recover: store %s against model %s: %w", st.Dir(), *a.modelDir, err)
 	}
-	logf(progress, "recover: store %s (%s, layer %d, d %d, special tokens %s); model %s reproduces %d stored texts to %.2g relative (%.1f s)\n",
-		st.Dir(), termtext.Escape(meta.Model), meta.Layer, meta.D, meta.SpecialTokens, *a.modelDir, *a.verifyN, worst, time.Since(t0).Seconds())
+	point := ""
+	if meta.Decoder != nil {
+		point = fmt.Sprintf(", decoder %s %s", termtext.Escape(meta.Decoder.Architecture), termtext.Escape(meta.Decoder.Point))
+	}
+	logf(progress, "recover: store %s (%s%s, layer %d, d %d, special tokens %s); model %s reproduces %d stored texts to %.2g relative (%.1f s)\n",
+		st.Dir(), termtext.Escape(meta.Model), point, meta.Layer, meta.D, meta.SpecialTokens, *a.modelDir, *a.verifyN, worst, time.Since(t0).Seconds())
 	var rho content.Recompute
 	given := false
 	a.fs.Visit(func(f *flag.Flag) { given = given || f.Name == "recompute-error" })
@@ -331,6 +362,7 @@ func runRecover(ctx context.Context, a *recoverArgs) error {
 			setName, size = cell.Set.Name, cell.Set.Size
 			if setName == "date" {
 				tp = content.TemplateBirth
+				tp.Pattern += *a.suffix
 			}
 		}
 		c, err := getSet(setName, size, tp)
@@ -425,6 +457,7 @@ func subsetCandidates(all *content.Candidates, size int, seed uint64) *content.C
 		sub.Rows.Data = append(sub.Rows.Data, all.Rows.Text(i)...)
 		sub.Rows.Off = append(sub.Rows.Off, sub.Rows.Off[len(sub.Rows.Off)-1]+all.Rows.Off[i+1]-all.Rows.Off[i])
 		sub.Rows.IDs = append(sub.Rows.IDs, all.Rows.IDs[i])
+		sub.Rows.Pos = append(sub.Rows.Pos, all.Rows.Pos[i])
 	}
 	return sub
 }
@@ -433,6 +466,9 @@ func subsetCandidates(all *content.Candidates, size int, seed uint64) *content.C
 func openEmbedder(modelDir string, meta store.Meta) (*content.Embedder, error) {
 	if modelDir == "" {
 		return nil, errors.New("recover: -model has no default here (no user cache directory); give it")
+	}
+	if hf.IsDecoderDir(modelDir) {
+		return openDecoderEmbedder(modelDir, meta)
 	}
 	m, err := bert.LoadModel(modelDir, blas.Default())
 	if err != nil {
@@ -475,4 +511,34 @@ func writeJSON(path string, v any) error {
 	}
 	fmt.Fprintf(os.Stderr, "wrote %s\n", path)
 	return nil
+}
+
+// openDecoderEmbedder loads a decoder directory and its tokenizer.json, and refuses a store made
+// with another model (meta.json's model name, then architecture, tokenizer hash, width, layer and
+// point in content.NewDecoderEmbedder; Verify then compares rows).
+func openDecoderEmbedder(modelDir string, meta store.Meta) (*content.Embedder, error) {
+	mc, err := hf.LoadConfig(modelDir)
+	if err != nil {
+		return nil, fmt.Errorf("recover: %w", err)
+	}
+	if name := decoderModelName(modelDir); meta.Model != name {
+		return nil, fmt.Errorf("recover: store meta.json model %q does not name the decoder in %s (%q): extract candidates with the store's own model",
+			termtext.Escape(meta.Model), modelDir, termtext.Escape(name))
+	}
+	if _, err := hf.Check(modelDir); err != nil {
+		return nil, fmt.Errorf("recover: %w", err)
+	}
+	tok, err := openDecoderTokenizer(modelDir, mc.VocabSize)
+	if err != nil {
+		return nil, fmt.Errorf("recover: %w", err)
+	}
+	m, err := hf.Load(modelDir, blas.Default())
+	if err != nil {
+		return nil, fmt.Errorf("recover: %w", err)
+	}
+	emb, err := content.NewDecoderEmbedder(m, tok, meta)
+	if err != nil {
+		return nil, fmt.Errorf("recover: %w", err)
+	}
+	return emb, nil
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -9,6 +10,8 @@ import (
 
 	"github.com/gelo-research/geloattack/baselines/content"
 	"github.com/gelo-research/geloattack/data/corpus"
+	"github.com/gelo-research/geloattack/data/store"
+	"github.com/gelo-research/geloattack/models/hf"
 )
 
 // contentStore returns the small real store and the model directory, skipping when either is
@@ -149,7 +152,7 @@ func TestContentBaselineAttackSelectsRecover(t *testing.T) {
 		t.Fatalf("template without a slot: %v\n%s", err, out)
 	}
 	out, _ = cli(t, "recover", "-h").CombinedOutput()
-	for _, w := range []string{"-claim-gap", "-grid", "-set", "slot_worst", "rowspace(U_obs)", "-deployer-precision", "-recompute-error",
+	for _, w := range []string{"-claim-gap", "-grid", "-set", "slot_worst", "rowspace(U_obs)", "-deployer-precision", "-recompute-error", "-suffix", "END of the text", "end-of-text test",
 		content.VerdictRanked, content.VerdictAbsent} {
 		if !strings.Contains(string(out), w) {
 			t.Fatalf("recover -h lacks %q:\n%s", w, out)
@@ -262,5 +265,75 @@ func TestRecoverClaimsAPresentSecretPastItsNeighbours(t *testing.T) {
 		if n := v.Neighbours; n == nil || n.Tested < 50 || n.Passing != 0 || !(n.Score > n.Bound) {
 			t.Errorf("victim %d (%s): neighbours %+v; want 50 or more tested, every one beyond the bound", v.Example, v.Value, n)
 		}
+	}
+}
+
+// decoderRecoverFixture writes a random-init Llama-2-shaped decoder (2 blocks, d 128, the lm
+// tests' byte-fallback tokenizer), a float16 store of its attn-input rows at block 1 with the
+// BOS rows dropped (`store extract -model`), and a candidate file of PINs beside a five-digit
+// extension of each. It returns the model directory, the store and the candidate file.
+func decoderRecoverFixture(t *testing.T) (modelDir, storeDir, set string) {
+	t.Helper()
+	dir := t.TempDir()
+	writeTinyLM(t, dir, "1") // tokenizer.json and texts.txt
+	modelDir = filepath.Join(dir, "model")
+	if _, err := hf.Init(hf.InitOptions{Like: "llama2-7b", Layers: 2, Hidden: 128, Vocab: 300, Seed: 4, DType: hf.F32, Out: modelDir,
+		Tokenizer: filepath.Join(dir, "tokenizer.json")}); err != nil {
+		t.Fatal(err)
+	}
+	storeDir = filepath.Join(dir, "store")
+	err := runDecoderExtract(context.Background(), decoderExtract{modelDir: modelDir, texts: filepath.Join(dir, "texts.txt"), out: storeDir,
+		dtype: store.Float16, norm: store.NormRaw, point: "attn-input", layer: 1, maxTokens: 64, dropSpecial: true}, openDecoderTokenizer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	set = filepath.Join(dir, "pairs.txt")
+	if err := os.WriteFile(set, []byte("1603\n16037\n5821\n58213\n0475\n04755\n341\n3410\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return modelDir, storeDir, set
+}
+
+// `recover -model` on a decoder directory and its store (issue 36 item 1c): a template whose slot
+// is last is refused, naming -suffix; with -suffix every victim's secret is claimed rightly
+// beside its prefix or extension, each claim after the end-of-text test; with the secrets absent
+// nothing is claimed; -deployer-precision bf16 sets rho through the store's block, and claims
+// nothing wrong.
+func TestRecoverAttacksADecoderStore(t *testing.T) {
+	md, st, set := decoderRecoverFixture(t)
+	base := []string{"-store", st, "-model", md, "-template", "my PIN is {x}", "-set", "file:" + set, "-victims", "6",
+		"-positives", "2", "-tokens-per-text", "48", "-quiet"}
+	out, err := cli(t, append([]string{"recover"}, base...)...).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "ends with its slot") || !strings.Contains(string(out), "-suffix") {
+		t.Fatalf("a template whose slot is last: %v\n%s", err, out)
+	}
+	// The grid's dates cell fills "I was born on {x}": without -suffix it would end with the slot.
+	grid := append(append([]string{"recover"}, base...), "-template", "my PIN is {x} ok", "-grid")
+	if out, err := cli(t, grid...).CombinedOutput(); err == nil || !strings.Contains(string(out), "I was born on {x}") {
+		t.Fatalf("-grid with the dates cell's template ending in its slot: %v\n%s", err, out)
+	}
+	base = append(base, "-suffix", " ok")
+	r := recoverJSON(t, base...)
+	if !r.Causal || r.Template.Pattern != "my PIN is {x} ok" || r.Claimed != 1 || r.ClaimedCorrect != 1 {
+		t.Fatalf("causal %v, template %q, claimed %.2f (right %.2f): want every victim claimed rightly", r.Causal, r.Template.Pattern, r.Claimed, r.ClaimedCorrect)
+	}
+	for _, v := range r.Victims {
+		if v.End == nil || v.End.Tested < 259 || v.End.Passing != 0 {
+			t.Errorf("secret %s: end-of-text test %+v, want the vocabulary tested and none passing", v.Value, v.End)
+		}
+	}
+	if r := recoverJSON(t, append(base, "-absent")...); r.Claimed != 0 {
+		t.Errorf("secrets absent: claimed %.2f", r.Claimed)
+	}
+	bf := recoverJSON(t, append(base, "-deployer-precision", "bf16")...)
+	if rc := bf.Recompute; rc.Precision != "bf16" || rc.Blocks != 1 || rc.Width != 128 || rc.StoreRoundoff != 0x1p-11 || bf.Absent != 0 || (bf.Claimed > 0 && bf.ClaimedCorrect != 1) {
+		t.Errorf("bf16: recompute %+v, not among %.2f, claimed %.2f (right %.2f)", rc, bf.Absent, bf.Claimed, bf.ClaimedCorrect)
+	}
+	table, err := cli(t, append([]string{"recover"}, base...)...).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(table), "decoder rows: each candidate scored on its rows from the secret to the end of the text") {
+		t.Errorf("the table does not say how a decoder is scored:\n%s", table)
 	}
 }
