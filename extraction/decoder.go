@@ -246,7 +246,7 @@ func RunDecoder(ctx context.Context, m *llama.Model, tok Tokenizer, texts []corp
 				}
 				row := rows[r*d : (r+1)*d]
 				if norm == NormRMS {
-					rmsNormalize(row, d)
+					RMSNormalize(row, d)
 				}
 				if opt.Dedup && !fresh {
 					st.DuplicateRows++

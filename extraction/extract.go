@@ -211,7 +211,7 @@ func Run(ctx context.Context, m *bert.Model, tok *wordpiece.Tokenizer, texts []c
 				rows, tokIDs = rows[h:(n-1)*h], tokIDs[1:n-1]
 			}
 			if norm == NormRMS {
-				rmsNormalize(rows, h)
+				RMSNormalize(rows, h)
 			}
 			emb := b.pooled[(i-b.lo)*h : (i-b.lo+1)*h]
 			if err := sink.AddText(texts[i].ID, texts[i].Text, true, tokIDs, rows, emb); err != nil {
@@ -230,8 +230,9 @@ func Run(ctx context.Context, m *bert.Model, tok *wordpiece.Tokenizer, texts []c
 	return st, nil
 }
 
-// rmsNormalize divides each row of x (rows of width h) by its root mean square.
-func rmsNormalize(x []float32, h int) {
+// RMSNormalize divides each row of x (rows of width h) by sqrt(mean(x^2) + RMSEps), the rows
+// NormRMS hands the store; attacks that recompute a store's rows call it too.
+func RMSNormalize(x []float32, h int) {
 	for r := 0; r+h <= len(x); r += h {
 		row := x[r : r+h]
 		var ss float64

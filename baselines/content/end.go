@@ -177,23 +177,7 @@ func (e *decoder) next(ctx context.Context, text string) ([]float32, string, err
 		}
 	}
 	if e.opt.Norm == extraction.NormRMS {
-		normalizeRMS(out, d)
+		extraction.RMSNormalize(out, d)
 	}
 	return out, "", nil
-}
-
-// normalizeRMS divides each row of x (rows of width d) by sqrt(mean(x^2) + extraction.RMSEps), as
-// extraction's NormRMS does to the rows it hands the store (its function is unexported).
-func normalizeRMS(x []float32, d int) {
-	for r := 0; r+d <= len(x); r += d {
-		row := x[r : r+d]
-		var ss float64
-		for _, v := range row {
-			ss += float64(v) * float64(v)
-		}
-		inv := float32(1 / math.Sqrt(ss/float64(d)+extraction.RMSEps))
-		for j := range row {
-			row[j] *= inv
-		}
-	}
 }
