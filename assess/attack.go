@@ -15,6 +15,9 @@ type Attack interface {
 	// exactly"); Claimed what its claimed flag means ("claimed (proven)").
 	Success() string
 	Claimed() string
+	// Undecided is what a row flagged CannotTell means ("cannot tell"), "" for an attack that
+	// never flags one.
+	Undecided() string
 	// Budget is the attacker's budget under deployment d, in words (blocks scored, beam, bag
 	// cut, ...); the report adds the candidate passes the rows count.
 	Budget(d Deployment) string
@@ -34,6 +37,12 @@ type Env struct {
 	Target *Target
 	// Log, when set, hears the attacks' progress within a batch.
 	Log func(string)
+	// DeployerRows, when set, gives the rows the deployer mixed into U at a block for a text,
+	// from the attacker's recomputation of them (rows, which it may change in place): a deployer
+	// whose forward differs from the attacker's (another stack or precision, within the declared
+	// deployer.precision's bound). nil: the deployer's rows are the attacker's own. Presence and
+	// the learned attack draw U from them; decode draws its own (baselines/decode).
+	DeployerRows func(block int, textID int64, rows []float32) ([]float32, error)
 }
 
 // Unit is one batch of one setting for one attack: the work between two appends to results.jsonl.

@@ -35,7 +35,7 @@ func (s *Summary) HTML(redact bool) []byte {
 		}
 		c := a.Cells[0]
 		fmt.Fprintf(&b, "<tr><td>%s</td><td>%s</td><td>%s</td><td class=\"num\">%d of %d</td><td class=\"num\">%d</td><td class=\"num\">%d</td></tr>\n",
-			e(a.Name), e(c.Verdict(a.Success)), e(c.ClaimsText(a.Claimed)), c.Prompts, c.Expected, c.Batches, c.Passes)
+			e(a.Name), e(c.Verdict(a.Success)), e(c.ClaimsText(a.Claimed, a.Undecided)), c.Prompts, c.Expected, c.Batches, c.Passes)
 	}
 	b.WriteString("</table>\n<p>The attacker's budget:</p>\n<ul>\n")
 	for _, a := range s.Attacks {
@@ -74,7 +74,7 @@ func (s *Summary) HTML(redact bool) []byte {
 			e(st.Name), e(shieldRowsText(st)), strconv.FormatFloat(st.ShieldScale, 'g', -1, 64), cost.N, cost.Shields, x, pct)
 		for _, a := range s.Attacks {
 			if a.NotApplicable == "" {
-				fmt.Fprintf(&b, "<td>%s</td>", e(a.Cells[si].gridCell()))
+				fmt.Fprintf(&b, "<td>%s</td>", e(a.Cells[si].gridCell(a.Undecided)))
 			}
 		}
 		b.WriteString("</tr>\n")

@@ -69,12 +69,17 @@ func (c Cell) ranks() string {
 	return strings.Join(parts, ", ")
 }
 
-// gridCell is a cell in the settings table: "8/8 [0.631, 1.000], 0 wrong".
-func (c Cell) gridCell() string {
+// gridCell is a cell in the settings table: "8/8 [0.631, 1.000], 0 wrong", and for an attack
+// that can say it cannot tell (undecided its phrase), ", 2 cannot tell".
+func (c Cell) gridCell(undecided string) string {
 	if c.Prompts == 0 {
 		return "-"
 	}
-	return fmt.Sprintf("%s, %d wrong", c.Interval, c.Wrong)
+	s := fmt.Sprintf("%s, %d wrong", c.Interval, c.Wrong)
+	if undecided != "" {
+		s += fmt.Sprintf(", %d %s", c.CannotTell, undecided)
+	}
+	return s
 }
 
 // shieldRowsText is the setting's shield rows for tables: the count, or the fraction.
@@ -142,7 +147,7 @@ func (s *Summary) Markdown(redact bool) []byte {
 			continue
 		}
 		c := a.Cells[0]
-		fmt.Fprintf(&b, "| %s | %s | %s | %d of %d | %d | %d |\n", a.Name, c.Verdict(a.Success), c.ClaimsText(a.Claimed), c.Prompts, c.Expected, c.Batches, c.Passes)
+		fmt.Fprintf(&b, "| %s | %s | %s | %d of %d | %d | %d |\n", a.Name, c.Verdict(a.Success), c.ClaimsText(a.Claimed, a.Undecided), c.Prompts, c.Expected, c.Batches, c.Passes)
 	}
 	b.WriteString("\nThe attacker's budget:\n\n")
 	for _, a := range s.Attacks {
@@ -209,7 +214,7 @@ func (s *Summary) mdSettings(b *bytes.Buffer) {
 			cost.N, cost.Shields, x, pct)
 		for _, a := range s.Attacks {
 			if a.NotApplicable == "" {
-				fmt.Fprintf(b, " %s |", a.Cells[si].gridCell())
+				fmt.Fprintf(b, " %s |", a.Cells[si].gridCell(a.Undecided))
 			}
 		}
 		b.WriteString("\n")

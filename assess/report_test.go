@@ -43,11 +43,11 @@ func TestReportIsComputedFromResults(t *testing.T) {
 	d = res.Deployment
 
 	type cell struct {
-		n, k, claims, wrong, batches, passes int
-		tok, bagRec, bagPrec                 []float64
-		clean, shields                       []float64
-		rmin, rmax                           []int
-		blocks                               []int
+		n, k, claims, wrong, undecided, batches, passes int
+		tok, bagRec, bagPrec                            []float64
+		clean, shields                                  []float64
+		rmin, rmax                                      []int
+		blocks                                          []int
 	}
 	cells := map[[2]string]*cell{}
 	var rowsN, dWidth, pWidth int
@@ -76,6 +76,9 @@ func TestReportIsComputedFromResults(t *testing.T) {
 			c.claims++
 		}
 		c.wrong += int(r["wrong_claims"].(float64))
+		if v, ok := r["cannot_tell"]; ok && v.(bool) {
+			c.undecided++
+		}
 		if atk == "decode" {
 			c.tok = append(c.tok, r["token_acc"].(float64))
 			if set == DeploymentSetting && len(samples) < SampleSize {
@@ -140,15 +143,23 @@ func TestReportIsComputedFromResults(t *testing.T) {
 		return n, k, gelo / base
 	}
 	var want []string
-	phrase := map[string]string{"decode": "reads prompts exactly", "presence": "tells present texts from absent ones"}
-	claimed := map[string]string{"decode": "claimed (proven from U)", "presence": "said present"}
+	phrase := map[string]string{"decode": "reads prompts exactly", "presence": "tells prompts from decoys (decoy proven absent)"}
+	claimed := map[string]string{"decode": "claimed (proven from U)", "presence": "decoys proven absent"}
+	// undecided writes an attack's cannot-tell count where it has one.
+	undecided := func(atk, sep string, c *cell) string {
+		if atk != "presence" {
+			return ""
+		}
+		return fmt.Sprintf("%s%d cannot tell", sep, c.undecided)
+	}
 	for _, atk := range d.Attacker.Attacks {
 		c := cells[[2]string{DeploymentSetting, atk}]
 		verdict := phrase[atk] + ": " + interval(c.k, c.n)
 		if c.k == 0 {
 			verdict = "no success at this budget: " + interval(c.k, c.n)
 		}
-		want = append(want, fmt.Sprintf("| %s | %s | %d %s, %d wrong claims | %d of %d | %d | %d |", atk, verdict, c.claims, claimed[atk], c.wrong, c.n, d.Prompts.Count, c.batches, c.passes))
+		want = append(want, fmt.Sprintf("| %s | %s | %d %s, %d wrong claims%s | %d of %d | %d | %d |", atk, verdict, c.claims, claimed[atk], c.wrong,
+			undecided(atk, "; ", c), c.n, d.Prompts.Count, c.batches, c.passes))
 	}
 	for _, r := range samples {
 		yn := map[bool]string{true: "yes", false: "no"}
@@ -166,7 +177,7 @@ func TestReportIsComputedFromResults(t *testing.T) {
 			strconv.FormatFloat(x, 'g', 4, 64), strconv.FormatFloat(100*(x-1), 'f', 1, 64))
 		for _, atk := range d.Attacker.Attacks {
 			c := cells[[2]string{st.Name, atk}]
-			line += fmt.Sprintf(" %s, %d wrong |", interval(c.k, c.n), c.wrong)
+			line += fmt.Sprintf(" %s, %d wrong%s |", interval(c.k, c.n), c.wrong, undecided(atk, ", ", c))
 			if c.k == 0 {
 				if b, ok := best[atk]; !ok || x < b {
 					best[atk] = x

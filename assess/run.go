@@ -66,6 +66,9 @@ type Options struct {
 	// AfterBatch, when set, is called after each batch's rows are appended, with the batches
 	// done and the total of the shard (tests cancel a run there).
 	AfterBatch func(done, total int)
+	// DeployerRows, when set, is Env.DeployerRows: the rows a deployer whose forward differs
+	// from the attacker's mixed into U (tests play a bf16 deployer with it).
+	DeployerRows func(block int, textID int64, rows []float32) ([]float32, error)
 }
 
 // Outcome is what Run did.
@@ -163,7 +166,7 @@ func Run(ctx context.Context, d Deployment, opt Options) (*Outcome, error) {
 		return nil, err
 	}
 	out := &Outcome{Deployment: d, Total: len(units), Skipped: skip, Done: skip}
-	env := &Env{Deployment: d, Target: t, Log: opt.Log}
+	env := &Env{Deployment: d, Target: t, Log: opt.Log, DeployerRows: opt.DeployerRows}
 	prog := newProgress(opt.Progress, len(units), skip)
 	var runErr error
 	for _, u := range units[skip:] {

@@ -31,8 +31,8 @@ type Summary struct {
 
 // AttackSummary is one attack over every setting.
 type AttackSummary struct {
-	// Name, Success, Claimed and Budget are the attack's (Attack).
-	Name, Success, Claimed, Budget string
+	// Name, Success, Claimed, Undecided and Budget are the attack's (Attack).
+	Name, Success, Claimed, Undecided, Budget string
 	// NotApplicable says why the attack was not run ("" when it applies).
 	NotApplicable string
 	// Cells are the attack's figures per setting, in the order of Summary.Settings.
@@ -50,10 +50,11 @@ type Cell struct {
 	HasCost bool
 	// Prompts are the prompts with a row, Expected the deployment's prompt count.
 	Prompts, Expected int
-	// Successes, Claims and Wrong count the rows' success and claimed flags and wrong claims;
-	// Interval is Successes of Prompts with its exact interval (zero when Prompts is 0).
-	Successes, Claims, Wrong int
-	Interval                 eval.Proportion
+	// Successes, Claims, Wrong and CannotTell count the rows' success and claimed flags, wrong
+	// claims and cannot-tell flags; Interval is Successes of Prompts with its exact interval
+	// (zero when Prompts is 0).
+	Successes, Claims, Wrong, CannotTell int
+	Interval                             eval.Proportion
 	// TokenAcc and BagRecall are means over the prompts (NaN where no row has them); BagPrecision
 	// a mean over the batches.
 	TokenAcc, BagRecall, BagPrecision float64
@@ -80,12 +81,17 @@ func (c Cell) Verdict(success string) string {
 	return success + ": " + c.Interval.String()
 }
 
-// ClaimsText is the cell's claims in words: "8 claimed (proven from U), 0 wrong claims".
-func (c Cell) ClaimsText(claimed string) string {
+// ClaimsText is the cell's claims in words: "8 claimed (proven from U), 0 wrong claims", and
+// for an attack that can say it cannot tell (undecided its phrase), "; 2 cannot tell".
+func (c Cell) ClaimsText(claimed, undecided string) string {
 	if c.Prompts == 0 {
 		return "-"
 	}
-	return fmt.Sprintf("%d %s, %d wrong claims", c.Claims, claimed, c.Wrong)
+	s := fmt.Sprintf("%d %s, %d wrong claims", c.Claims, claimed, c.Wrong)
+	if undecided != "" {
+		s += fmt.Sprintf("; %d %s", c.CannotTell, undecided)
+	}
+	return s
 }
 
 // ReadSummary reads an assessment directory's deployment.yaml and results.jsonl and summarizes
@@ -124,7 +130,7 @@ func Summarize(d Deployment, rows []Row) (*Summary, error) {
 		if !ok {
 			return nil, fmt.Errorf("assess: deployment names attack %q, want one of %v", name, Names())
 		}
-		as := AttackSummary{Name: name, Success: a.Success(), Claimed: a.Claimed(), Budget: a.Budget(d), Frontier: -1}
+		as := AttackSummary{Name: name, Success: a.Success(), Claimed: a.Claimed(), Undecided: a.Undecided(), Budget: a.Budget(d), Frontier: -1}
 		if err := a.Check(d); err != nil {
 			as.NotApplicable = err.Error()
 		}
@@ -162,6 +168,9 @@ func Summarize(d Deployment, rows []Row) (*Summary, error) {
 			c.Claims++
 		}
 		c.Wrong += r.WrongClaims
+		if r.CannotTell {
+			c.CannotTell++
+		}
 		if r.Attack == (decodeAttack{}).Name() {
 			a.tokAcc += r.TokenAcc
 			a.nTok++

@@ -200,7 +200,7 @@ func printVerdicts(w io.Writer, s *assess.Summary, dir string, took time.Duratio
 			continue
 		}
 		c := a.Cells[0]
-		fmt.Fprintf(w, "%s: %s; %s\n", a.Name, c.Verdict(a.Success), c.ClaimsText(a.Claimed))
+		fmt.Fprintf(w, "%s: %s; %s\n", a.Name, c.Verdict(a.Success), c.ClaimsText(a.Claimed, a.Undecided))
 	}
 	fmt.Fprintf(w, "%d result rows; reports: %s/%s, %s/%s (%s)\n", s.Rows, dir, assess.ReportMD, dir, assess.ReportHTML, took.Round(time.Millisecond))
 }
