@@ -43,6 +43,8 @@ type Env struct {
 	// deployer.precision's bound). nil: the deployer's rows are the attacker's own. Presence and
 	// the learned attack draw U from them; decode draws its own (baselines/decode).
 	DeployerRows func(block int, textID int64, rows []float32) ([]float32, error)
+	// learned is the learned attack's opened checkpoint (nil when it does not run).
+	learned *learnedModel
 }
 
 // Unit is one batch of one setting for one attack: the work between two appends to results.jsonl.
@@ -60,10 +62,10 @@ type Unit struct {
 }
 
 // battery is every attack assess knows, in report order. Content recovery of secret templates on
-// a decoder's rows (baselines/content, being extended to decoders) takes the next place as
-// "content" once it reads them; the learned presence attack (-learned RUN) after it.
+// a decoder's rows (baselines/content's recover, being extended to decoders) takes its place
+// after presence as "content" once it reads them: content.go holds its hook.
 func battery() []Attack {
-	return []Attack{decodeAttack{}, presenceAttack{}}
+	return []Attack{decodeAttack{}, presenceAttack{}, learnedAttack{}}
 }
 
 // Names lists the battery's attacks, in report order.

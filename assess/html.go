@@ -57,7 +57,7 @@ func (s *Summary) HTML(redact bool) []byte {
 		}
 		b.WriteString("</table>\n")
 	}
-	b.WriteString("<h2>Every setting: privacy against overhead</h2>\n<table id=\"settings\">\n<tr><th>setting</th><th>shield rows</th><th>shield scale</th><th>rows per call (n + shields)</th><th>FLOPs (x plain)</th><th>overhead %</th>")
+	b.WriteString("<h2>Every setting: privacy against overhead</h2>\n<table id=\"settings\">\n<tr><th>setting</th><th>shield rows</th><th>shield scale</th><th>cond(A)</th><th>U observed in</th><th>rows per call (n + shields)</th><th>FLOPs (x plain)</th><th>overhead %</th>")
 	for _, a := range s.Attacks {
 		if a.NotApplicable == "" {
 			fmt.Fprintf(&b, "<th>%s</th>", e(a.Name))
@@ -70,8 +70,8 @@ func (s *Summary) HTML(redact bool) []byte {
 		if s.D > 0 {
 			x, pct = fmtNum(cost.Ratio()), fmtPct(cost.Overhead())
 		}
-		fmt.Fprintf(&b, "<tr><td>%s</td><td>%s</td><td class=\"num\">%s</td><td class=\"num\">%d + %d</td><td class=\"num\">%s</td><td class=\"num\">%s</td>",
-			e(st.Name), e(shieldRowsText(st)), strconv.FormatFloat(st.ShieldScale, 'g', -1, 64), cost.N, cost.Shields, x, pct)
+		fmt.Fprintf(&b, "<tr><td>%s</td><td>%s</td><td class=\"num\">%s</td><td class=\"num\">%s</td><td>%s</td><td class=\"num\">%d + %d</td><td class=\"num\">%s</td><td class=\"num\">%s</td>",
+			e(st.Name), e(shieldRowsText(st)), strconv.FormatFloat(st.ShieldScale, 'g', -1, 64), kappaText(st), dtypeText(st), cost.N, cost.Shields, x, pct)
 		for _, a := range s.Attacks {
 			if a.NotApplicable == "" {
 				fmt.Fprintf(&b, "<td>%s</td>", e(a.Cells[si].gridCell(a.Undecided)))

@@ -3,6 +3,7 @@ package assess
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/gelo-research/geloattack/internal/fptol"
@@ -37,8 +38,9 @@ func perturbedDeployer(precision string, d int) func(int, int64, []float32) ([]f
 }
 
 // Presence claims only what its test proves: a text proven absent. Against a bf16 deployer whose
-// rows lie 0.9 rho from the attacker's, with U observed in bf16 and in fp32, below full rank, at
-// full rank and twice past it with scale-1 and scale-10 shields, no prompt (all are in their
+// rows lie 0.9 rho from the attacker's, with U observed in fp32, bf16 and fp16, below full rank,
+// at full rank and twice past it with scale-1 and scale-10 shields, and at cond(A) 100 and 1e4
+// (the default grid's other axes), no prompt (all are in their
 // batch) is ever excluded; most decoys are proven absent below full rank; and past full rank with
 // strong shields the attack says it cannot tell rather than call a decoy present, as it did
 // before (2026-11-27's grid: 100 wrong claims per setting at 512 rows on d = 256).
@@ -68,7 +70,8 @@ func TestPresenceClaimsAreProofs(t *testing.T) {
 		if c := a.Cells[0]; c.Successes < 4 {
 			t.Errorf("%s, below full rank: %d/8 decoys proven absent, want most", dtype, c.Successes)
 		}
-		if c := a.Cells[len(a.Cells)-1]; c.Setting.ShieldRows != 128 || c.Setting.ShieldScale != 10 || c.CannotTell == 0 {
+		strong := slices.IndexFunc(a.Cells, func(c Cell) bool { return c.Setting.Name == "rows=128,scale=10" })
+		if c := a.Cells[strong]; c.CannotTell == 0 {
 			t.Errorf("%s, %s: %d cannot tell; want the strong setting past full rank to leave some undecided", dtype, c.Setting.Name, c.CannotTell)
 		}
 	}

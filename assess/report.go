@@ -52,7 +52,7 @@ func fmtMean(x float64) string {
 
 // ranks writes "0: 30-32, 1: 64" (block: min-max rank).
 func (c Cell) ranks() string {
-	if len(c.Blocks) == 0 {
+	if len(c.Blocks) == 0 || len(c.RankMin) == 0 {
 		return "-"
 	}
 	var parts []string
@@ -88,6 +88,17 @@ func shieldRowsText(st Setting) string {
 		return strconv.Itoa(st.ShieldRows)
 	}
 	return strconv.FormatFloat(100*st.ShieldFrac, 'g', 4, 64) + "% of n"
+}
+
+// kappaText is the setting's cond(A) for tables.
+func kappaText(st Setting) string { return strconv.FormatFloat(st.Kappa, 'g', -1, 64) }
+
+// dtypeText is the dtype U is observed in, for tables.
+func dtypeText(st Setting) string {
+	if st.ObserveDType == DTypeNone {
+		return "float32"
+	}
+	return st.ObserveDType
 }
 
 // mdText makes file-derived text safe in a Markdown table cell: control and format characters
@@ -191,13 +202,13 @@ func (s *Summary) mdSamples(b *bytes.Buffer, redact bool) {
 // mdSettings writes the settings table and the frontier.
 func (s *Summary) mdSettings(b *bytes.Buffer) {
 	b.WriteString("\n## Every setting: privacy against overhead\n\n")
-	b.WriteString("| setting | shield rows | shield scale | rows per call (n + shields) | FLOPs (x plain) | overhead % |")
+	b.WriteString("| setting | shield rows | shield scale | cond(A) | U observed in | rows per call (n + shields) | FLOPs (x plain) | overhead % |")
 	for _, a := range s.Attacks {
 		if a.NotApplicable == "" {
 			fmt.Fprintf(b, " %s |", a.Name)
 		}
 	}
-	b.WriteString("\n|---|---|---|---|---|---|")
+	b.WriteString("\n|---|---|---|---|---|---|---|---|")
 	for _, a := range s.Attacks {
 		if a.NotApplicable == "" {
 			b.WriteString("---|")
@@ -210,8 +221,8 @@ func (s *Summary) mdSettings(b *bytes.Buffer) {
 		if s.D > 0 {
 			x, pct = fmtNum(cost.Ratio()), fmtPct(cost.Overhead())
 		}
-		fmt.Fprintf(b, "| %s | %s | %s | %d + %d | %s | %s |", st.Name, shieldRowsText(st), strconv.FormatFloat(st.ShieldScale, 'g', -1, 64),
-			cost.N, cost.Shields, x, pct)
+		fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %d + %d | %s | %s |", st.Name, shieldRowsText(st), strconv.FormatFloat(st.ShieldScale, 'g', -1, 64),
+			kappaText(st), dtypeText(st), cost.N, cost.Shields, x, pct)
 		for _, a := range s.Attacks {
 			if a.NotApplicable == "" {
 				fmt.Fprintf(b, " %s |", a.Cells[si].gridCell(a.Undecided))

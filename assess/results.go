@@ -62,6 +62,11 @@ type Row struct {
 	// 1: proven absent), rounded to 3 decimals.
 	PromptExcess *float64 `json:"prompt_excess,omitempty"`
 	DecoyExcess  *float64 `json:"decoy_excess,omitempty"`
+	// Candidates and Rank are a ranking attack's (learned): the texts it ranked for this prompt
+	// (the prompt and the batch's decoys) and the prompt's place among them (1: first; a tie
+	// counts against it). 1/Candidates is a uniform guess's chance of success.
+	Candidates int `json:"candidates,omitempty"`
+	Rank       int `json:"prompt_rank,omitempty"`
 	// Stats are the batch's figures, the same on every row of the batch.
 	Stats BatchStats `json:"batch_stats"`
 }

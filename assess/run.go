@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -146,6 +147,15 @@ func Run(ctx context.Context, d Deployment, opt Options) (*Outcome, error) {
 	if err := t.LoadPrompts(ctx, d, files); err != nil {
 		return nil, err
 	}
+	var learned *learnedModel
+	if slices.Contains(d.Attacker.Attacks, learnedName) {
+		// Opened (and checked against the deployment) before anything is written; what it read
+		// goes into deployment.yaml.
+		if learned, d.Attacker.LearnedCheckpoint, err = openLearned(d, t); err != nil {
+			return nil, err
+		}
+		defer learned.close()
+	}
 	dep, err := d.Marshal()
 	if err != nil {
 		return nil, err
@@ -166,7 +176,7 @@ func Run(ctx context.Context, d Deployment, opt Options) (*Outcome, error) {
 		return nil, err
 	}
 	out := &Outcome{Deployment: d, Total: len(units), Skipped: skip, Done: skip}
-	env := &Env{Deployment: d, Target: t, Log: opt.Log, DeployerRows: opt.DeployerRows}
+	env := &Env{Deployment: d, Target: t, Log: opt.Log, DeployerRows: opt.DeployerRows, learned: learned}
 	prog := newProgress(opt.Progress, len(units), skip)
 	var runErr error
 	for _, u := range units[skip:] {

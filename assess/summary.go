@@ -58,6 +58,9 @@ type Cell struct {
 	// TokenAcc and BagRecall are means over the prompts (NaN where no row has them); BagPrecision
 	// a mean over the batches.
 	TokenAcc, BagRecall, BagPrecision float64
+	// Chance is a ranking attack's chance level, the mean of 1/candidates over its prompts (NaN
+	// for an attack that ranks nothing): the success rate of a uniform guess.
+	Chance float64
 	// Batches are the batches with rows; Passes their candidate passes; Shields and Clean their
 	// mean shield and clean rows per call.
 	Batches        int
@@ -70,15 +73,20 @@ type Cell struct {
 }
 
 // Verdict is the cell's verdict line, never "safe": "reads prompts exactly: 8/8 [0.631,
-// 1.000]" or "no success at this budget: 0/8 [0.000, 0.369]".
+// 1.000]" or "no success at this budget: 0/8 [0.000, 0.369]", and for a ranking attack its
+// chance level after it ("; chance level 0.200").
 func (c Cell) Verdict(success string) string {
+	chance := ""
+	if !math.IsNaN(c.Chance) {
+		chance = "; chance level " + fmtFrac(c.Chance)
+	}
 	switch {
 	case c.Prompts == 0:
 		return "no results yet"
 	case c.Successes == 0:
-		return "no success at this budget: " + c.Interval.String()
+		return "no success at this budget: " + c.Interval.String() + chance
 	}
-	return success + ": " + c.Interval.String()
+	return success + ": " + c.Interval.String() + chance
 }
 
 // ClaimsText is the cell's claims in words: "8 claimed (proven from U), 0 wrong claims", and
@@ -86,6 +94,9 @@ func (c Cell) Verdict(success string) string {
 func (c Cell) ClaimsText(claimed, undecided string) string {
 	if c.Prompts == 0 {
 		return "-"
+	}
+	if claimed == "" {
+		return fmt.Sprintf("none: a ranked guess, never a claim (%d wrong claims)", c.Wrong)
 	}
 	s := fmt.Sprintf("%d %s, %d wrong claims", c.Claims, claimed, c.Wrong)
 	if undecided != "" {
@@ -145,9 +156,9 @@ func Summarize(d Deployment, rows []Row) (*Summary, error) {
 		atkIdx[name] = i
 	}
 	type acc struct {
-		tokAcc, bagRec, bagPrec float64
-		nTok, nBag, nPrec       int
-		shields, clean          int
+		tokAcc, bagRec, bagPrec, chance float64
+		nTok, nBag, nPrec, nChance      int
+		shields, clean                  int
 	}
 	accs := make([][]acc, len(s.Attacks))
 	for i := range accs {
@@ -179,6 +190,10 @@ func Summarize(d Deployment, rows []Row) (*Summary, error) {
 			a.bagRec += *r.BagRecall
 			a.nBag++
 		}
+		if r.Candidates > 0 {
+			a.chance += 1 / float64(r.Candidates)
+			a.nChance++
+		}
 		if r.Pos != 0 {
 			continue
 		}
@@ -207,6 +222,7 @@ func Summarize(d Deployment, rows []Row) (*Summary, error) {
 		for si := range as.Cells {
 			c, a := &as.Cells[si], accs[ai][si]
 			c.TokenAcc, c.BagRecall, c.BagPrecision = mean(a.tokAcc, a.nTok), mean(a.bagRec, a.nBag), mean(a.bagPrec, a.nPrec)
+			c.Chance = mean(a.chance, a.nChance)
 			c.Shields, c.Clean = mean(float64(a.shields), c.Batches), mean(float64(a.clean), c.Batches)
 			if c.Prompts > 0 {
 				p, err := eval.ClopperPearson(c.Successes, c.Prompts, Confidence)
