@@ -254,8 +254,6 @@ func (d Deployment) Validate() error {
 			add(field.Errorf(key, "%q, want one of %v", name, Names()))
 		case slices.Index(d.Attacker.Attacks, name) < i:
 			add(field.Errorf(key, "%q is listed twice", name))
-		case name == learnedName && d.Attacker.Learned == "":
-			add(field.Errorf(key, "%s needs a trained checkpoint: attacker.learned (-learned RUN)", name))
 		}
 	}
 	rowBounds := Rules.Bounds("shields.rows")
@@ -310,6 +308,10 @@ func checkBlocks(key string, blocks []int) error {
 func (d Deployment) Resolve(blocks, width int) (Deployment, error) {
 	if d.Model == "" {
 		return d, field.Errorf("model", "required: a Hugging Face decoder directory (-model DIR)")
+	}
+	// Checked here, not by Validate: a flag (-learned) may complete a file that lists the attack.
+	if i := slices.Index(d.Attacker.Attacks, learnedName); i >= 0 && d.Attacker.Learned == "" {
+		return d, field.Errorf(fmt.Sprintf("attacker.attacks[%d]", i), "%s needs a trained checkpoint: attacker.learned (-learned RUN)", learnedName)
 	}
 	if len(d.Offload.Blocks) == 0 {
 		d.Offload.Blocks = make([]int, blocks)

@@ -51,7 +51,6 @@ func TestDeploymentFileIsStrict(t *testing.T) {
 		{"grid dtype", "grid: {observe_dtypes: [bf16, fp8]}\n", "grid.observe_dtypes[1]: \"fp8\", want none, bf16 or fp16"},
 		{"not a mapping", "- a\n- b\n", "is a mapping of keys"},
 		{"content not yet", "attacker: {attacks: [content]}\n", "attacker.attacks[0]: content recovery of secret templates on a decoder's rows is not in the battery yet"},
-		{"learned without a run", "attacker: {attacks: [decode, learned]}\n", "attacker.attacks[1]: learned needs a trained checkpoint: attacker.learned (-learned RUN)"},
 		{"rank bag without rank", "attacker: {rank_bag: 5}\n", "attacker.rank_bag: 5 needs attacker.rank: true"},
 	} {
 		_, err := ParseDeployment("d.yaml", []byte(tc.src))
@@ -78,6 +77,16 @@ func TestResolve(t *testing.T) {
 	if _, err := d.Resolve(3, 64); err == nil || !strings.Contains(err.Error(), "offload.blocks[1]: block 5 of a model with 3 blocks") {
 		t.Errorf("block beyond the model: %v", err)
 	}
+	d.Offload.Blocks = nil
+	d.Attacker.Attacks = []string{"decode", "learned"}
+	if _, err := d.Resolve(3, 64); err == nil || !strings.Contains(err.Error(), "attacker.attacks[1]: learned needs a trained checkpoint: attacker.learned (-learned RUN)") {
+		t.Errorf("learned without a run: %v", err)
+	}
+	d.Attacker.Learned = "run"
+	if _, err := d.Resolve(3, 64); err != nil {
+		t.Errorf("learned with a run: %v", err)
+	}
+	d.Attacker.Attacks, d.Attacker.Learned = nil, ""
 	d.Model = ""
 	if _, err := d.Resolve(3, 64); err == nil || !strings.Contains(err.Error(), "model: required") {
 		t.Errorf("no model: %v", err)

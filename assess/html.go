@@ -87,7 +87,7 @@ func (s *Summary) HTML(redact bool) []byte {
 	}
 	b.WriteString("</ul>\n")
 	if s.D > 0 {
-		fmt.Fprintf(&b, "<figure id=\"frontier\">\n%s<figcaption>Success rate of each attack (with its %d%% interval) against the FLOPs of a protected call, per setting; hollow markers: no success on any prompt; the ringed marker is the deployment.</figcaption>\n</figure>\n",
+		fmt.Fprintf(&b, "<figure id=\"frontier\">\n%s<figcaption>Success rate of each attack (with its %d%% interval) against the FLOPs of a protected call, per setting; hollow markers: the attack fails (no success on any prompt, or a ranking no better than chance); the ringed marker is the deployment.</figcaption>\n</figure>\n",
 			s.FrontierSVG(), int(100*Confidence))
 	}
 	for _, a := range s.Attacks {

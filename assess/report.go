@@ -70,7 +70,8 @@ func (c Cell) ranks() string {
 }
 
 // gridCell is a cell in the settings table: "8/8 [0.631, 1.000], 0 wrong", and for an attack
-// that can say it cannot tell (undecided its phrase), ", 2 cannot tell".
+// that can say it cannot tell (undecided its phrase), ", 2 cannot tell"; for a ranking attack,
+// ", chance 0.200".
 func (c Cell) gridCell(undecided string) string {
 	if c.Prompts == 0 {
 		return "-"
@@ -78,6 +79,9 @@ func (c Cell) gridCell(undecided string) string {
 	s := fmt.Sprintf("%s, %d wrong", c.Interval, c.Wrong)
 	if undecided != "" {
 		s += fmt.Sprintf(", %d %s", c.CannotTell, undecided)
+	}
+	if !math.IsNaN(c.Chance) {
+		s += ", chance " + fmtFrac(c.Chance)
 	}
 	return s
 }
@@ -245,11 +249,15 @@ func (s *Summary) mdSettings(b *bytes.Buffer) {
 // frontierText says where the attack first fails.
 func (a AttackSummary) frontierText() string {
 	if a.Frontier < 0 {
-		return "succeeded on some prompt at every setting with results: no setting assessed stops it at this budget."
+		return "did not fail at any setting with results: no setting assessed stops it at this budget."
 	}
 	c := a.Cells[a.Frontier]
-	return fmt.Sprintf("the cheapest setting it fails at (no success on any prompt) is %s: %s, %d wrong claims, at %s%% overhead (x%s the plain call's FLOPs).",
-		c.Setting.Name, c.Interval, c.Wrong, fmtPct(c.Cost.Overhead()), fmtNum(c.Cost.Ratio()))
+	fails := "no success on any prompt"
+	if !math.IsNaN(c.Chance) {
+		fails = "its interval reaches its chance level " + fmtFrac(c.Chance) + ": no better than a uniform guess"
+	}
+	return fmt.Sprintf("the cheapest setting it fails at (%s) is %s: %s, %d wrong claims, at %s%% overhead (x%s the plain call's FLOPs).",
+		fails, c.Setting.Name, c.Interval, c.Wrong, fmtPct(c.Cost.Overhead()), fmtNum(c.Cost.Ratio()))
 }
 
 // yesNo writes a flag.

@@ -197,11 +197,27 @@ func TestReportIsComputedFromResults(t *testing.T) {
 			strconv.FormatFloat(st.Kappa, 'g', -1, 64), observed, n, k, strconv.FormatFloat(x, 'g', 4, 64), strconv.FormatFloat(100*(x-1), 'f', 1, 64))
 		for _, atk := range d.Attacker.Attacks {
 			c := cells[[2]string{st.Name, atk}]
-			line += fmt.Sprintf(" %s, %d wrong%s |", interval(c.k, c.n), c.wrong, undecided(atk, ", ", c))
-			if c.k == 0 {
+			chance := ""
+			if len(c.chance) > 0 {
+				chance = ", chance " + avg(c.chance, 3)
+			}
+			line += fmt.Sprintf(" %s, %d wrong%s%s |", interval(c.k, c.n), c.wrong, undecided(atk, ", ", c), chance)
+			// A ranking attack fails where its interval reaches its chance level, any other where it
+			// succeeds on no prompt.
+			fails, why := c.k == 0, "no success on any prompt"
+			if len(c.chance) > 0 {
+				p, _ := eval.ClopperPearson(c.k, c.n, 0.95)
+				ch := 0.0
+				for _, v := range c.chance {
+					ch += v
+				}
+				ch /= float64(len(c.chance))
+				fails, why = p.Lo <= ch, "its interval reaches its chance level "+avg(c.chance, 3)+": no better than a uniform guess"
+			}
+			if fails {
 				if b, ok := best[atk]; !ok || x < b {
 					best[atk] = x
-					frontier[atk] = fmt.Sprintf("is %s: %s, %d wrong claims, at %s%% overhead", st.Name, interval(c.k, c.n), c.wrong, strconv.FormatFloat(100*(x-1), 'f', 1, 64))
+					frontier[atk] = fmt.Sprintf("(%s) is %s: %s, %d wrong claims, at %s%% overhead", why, st.Name, interval(c.k, c.n), c.wrong, strconv.FormatFloat(100*(x-1), 'f', 1, 64))
 				}
 			}
 		}
@@ -240,7 +256,7 @@ func TestReportIsComputedFromResults(t *testing.T) {
 		t.Errorf("no attack failed anywhere in the grid: the frontier is not exercised")
 	}
 	for atk, f := range frontier {
-		if !bytes.Contains(md, []byte("- **"+atk+"**: the cheapest setting it fails at (no success on any prompt) "+f)) {
+		if !bytes.Contains(md, []byte("- **"+atk+"**: the cheapest setting it fails at "+f)) {
 			t.Errorf("report.md lacks %s's frontier %q", atk, f)
 		}
 	}

@@ -37,8 +37,8 @@ type AttackSummary struct {
 	NotApplicable string
 	// Cells are the attack's figures per setting, in the order of Summary.Settings.
 	Cells []Cell
-	// Frontier is the index of the cheapest setting (by FLOPs) where the attack had no success
-	// on any prompt; -1 when it succeeded at every setting with results.
+	// Frontier is the index of the cheapest setting (by FLOPs) where the attack fails (Cell.fails);
+	// -1 when it did not fail at any setting with results.
 	Frontier int
 }
 
@@ -231,7 +231,7 @@ func Summarize(d Deployment, rows []Row) (*Summary, error) {
 				}
 				c.Interval = p
 			}
-			if c.Prompts > 0 && c.Successes == 0 && c.HasCost &&
+			if c.Prompts > 0 && c.fails() && c.HasCost &&
 				(as.Frontier < 0 || c.Cost.Ratio() < as.Cells[as.Frontier].Cost.Ratio()) {
 				as.Frontier = si
 			}
@@ -253,6 +253,15 @@ func Summarize(d Deployment, rows []Row) (*Summary, error) {
 		}
 	}
 	return s, nil
+}
+
+// fails says the attack failed at the cell: no success on any prompt, or for a ranking attack a
+// rate whose interval reaches down to its chance level (no better than a uniform guess).
+func (c Cell) fails() bool {
+	if !math.IsNaN(c.Chance) {
+		return c.Interval.Lo <= c.Chance
+	}
+	return c.Successes == 0
 }
 
 // SampleSize is how many prompts the reports show beside what the attack decoded.
