@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -61,7 +62,7 @@ func assessFlags(fs *flag.FlagSet) runFunc {
 		attBlocks = fs.String("attack-blocks", "", "override attacker.blocks: the offloaded blocks the attacker scores, comma-separated (0 and one more at least)")
 		dtype     = fs.String("observe-dtype", "", "override observe.dtype: none | bf16 | fp16")
 		precision = fs.String("deployer-precision", "", "override deployer.precision: fp32 | bf16 | fp16")
-		learned   = fs.String("learned", "", "override attacker.learned: a train RUN directory (task retrieval on a store extracted from this model at an offloaded block) for the learned presence attack, a ranked guess")
+		learned   = fs.String("learned", "", "override attacker.learned: a train RUN directory (task retrieval on a store extracted from this model at an offloaded block) for the learned presence attack, a ranked guess (added to attacker.attacks)")
 		prompts   = intFlag(fs, "prompts", 100, assess.Rules.Bounds("prompts.count"), "override prompts.count: the number of val-split prompts")
 		rows      = intFlag(fs, "shield-rows", 0, assess.Rules.Bounds("shields.rows"), "override shields.rows: shield rows per call")
 		frac, scl float64
@@ -131,7 +132,12 @@ func assessFlags(fs *flag.FlagSet) runFunc {
 			d.Deployer.Precision = *precision
 		}
 		if set("learned") {
+			// The flag asks for the attack: an explicit attacks list gains it (an empty one is
+			// every attack, learned included once it has a run).
 			d.Attacker.Learned = *learned
+			if len(d.Attacker.Attacks) > 0 && !slices.Contains(d.Attacker.Attacks, "learned") {
+				d.Attacker.Attacks = append(d.Attacker.Attacks, "learned")
+			}
 		}
 		if *grid {
 			d.Grid.Enabled = true
