@@ -15,6 +15,9 @@ type Attack interface {
 	// exactly"); Claimed what its claimed flag means ("claimed (proven)").
 	Success() string
 	Claimed() string
+	// Undecided is what a row flagged CannotTell means ("cannot tell"), "" for an attack that
+	// never flags one.
+	Undecided() string
 	// Budget is the attacker's budget under deployment d, in words (blocks scored, beam, bag
 	// cut, ...); the report adds the candidate passes the rows count.
 	Budget(d Deployment) string
@@ -34,6 +37,14 @@ type Env struct {
 	Target *Target
 	// Log, when set, hears the attacks' progress within a batch.
 	Log func(string)
+	// DeployerRows, when set, gives the rows the deployer mixed into U at a block for a text,
+	// from the attacker's recomputation of them (rows, which it may change in place): a deployer
+	// whose forward differs from the attacker's (another stack or precision, within the declared
+	// deployer.precision's bound). nil: the deployer's rows are the attacker's own. Presence and
+	// the learned attack draw U from them; decode draws its own (baselines/decode).
+	DeployerRows func(block int, textID int64, rows []float32) ([]float32, error)
+	// learned is the learned attack's opened checkpoint (nil when it does not run).
+	learned *learnedModel
 }
 
 // Unit is one batch of one setting for one attack: the work between two appends to results.jsonl.
@@ -51,10 +62,10 @@ type Unit struct {
 }
 
 // battery is every attack assess knows, in report order. Content recovery of secret templates on
-// a decoder's rows (baselines/content, being extended to decoders) takes the next place as
-// "content" once it reads them; the learned presence attack (-learned RUN) after it.
+// a decoder's rows (baselines/content's recover, being extended to decoders) takes its place
+// after presence as "content" once it reads them: content.go holds its hook.
 func battery() []Attack {
-	return []Attack{decodeAttack{}, presenceAttack{}}
+	return []Attack{decodeAttack{}, presenceAttack{}, learnedAttack{}}
 }
 
 // Names lists the battery's attacks, in report order.

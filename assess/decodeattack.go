@@ -19,6 +19,9 @@ func (decodeAttack) Name() string    { return "decode" }
 func (decodeAttack) Success() string { return "reads prompts exactly" }
 func (decodeAttack) Claimed() string { return "claimed (proven from U)" }
 
+// Undecided: decode flags no row; a prompt read without proof is a success but no claim.
+func (decodeAttack) Undecided() string { return "" }
+
 func (decodeAttack) Budget(d Deployment) string {
 	beam := "4 per text"
 	if d.Attacker.Beam > 0 {

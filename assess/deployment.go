@@ -123,9 +123,18 @@ type Attacker struct {
 	// RankBag, with Rank, keeps only the RankBag best tokens of the bag (decode -rank-bag): the
 	// budget where the bag is loose past full rank (0: the whole bag).
 	RankBag int `yaml:"rank_bag" json:"rank_bag"`
+	// Learned is a `geloattack train` run directory of task retrieval on a store extracted from
+	// this model at an offloaded block's attention input: the learned presence attack's
+	// checkpoint (its latest). Empty: that attack does not run.
+	Learned string `yaml:"learned" json:"learned"`
+	// LearnedCheckpoint is what Run read of Learned (written by Run into deployment.yaml, so a
+	// resume against another checkpoint is refused; leave it out of a deployment file).
+	LearnedCheckpoint LearnedCheckpoint `yaml:"learned_checkpoint" json:"learned_checkpoint"`
 }
 
-// Grid is the set of shield settings `assess -grid` adds around the deployment.
+// Grid is the set of settings `assess -grid` adds around the deployment: every pair of shield
+// rows and scale, then each cond(A) and each observed dtype alone at the deployment's shields
+// (the rest of the deployment unchanged), so the default grid stays 14 settings.
 type Grid struct {
 	// Enabled runs the grid (the -grid flag sets it).
 	Enabled bool `yaml:"enabled" json:"enabled"`
@@ -134,6 +143,10 @@ type Grid struct {
 	ShieldRows []int `yaml:"shield_rows" json:"shield_rows"`
 	// ShieldScales are the shield scales of the grid; empty: 1, 3 and 10.
 	ShieldScales []float64 `yaml:"shield_scales" json:"shield_scales"`
+	// Kappas are the cond(A) of the grid, 1 meaning orthogonal (Haar) A; empty: 1, 100, 1e4.
+	Kappas []float64 `yaml:"kappas" json:"kappas"`
+	// ObserveDTypes are the observed dtypes of the grid (none, bf16, fp16); empty: all three.
+	ObserveDTypes []string `yaml:"observe_dtypes" json:"observe_dtypes"`
 }
 
 // The values of the string fields.
@@ -149,6 +162,12 @@ const (
 
 // DefaultGridScales are the shield scales of the default grid.
 var DefaultGridScales = []float64{1, 3, 10}
+
+// DefaultGridKappas are the cond(A) of the default grid (1: orthogonal).
+var DefaultGridKappas = []float64{1, 100, 1e4}
+
+// DTypes are the observed dtypes, the default grid's too.
+var DTypes = []string{DTypeNone, DTypeBF16, DTypeFP16}
 
 // DefaultDeployment is the deployment `geloattack assess -model DIR` assesses: the base cell of
 // docs/prompt-decoding.md (batches of 4 texts of 16 tokens, 10% gaussian shields at scale 1,
@@ -215,9 +234,7 @@ func (d Deployment) Validate() error {
 	default:
 		add(field.Errorf("mixing.kind", "%q, want orthogonal or kappa", d.Mixing.Kind))
 	}
-	switch d.Observe.DType {
-	case DTypeNone, DTypeBF16, DTypeFP16:
-	default:
+	if !slices.Contains(DTypes, d.Observe.DType) {
 		add(field.Errorf("observe.dtype", "%q, want none, bf16 or fp16", d.Observe.DType))
 	}
 	if !slices.Contains(membership.ComputePrecisions, d.Deployer.Precision) {
@@ -229,10 +246,14 @@ func (d Deployment) Validate() error {
 	add(checkBlocks("offload.blocks", d.Offload.Blocks))
 	add(checkBlocks("attacker.blocks", d.Attacker.Blocks))
 	for i, name := range d.Attacker.Attacks {
-		if !slices.Contains(Names(), name) {
-			add(field.Errorf(fmt.Sprintf("attacker.attacks[%d]", i), "%q, want one of %v", name, Names()))
-		} else if slices.Index(d.Attacker.Attacks, name) < i {
-			add(field.Errorf(fmt.Sprintf("attacker.attacks[%d]", i), "%q is listed twice", name))
+		key := fmt.Sprintf("attacker.attacks[%d]", i)
+		switch {
+		case name == contentName:
+			add(field.Errorf(key, "content recovery of secret templates on a decoder's rows is not in the battery yet (recover is being extended to decoders; assess/content.go is its hook): want one of %v", Names()))
+		case !slices.Contains(Names(), name):
+			add(field.Errorf(key, "%q, want one of %v", name, Names()))
+		case slices.Index(d.Attacker.Attacks, name) < i:
+			add(field.Errorf(key, "%q is listed twice", name))
 		}
 	}
 	rowBounds := Rules.Bounds("shields.rows")
@@ -247,6 +268,21 @@ func (d Deployment) Validate() error {
 		add(Rules.Bounds("shields.scale").Check(fmt.Sprintf("grid.shield_scales[%d]", i), s))
 		if slices.Index(d.Grid.ShieldScales, s) < i {
 			add(field.Errorf(fmt.Sprintf("grid.shield_scales[%d]", i), "%s is listed twice", field.Num(s)))
+		}
+	}
+	kappaBounds := Rules.Bounds("mixing.kappa")
+	for i, k := range d.Grid.Kappas {
+		add(kappaBounds.Check(fmt.Sprintf("grid.kappas[%d]", i), k))
+		if slices.Index(d.Grid.Kappas, k) < i {
+			add(field.Errorf(fmt.Sprintf("grid.kappas[%d]", i), "%s is listed twice", field.Num(k)))
+		}
+	}
+	for i, t := range d.Grid.ObserveDTypes {
+		key := fmt.Sprintf("grid.observe_dtypes[%d]", i)
+		if !slices.Contains(DTypes, t) {
+			add(field.Errorf(key, "%q, want none, bf16 or fp16", t))
+		} else if slices.Index(d.Grid.ObserveDTypes, t) < i {
+			add(field.Errorf(key, "%q is listed twice", t))
 		}
 	}
 	return errors.Join(errs...)
@@ -273,6 +309,10 @@ func (d Deployment) Resolve(blocks, width int) (Deployment, error) {
 	if d.Model == "" {
 		return d, field.Errorf("model", "required: a Hugging Face decoder directory (-model DIR)")
 	}
+	// Checked here, not by Validate: a flag (-learned) may complete a file that lists the attack.
+	if i := slices.Index(d.Attacker.Attacks, learnedName); i >= 0 && d.Attacker.Learned == "" {
+		return d, field.Errorf(fmt.Sprintf("attacker.attacks[%d]", i), "%s needs a trained checkpoint: attacker.learned (-learned RUN)", learnedName)
+	}
 	if len(d.Offload.Blocks) == 0 {
 		d.Offload.Blocks = make([]int, blocks)
 		for i := range d.Offload.Blocks {
@@ -296,7 +336,12 @@ func (d Deployment) Resolve(blocks, width int) (Deployment, error) {
 		}
 	}
 	if len(d.Attacker.Attacks) == 0 {
-		d.Attacker.Attacks = Names()
+		// Every attack of the battery, the learned one only with its checkpoint.
+		for _, name := range Names() {
+			if name != learnedName || d.Attacker.Learned != "" {
+				d.Attacker.Attacks = append(d.Attacker.Attacks, name)
+			}
+		}
 	}
 	if len(d.Grid.ShieldRows) == 0 {
 		d.Grid.ShieldRows = []int{max(1, width/2), width, 2 * width}
@@ -304,6 +349,12 @@ func (d Deployment) Resolve(blocks, width int) (Deployment, error) {
 	}
 	if len(d.Grid.ShieldScales) == 0 {
 		d.Grid.ShieldScales = slices.Clone(DefaultGridScales)
+	}
+	if len(d.Grid.Kappas) == 0 {
+		d.Grid.Kappas = slices.Clone(DefaultGridKappas)
+	}
+	if len(d.Grid.ObserveDTypes) == 0 {
+		d.Grid.ObserveDTypes = slices.Clone(DTypes)
 	}
 	return d, d.Validate()
 }

@@ -16,7 +16,7 @@ func TestExampleIsTheDefault(t *testing.T) {
 	want.Model = "/path/to/model"
 	// Empty lists in the file are empty, not nil; compare what they mean.
 	d.Offload.Blocks, d.Prompts.Corpora, d.Attacker.Attacks, d.Attacker.Blocks = nil, nil, nil, nil
-	d.Grid.ShieldRows, d.Grid.ShieldScales = nil, nil
+	d.Grid.ShieldRows, d.Grid.ShieldScales, d.Grid.Kappas, d.Grid.ObserveDTypes = nil, nil, nil, nil
 	if !reflect.DeepEqual(d, want) {
 		t.Errorf("the example is not the default:\n got %+v\nwant %+v", d, want)
 	}
@@ -38,7 +38,7 @@ func TestDeploymentFileIsStrict(t *testing.T) {
 		{"manifold", "shields: {kind: manifold}\n", "shields.kind: manifold is not assessed"},
 		{"bad dtype", "observe: {dtype: fp8}\n", "observe.dtype: \"fp8\", want none, bf16 or fp16"},
 		{"bad precision", "deployer: {precision: int8}\n", "deployer.precision: \"int8\""},
-		{"unknown attack", "attacker: {attacks: [decode, guess]}\n", "deployment d.yaml:1:30: attacker.attacks[1]: \"guess\", want one of [decode presence]"},
+		{"unknown attack", "attacker: {attacks: [decode, guess]}\n", "deployment d.yaml:1:30: attacker.attacks[1]: \"guess\", want one of [decode presence learned]"},
 		{"repeated block", "offload: {blocks: [0, 1, 1]}\n", "offload.blocks[2]: block 1 is listed twice"},
 		{"negative block", "attacker: {blocks: [0, -1]}\n", "attacker.blocks[1]: -1"},
 		{"list for a value", "model: [a, b]\n", "model: [a, b], want a string"},
@@ -46,7 +46,11 @@ func TestDeploymentFileIsStrict(t *testing.T) {
 		{"two documents", "model: a\n---\nmodel: b\n", "more than one YAML document"},
 		{"alias", "model: &m a\nprompts: {texts: *m}\n", "anchors and aliases"},
 		{"grid scale", "grid: {shield_scales: [1, 0]}\n", "grid.shield_scales[1]: 0"},
+		{"grid kappa", "grid: {kappas: [1, 0.5]}\n", "deployment d.yaml:1:20: grid.kappas[1]: 0.5"},
+		{"grid kappa twice", "grid: {kappas: [100, 100]}\n", "grid.kappas[1]: 100 is listed twice"},
+		{"grid dtype", "grid: {observe_dtypes: [bf16, fp8]}\n", "grid.observe_dtypes[1]: \"fp8\", want none, bf16 or fp16"},
 		{"not a mapping", "- a\n- b\n", "is a mapping of keys"},
+		{"content not yet", "attacker: {attacks: [content]}\n", "attacker.attacks[0]: content recovery of secret templates on a decoder's rows is not in the battery yet"},
 		{"rank bag without rank", "attacker: {rank_bag: 5}\n", "attacker.rank_bag: 5 needs attacker.rank: true"},
 	} {
 		_, err := ParseDeployment("d.yaml", []byte(tc.src))
@@ -65,7 +69,7 @@ func TestResolve(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !reflect.DeepEqual(r.Offload.Blocks, []int{0, 1, 2}) || !reflect.DeepEqual(r.Attacker.Blocks, []int{0, 1}) ||
-		!reflect.DeepEqual(r.Attacker.Attacks, Names()) || !reflect.DeepEqual(r.Grid.ShieldRows, []int{32, 64, 128}) ||
+		!reflect.DeepEqual(r.Attacker.Attacks, []string{"decode", "presence"}) || !reflect.DeepEqual(r.Grid.ShieldRows, []int{32, 64, 128}) ||
 		!reflect.DeepEqual(r.Grid.ShieldScales, []float64{1, 3, 10}) {
 		t.Errorf("resolved: %+v", r)
 	}
@@ -73,6 +77,16 @@ func TestResolve(t *testing.T) {
 	if _, err := d.Resolve(3, 64); err == nil || !strings.Contains(err.Error(), "offload.blocks[1]: block 5 of a model with 3 blocks") {
 		t.Errorf("block beyond the model: %v", err)
 	}
+	d.Offload.Blocks = nil
+	d.Attacker.Attacks = []string{"decode", "learned"}
+	if _, err := d.Resolve(3, 64); err == nil || !strings.Contains(err.Error(), "attacker.attacks[1]: learned needs a trained checkpoint: attacker.learned (-learned RUN)") {
+		t.Errorf("learned without a run: %v", err)
+	}
+	d.Attacker.Learned = "run"
+	if _, err := d.Resolve(3, 64); err != nil {
+		t.Errorf("learned with a run: %v", err)
+	}
+	d.Attacker.Attacks, d.Attacker.Learned = nil, ""
 	d.Model = ""
 	if _, err := d.Resolve(3, 64); err == nil || !strings.Contains(err.Error(), "model: required") {
 		t.Errorf("no model: %v", err)
@@ -88,6 +102,28 @@ func TestResolve(t *testing.T) {
 	if want := []string{"deployment", "rows=64,scale=10", "rows=128,scale=1", "rows=128,scale=10"}; !reflect.DeepEqual(names, want) {
 		t.Errorf("settings %v, want %v", names, want)
 	}
+	// Resolved, the grid adds cond(A) 100 and 1e4 and the two low-precision dtypes, each alone at
+	// the deployment's shields: 14 settings by default.
+	d.Model = "m"
+	r, err = d.Resolve(2, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names = names[:0]
+	for _, s := range r.Settings() {
+		names = append(names, s.Name)
+	}
+	if want := []string{"deployment", "rows=64,scale=10", "rows=128,scale=1", "rows=128,scale=10", "kappa=100", "kappa=10000", "dtype=bf16", "dtype=fp16"}; !reflect.DeepEqual(names, want) {
+		t.Errorf("resolved settings %v, want %v", names, want)
+	}
+	if s := r.Settings()[4]; s.Mix != MixKappa || s.Kappa != 100 || s.ShieldRows != 64 || s.ObserveDType != DTypeNone {
+		t.Errorf("kappa=100: %+v", s)
+	}
+	d = DefaultDeployment()
+	d.Model, d.Grid.Enabled = "m", true
+	if r, _ := d.Resolve(2, 64); len(r.Settings()) != 14 {
+		t.Errorf("the default grid has %d settings, want 14", len(r.Settings()))
+	}
 }
 
 // An attack that cannot run on the deployment says why, and the plan leaves it out.
@@ -96,11 +132,16 @@ func TestAttacksCheckTheDeployment(t *testing.T) {
 	d.Model = "m"
 	d, _ = d.Resolve(2, 64)
 	d.Offload.Blocks = []int{1}
+	d.Attacker.Learned, d.Attacker.LearnedCheckpoint = "run", LearnedCheckpoint{Path: "run/ckpt", Block: 0}
 	for _, name := range Names() {
 		a, _ := Lookup(name)
 		if err := a.Check(d); err == nil || !strings.Contains(err.Error(), "does not offload") {
 			t.Errorf("%s with block 0 not offloaded: %v", name, err)
 		}
+	}
+	d.Attacker.Learned = ""
+	if a, _ := Lookup("learned"); a.Check(d) == nil || !strings.Contains(a.Check(d).Error(), "-learned RUN") {
+		t.Errorf("learned without a checkpoint: %v", a.Check(d))
 	}
 	d.Offload.Blocks = []int{0, 1}
 	d.Observe.Rows = 0.8

@@ -5,7 +5,7 @@ package assess
 const Example = `# A GELO deployment to assess: geloattack assess -config THIS_FILE [-out DIR] [-grid]
 # (docs/assessing.md). Every key is optional but model, which -model may give instead; flags
 # override the file (-model, -prompts, -texts, -shield-frac, -shield-rows, -shield-scale,
-# -observe-dtype, -blocks, -deployer-precision).
+# -observe-dtype, -blocks, -attack-blocks, -deployer-precision, -learned).
 
 # The Hugging Face decoder directory: config.json, *.safetensors, tokenizer.json.
 model: /path/to/model
@@ -52,18 +52,25 @@ prompts:
   val_frac: 0.1
 
 attacker:
-  attacks: []        # the battery's attacks to run (decode, presence); empty: all
+  attacks: []        # the battery's attacks to run (decode, presence, learned); empty: all (learned with a run)
   blocks: []         # offloaded blocks the attacker scores: 0 (the bag) and more (the order); empty: 0, 1
   beam: 0            # live prefixes of the order search; 0: 4 per text
   joint: false       # rank extensions by the sum of the scored blocks' evidence
   max_steps: 0       # longest text the search reads; 0: n_obs or the model's context
   rank: false        # where certification fails (past full rank, rows dropped), read the order by ranking
   rank_bag: 0        # with rank: keep only this many best tokens of the bag; 0: the whole bag
+  # The learned presence attack: a 'geloattack train' run directory of task retrieval on a store
+  # extracted from this model (store extract -model, -point attn-input, -layer an offloaded block).
+  # Its verdict is a ranked guess beside its chance level, never a claim. Empty: not run.
+  learned: ""
 
 grid:
-  # -grid (or enabled: true) adds a setting per shield count and scale below, the rest of the
-  # deployment unchanged, for the frontier: privacy against overhead.
+  # -grid (or enabled: true) adds, for the frontier (privacy against overhead), a setting per
+  # shield count and scale below, then one per cond(A) and one per observed dtype, each alone at
+  # the deployment's shields; the rest of the deployment unchanged (default: 14 settings).
   enabled: false
   shield_rows: []    # empty: d/2, d and 2d for a model of width d
   shield_scales: []  # empty: 1, 3, 10
+  kappas: []         # cond(A), 1 meaning orthogonal; empty: 1, 100, 10000
+  observe_dtypes: [] # none | bf16 | fp16; empty: all three
 `

@@ -35,7 +35,7 @@ func (s *Summary) HTML(redact bool) []byte {
 		}
 		c := a.Cells[0]
 		fmt.Fprintf(&b, "<tr><td>%s</td><td>%s</td><td>%s</td><td class=\"num\">%d of %d</td><td class=\"num\">%d</td><td class=\"num\">%d</td></tr>\n",
-			e(a.Name), e(c.Verdict(a.Success)), e(c.ClaimsText(a.Claimed)), c.Prompts, c.Expected, c.Batches, c.Passes)
+			e(a.Name), e(c.Verdict(a.Success)), e(c.ClaimsText(a.Claimed, a.Undecided)), c.Prompts, c.Expected, c.Batches, c.Passes)
 	}
 	b.WriteString("</table>\n<p>The attacker's budget:</p>\n<ul>\n")
 	for _, a := range s.Attacks {
@@ -57,7 +57,7 @@ func (s *Summary) HTML(redact bool) []byte {
 		}
 		b.WriteString("</table>\n")
 	}
-	b.WriteString("<h2>Every setting: privacy against overhead</h2>\n<table id=\"settings\">\n<tr><th>setting</th><th>shield rows</th><th>shield scale</th><th>rows per call (n + shields)</th><th>FLOPs (x plain)</th><th>overhead %</th>")
+	b.WriteString("<h2>Every setting: privacy against overhead</h2>\n<table id=\"settings\">\n<tr><th>setting</th><th>shield rows</th><th>shield scale</th><th>cond(A)</th><th>U observed in</th><th>rows per call (n + shields)</th><th>FLOPs (x plain)</th><th>overhead %</th>")
 	for _, a := range s.Attacks {
 		if a.NotApplicable == "" {
 			fmt.Fprintf(&b, "<th>%s</th>", e(a.Name))
@@ -70,11 +70,11 @@ func (s *Summary) HTML(redact bool) []byte {
 		if s.D > 0 {
 			x, pct = fmtNum(cost.Ratio()), fmtPct(cost.Overhead())
 		}
-		fmt.Fprintf(&b, "<tr><td>%s</td><td>%s</td><td class=\"num\">%s</td><td class=\"num\">%d + %d</td><td class=\"num\">%s</td><td class=\"num\">%s</td>",
-			e(st.Name), e(shieldRowsText(st)), strconv.FormatFloat(st.ShieldScale, 'g', -1, 64), cost.N, cost.Shields, x, pct)
+		fmt.Fprintf(&b, "<tr><td>%s</td><td>%s</td><td class=\"num\">%s</td><td class=\"num\">%s</td><td>%s</td><td class=\"num\">%d + %d</td><td class=\"num\">%s</td><td class=\"num\">%s</td>",
+			e(st.Name), e(shieldRowsText(st)), strconv.FormatFloat(st.ShieldScale, 'g', -1, 64), kappaText(st), dtypeText(st), cost.N, cost.Shields, x, pct)
 		for _, a := range s.Attacks {
 			if a.NotApplicable == "" {
-				fmt.Fprintf(&b, "<td>%s</td>", e(a.Cells[si].gridCell()))
+				fmt.Fprintf(&b, "<td>%s</td>", e(a.Cells[si].gridCell(a.Undecided)))
 			}
 		}
 		b.WriteString("</tr>\n")
@@ -87,7 +87,7 @@ func (s *Summary) HTML(redact bool) []byte {
 	}
 	b.WriteString("</ul>\n")
 	if s.D > 0 {
-		fmt.Fprintf(&b, "<figure id=\"frontier\">\n%s<figcaption>Success rate of each attack (with its %d%% interval) against the FLOPs of a protected call, per setting; hollow markers: no success on any prompt; the ringed marker is the deployment.</figcaption>\n</figure>\n",
+		fmt.Fprintf(&b, "<figure id=\"frontier\">\n%s<figcaption>Success rate of each attack (with its %d%% interval) against the FLOPs of a protected call, per setting; hollow markers: the attack fails (no success on any prompt, or a ranking no better than chance); the ringed marker is the deployment.</figcaption>\n</figure>\n",
 			s.FrontierSVG(), int(100*Confidence))
 	}
 	for _, a := range s.Attacks {

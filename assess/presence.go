@@ -8,36 +8,37 @@ import (
 
 	"gonum.org/v1/gonum/mat"
 
-	"github.com/gelo-research/geloattack/baselines/membership"
-	"github.com/gelo-research/geloattack/data"
-	"github.com/gelo-research/geloattack/data/gelo"
 	"github.com/gelo-research/geloattack/internal/fptol"
 )
 
 // presenceAttack asks of a candidate text "was it in this batch?", training-free: the attacker
 // computes the candidate's rows at every scored block (it has the weights) and tests each against
-// that block's U with baselines/membership's absolute tests (residual below full rank, leverage
-// past it; both allow the deployer's recomputation error). A text is said present when every row
-// passes at every scored block. Each prompt is scored beside a decoy, a text absent from the
-// batch (a filler); a prompt counts as a success when it is said present and its decoy is not.
-// Passing is necessary for membership, not proof of it (membership's package comment), so a
-// decoy said present is counted as a wrong claim.
+// that block's U (proof.go: residual below full rank, leverage past it, each against a bound every
+// row of X provably meets, the deployer's recomputation error and U's rounding included). A row
+// above the bound is not a row of X, so a text with one such row at any scored block is proven
+// absent: that exclusion is the attack's only claim. A text whose rows all pass is not claimed
+// present: passing is necessary for membership, not proof of it (past full rank, or with strong
+// shields, an absent text passes too). Each prompt is scored beside a decoy, a text absent from
+// the batch (a filler): the attack tells them apart when the decoy is proven absent and the prompt
+// is not excluded; a prompt excluded would be a wrong claim (the bound makes it impossible, and
+// the tests check it); where neither is excluded it cannot tell.
 type presenceAttack struct{}
 
-func (presenceAttack) Name() string    { return "presence" }
-func (presenceAttack) Success() string { return "tells present texts from absent ones" }
-func (presenceAttack) Claimed() string { return "said present" }
+func (presenceAttack) Name() string      { return "presence" }
+func (presenceAttack) Success() string   { return "tells prompts from decoys (decoy proven absent)" }
+func (presenceAttack) Claimed() string   { return "decoys proven absent" }
+func (presenceAttack) Undecided() string { return "cannot tell" }
 
 func (presenceAttack) Budget(d Deployment) string {
-	return fmt.Sprintf("blocks scored %s; each candidate's rows by one forward pass; residual test below full rank, leverage past it (absolute tests only); one decoy per prompt",
+	return fmt.Sprintf("blocks scored %s; each candidate's rows by one forward pass; a text is proven absent when one of its rows exceeds the bound every row of X meets (residual below full rank, leverage past it; with the deployer's recomputation error, A's and U's rounding); presence is never claimed; one decoy per prompt",
 		joinInts(d.Attacker.Blocks))
 }
 
-// Check: the absolute tests need every row of U observed (with rows dropped a true row can lie
-// outside the observed row space, and the leverage bound fails).
+// Check: the proofs need every row of U observed (with rows dropped a row of X can lie outside
+// the observed row space, and the leverage bound fails).
 func (presenceAttack) Check(d Deployment) error {
 	if d.Observe.Rows < 1 {
-		return fmt.Errorf("its absolute tests need every row of U observed (observe.rows %v)", d.Observe.Rows)
+		return fmt.Errorf("its proofs of absence need every row of U observed (observe.rows %v)", d.Observe.Rows)
 	}
 	for _, b := range d.Attacker.Blocks {
 		if !slices.Contains(d.Offload.Blocks, b) {
@@ -52,76 +53,42 @@ func (presenceAttack) Check(d Deployment) error {
 func (presenceAttack) Run(ctx context.Context, env *Env, u Unit) ([]Row, error) {
 	d, t := env.Deployment, env.Target
 	blocks := d.Attacker.Blocks
-	upto := slices.Max(blocks) + 1
-	texts, ids := batchCorpus(t, u.Prompts)
-	rowsOf := make(map[int64][][]float32, len(texts)) // per text id: rows per block < upto
-	corpora := make([]*data.MemCorpus, upto)
-	for l := range corpora {
-		corpora[l] = data.NewMemCorpus(t.D, 1)
-	}
-	longest := 0
-	for i, toks := range texts {
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		r, err := t.Model.Rows(toks, upto)
-		if err != nil {
-			return nil, fmt.Errorf("text %d: %w", ids[i], err)
-		}
-		rowsOf[ids[i]] = r
-		for _, l := range blocks {
-			if err := corpora[l].Add(ids[i], r[l], []float32{0}); err != nil {
-				return nil, err
-			}
-		}
-		longest = max(longest, len(toks))
-	}
-	u0, err := membership.UnitRoundoff(u.Setting.ObserveDType)
+	b, err := drawBatch(ctx, env, u, blocks)
 	if err != nil {
 		return nil, err
 	}
-	cfg := u.Setting.sampler(u.Seed, d.Prompts.ValFrac, len(u.Prompts))
-	cfg.TokensPerText, cfg.TokenSampling = gelo.Fixed(float64(longest)), gelo.TokenWindow
-	spaces := map[int]*membership.Space{}
 	stats := BatchStats{Texts: len(u.Prompts), Blocks: slices.Clone(blocks)}
+	proofs := map[int]*absence{}
 	for k, l := range blocks {
-		c := cfg
-		c.Call = uint64(l) + 1 // decode's salt: the same A and shields as its batch
-		s, err := gelo.NewSampler(corpora[l], c)
-		if err != nil {
-			return nil, fmt.Errorf("block %d: %w", l, err)
-		}
-		ex, err := s.Example(data.Val, 0)
-		if err != nil {
-			return nil, fmt.Errorf("block %d: %w", l, err)
-		}
+		ex := b.examples[l]
 		rho, err := fptol.Recompute(u.Setting.DeployerPrecision, l, t.D)
 		if err != nil {
 			return nil, err
 		}
-		uObs := dense(ex.UObs, ex.NObs, t.D)
-		sp, err := membership.New(uObs, membership.Options{UnitRoundoff: u0, AllObserved: u.Setting.ObsRows == 1,
-			RankTol: membership.RankTol(uObs, u0), Recompute: rho})
+		pr, err := newAbsence(dense(ex.UObs, ex.NObs, t.D), u.Setting.ObserveDType, ex.N, ex.Kappa, rho)
 		if err != nil {
 			return nil, fmt.Errorf("block %d: %w", l, err)
 		}
-		spaces[l] = sp
-		stats.Rank = append(stats.Rank, sp.Rank())
+		proofs[l] = pr
+		stats.Rank = append(stats.Rank, pr.rank())
 		if k == 0 {
 			stats.Clean, stats.Shields, stats.Observed = ex.NClean, ex.K, ex.NObs
 		}
 		if env.Log != nil {
-			env.Log(fmt.Sprintf("presence: block %d: U %d x %d, rank %d", l, ex.NObs, t.D, sp.Rank()))
+			env.Log(fmt.Sprintf("presence: block %d: U %d x %d, rank %d, ||U_obs - A X|| <= %.3g", l, ex.NObs, t.D, pr.rank(), pr.errNorm))
 		}
 	}
-	said := func(id int64) (bool, error) {
+	// excess is a text's largest row-to-bound ratio over the scored blocks (> 1: proven absent).
+	excess := func(id int64) (float64, error) {
+		worst := 0.0
 		for _, l := range blocks {
-			ok, err := passes(spaces[l], rowsOf[id][l], t.D)
-			if err != nil || !ok {
-				return false, err
+			x, err := proofs[l].excess(b.rows[id][l], t.D)
+			if err != nil {
+				return 0, err
 			}
+			worst = max(worst, x)
 		}
-		return true, nil
+		return worst, nil
 	}
 	rows := make([]Row, len(u.Prompts))
 	for i, p := range u.Prompts {
@@ -129,31 +96,34 @@ func (presenceAttack) Run(ctx context.Context, env *Env, u Unit) ([]Row, error) 
 		if err != nil {
 			return nil, err
 		}
-		present, err := said(p.ID)
+		px, err := excess(p.ID)
 		if err != nil {
 			return nil, err
 		}
-		decoyPresent, err := said(decoy.ID)
+		dx, err := excess(decoy.ID)
 		if err != nil {
 			return nil, err
 		}
+		promptOut, decoyOut := px > 1, dx > 1
 		rows[i] = baseRow(env, u, i, p, BatchStats{})
-		rows[i].Claimed = present
-		rows[i].Success = present && !decoyPresent
+		rows[i].Claimed = decoyOut
+		rows[i].Success = decoyOut && !promptOut
+		rows[i].CannotTell = !decoyOut && !promptOut
 		rows[i].DecoyID = ptr(decoy.ID)
-		if decoyPresent {
-			rows[i].WrongClaims = 1
+		rows[i].PromptExcess, rows[i].DecoyExcess = rounded(px), rounded(dx)
+		if promptOut {
+			rows[i].WrongClaims = 1 // every prompt is in the batch: excluding one is wrong
 		}
-	}
-	// One forward pass per text of the corpus (prompts and fillers). Every prompt is in the batch,
-	// so a claim about one is right; the wrong claims are the decoys said present.
-	stats.Passes = len(texts)
-	for _, r := range rows {
-		if r.Claimed {
+		if promptOut {
 			stats.Claims++
 		}
+		if decoyOut {
+			stats.Claims++
+			stats.ClaimsRight++
+		}
 	}
-	stats.ClaimsRight = stats.Claims
+	// One forward pass per text of the corpus (prompts and fillers).
+	stats.Passes = len(b.texts)
 	for i := range rows {
 		rows[i].Stats = stats
 	}
@@ -170,31 +140,6 @@ func decoyFor(t *Target, batch []Prompt, i int) (Prompt, error) {
 		}
 	}
 	return Prompt{}, errors.New("presence: every filler text equals a text of the batch: no decoy")
-}
-
-// passes reports whether every row of rows (len/d rows of width d) passes sp's absolute test:
-// the residual below full rank, the row's own leverage bound past it. Past full rank without a
-// leverage bound (rows dropped) nothing is decided: false.
-func passes(sp *membership.Space, rows []float32, d int) (bool, error) {
-	sc, err := sp.Score(dense(rows, len(rows)/d, d))
-	if err != nil {
-		return false, err
-	}
-	for i := range sc.Energy {
-		switch {
-		case !sp.FullRank():
-			if sc.Residual[i] > sp.ResidualBound() {
-				return false, nil
-			}
-		case sc.LeverageBound != nil:
-			if sc.Leverage[i] > sc.LeverageBound[i] {
-				return false, nil
-			}
-		default:
-			return false, nil
-		}
-	}
-	return true, nil
 }
 
 // dense copies float32 rows (n, d) into a float64 matrix.

@@ -52,7 +52,7 @@ func fmtMean(x float64) string {
 
 // ranks writes "0: 30-32, 1: 64" (block: min-max rank).
 func (c Cell) ranks() string {
-	if len(c.Blocks) == 0 {
+	if len(c.Blocks) == 0 || len(c.RankMin) == 0 {
 		return "-"
 	}
 	var parts []string
@@ -69,12 +69,21 @@ func (c Cell) ranks() string {
 	return strings.Join(parts, ", ")
 }
 
-// gridCell is a cell in the settings table: "8/8 [0.631, 1.000], 0 wrong".
-func (c Cell) gridCell() string {
+// gridCell is a cell in the settings table: "8/8 [0.631, 1.000], 0 wrong", and for an attack
+// that can say it cannot tell (undecided its phrase), ", 2 cannot tell"; for a ranking attack,
+// ", chance 0.200".
+func (c Cell) gridCell(undecided string) string {
 	if c.Prompts == 0 {
 		return "-"
 	}
-	return fmt.Sprintf("%s, %d wrong", c.Interval, c.Wrong)
+	s := fmt.Sprintf("%s, %d wrong", c.Interval, c.Wrong)
+	if undecided != "" {
+		s += fmt.Sprintf(", %d %s", c.CannotTell, undecided)
+	}
+	if !math.IsNaN(c.Chance) {
+		s += ", chance " + fmtFrac(c.Chance)
+	}
+	return s
 }
 
 // shieldRowsText is the setting's shield rows for tables: the count, or the fraction.
@@ -83,6 +92,17 @@ func shieldRowsText(st Setting) string {
 		return strconv.Itoa(st.ShieldRows)
 	}
 	return strconv.FormatFloat(100*st.ShieldFrac, 'g', 4, 64) + "% of n"
+}
+
+// kappaText is the setting's cond(A) for tables.
+func kappaText(st Setting) string { return strconv.FormatFloat(st.Kappa, 'g', -1, 64) }
+
+// dtypeText is the dtype U is observed in, for tables.
+func dtypeText(st Setting) string {
+	if st.ObserveDType == DTypeNone {
+		return "float32"
+	}
+	return st.ObserveDType
 }
 
 // mdText makes file-derived text safe in a Markdown table cell: control and format characters
@@ -142,7 +162,7 @@ func (s *Summary) Markdown(redact bool) []byte {
 			continue
 		}
 		c := a.Cells[0]
-		fmt.Fprintf(&b, "| %s | %s | %s | %d of %d | %d | %d |\n", a.Name, c.Verdict(a.Success), c.ClaimsText(a.Claimed), c.Prompts, c.Expected, c.Batches, c.Passes)
+		fmt.Fprintf(&b, "| %s | %s | %s | %d of %d | %d | %d |\n", a.Name, c.Verdict(a.Success), c.ClaimsText(a.Claimed, a.Undecided), c.Prompts, c.Expected, c.Batches, c.Passes)
 	}
 	b.WriteString("\nThe attacker's budget:\n\n")
 	for _, a := range s.Attacks {
@@ -186,13 +206,13 @@ func (s *Summary) mdSamples(b *bytes.Buffer, redact bool) {
 // mdSettings writes the settings table and the frontier.
 func (s *Summary) mdSettings(b *bytes.Buffer) {
 	b.WriteString("\n## Every setting: privacy against overhead\n\n")
-	b.WriteString("| setting | shield rows | shield scale | rows per call (n + shields) | FLOPs (x plain) | overhead % |")
+	b.WriteString("| setting | shield rows | shield scale | cond(A) | U observed in | rows per call (n + shields) | FLOPs (x plain) | overhead % |")
 	for _, a := range s.Attacks {
 		if a.NotApplicable == "" {
 			fmt.Fprintf(b, " %s |", a.Name)
 		}
 	}
-	b.WriteString("\n|---|---|---|---|---|---|")
+	b.WriteString("\n|---|---|---|---|---|---|---|---|")
 	for _, a := range s.Attacks {
 		if a.NotApplicable == "" {
 			b.WriteString("---|")
@@ -205,11 +225,11 @@ func (s *Summary) mdSettings(b *bytes.Buffer) {
 		if s.D > 0 {
 			x, pct = fmtNum(cost.Ratio()), fmtPct(cost.Overhead())
 		}
-		fmt.Fprintf(b, "| %s | %s | %s | %d + %d | %s | %s |", st.Name, shieldRowsText(st), strconv.FormatFloat(st.ShieldScale, 'g', -1, 64),
-			cost.N, cost.Shields, x, pct)
+		fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %d + %d | %s | %s |", st.Name, shieldRowsText(st), strconv.FormatFloat(st.ShieldScale, 'g', -1, 64),
+			kappaText(st), dtypeText(st), cost.N, cost.Shields, x, pct)
 		for _, a := range s.Attacks {
 			if a.NotApplicable == "" {
-				fmt.Fprintf(b, " %s |", a.Cells[si].gridCell())
+				fmt.Fprintf(b, " %s |", a.Cells[si].gridCell(a.Undecided))
 			}
 		}
 		b.WriteString("\n")
@@ -229,11 +249,15 @@ func (s *Summary) mdSettings(b *bytes.Buffer) {
 // frontierText says where the attack first fails.
 func (a AttackSummary) frontierText() string {
 	if a.Frontier < 0 {
-		return "succeeded on some prompt at every setting with results: no setting assessed stops it at this budget."
+		return "did not fail at any setting with results: no setting assessed stops it at this budget."
 	}
 	c := a.Cells[a.Frontier]
-	return fmt.Sprintf("the cheapest setting it fails at (no success on any prompt) is %s: %s, %d wrong claims, at %s%% overhead (x%s the plain call's FLOPs).",
-		c.Setting.Name, c.Interval, c.Wrong, fmtPct(c.Cost.Overhead()), fmtNum(c.Cost.Ratio()))
+	fails := "no success on any prompt"
+	if !math.IsNaN(c.Chance) {
+		fails = "its interval reaches its chance level " + fmtFrac(c.Chance) + ": no better than a uniform guess"
+	}
+	return fmt.Sprintf("the cheapest setting it fails at (%s) is %s: %s, %d wrong claims, at %s%% overhead (x%s the plain call's FLOPs).",
+		fails, c.Setting.Name, c.Interval, c.Wrong, fmtPct(c.Cost.Overhead()), fmtNum(c.Cost.Ratio()))
 }
 
 // yesNo writes a flag.

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"html"
 	"math"
 	"path/filepath"
 	"slices"
@@ -43,11 +44,11 @@ func TestReportIsComputedFromResults(t *testing.T) {
 	d = res.Deployment
 
 	type cell struct {
-		n, k, claims, wrong, batches, passes int
-		tok, bagRec, bagPrec                 []float64
-		clean, shields                       []float64
-		rmin, rmax                           []int
-		blocks                               []int
+		n, k, claims, wrong, undecided, batches, passes int
+		tok, bagRec, bagPrec, chance                    []float64
+		clean, shields                                  []float64
+		rmin, rmax                                      []int
+		blocks                                          []int
 	}
 	cells := map[[2]string]*cell{}
 	var rowsN, dWidth, pWidth int
@@ -76,6 +77,12 @@ func TestReportIsComputedFromResults(t *testing.T) {
 			c.claims++
 		}
 		c.wrong += int(r["wrong_claims"].(float64))
+		if v, ok := r["cannot_tell"]; ok && v.(bool) {
+			c.undecided++
+		}
+		if v, ok := r["candidates"]; ok {
+			c.chance = append(c.chance, 1/v.(float64))
+		}
 		if atk == "decode" {
 			c.tok = append(c.tok, r["token_acc"].(float64))
 			if set == DeploymentSetting && len(samples) < SampleSize {
@@ -97,7 +104,8 @@ func TestReportIsComputedFromResults(t *testing.T) {
 			c.bagPrec = append(c.bagPrec, v.(float64))
 		}
 		var rank []int
-		for _, x := range st["rank"].([]any) {
+		xs, _ := st["rank"].([]any) // null where the attack measures no rank
+		for _, x := range xs {
 			rank = append(rank, int(x.(float64)))
 		}
 		if c.blocks == nil {
@@ -136,19 +144,41 @@ func TestReportIsComputedFromResults(t *testing.T) {
 		}
 		m, fd, fp := float64(n+k), float64(dWidth), float64(pWidth)
 		base := 2 * float64(n) * fd * fp
-		gelo := 8.0/3*m*m*m + 2*m*m*fd + 2*m*fd*fp + 2*m*m*fp
+		gen := 8.0 / 3 * m * m * m // a Haar draw: Householder QR and Q formed
+		if st.Mix == MixKappa {
+			gen = 2*gen + 2*m*m*m + 2*m*m*m // two Haar draws, A = Q1 diag(s) Q2^T and A^-1 formed
+		}
+		gelo := gen + 2*m*m*fd + 2*m*fd*fp + 2*m*m*fp
 		return n, k, gelo / base
 	}
 	var want []string
-	phrase := map[string]string{"decode": "reads prompts exactly", "presence": "tells present texts from absent ones"}
-	claimed := map[string]string{"decode": "claimed (proven from U)", "presence": "said present"}
+	phrase := map[string]string{"decode": "reads prompts exactly", "presence": "tells prompts from decoys (decoy proven absent)",
+		"learned": "ranks the prompt first among it and the batch's decoys (a ranked guess)"}
+	claimed := map[string]string{"decode": "claimed (proven from U)", "presence": "decoys proven absent"}
+	// undecided writes an attack's cannot-tell count where it has one.
+	undecided := func(atk, sep string, c *cell) string {
+		if atk != "presence" {
+			return ""
+		}
+		return fmt.Sprintf("%s%d cannot tell", sep, c.undecided)
+	}
+	// claims writes an attack's claims: the learned attack's ranked guesses claim nothing.
+	claims := func(atk string, c *cell) string {
+		if atk == "learned" {
+			return fmt.Sprintf("none: a ranked guess, never a claim (%d wrong claims)", c.wrong)
+		}
+		return fmt.Sprintf("%d %s, %d wrong claims%s", c.claims, claimed[atk], c.wrong, undecided(atk, "; ", c))
+	}
 	for _, atk := range d.Attacker.Attacks {
 		c := cells[[2]string{DeploymentSetting, atk}]
 		verdict := phrase[atk] + ": " + interval(c.k, c.n)
 		if c.k == 0 {
 			verdict = "no success at this budget: " + interval(c.k, c.n)
 		}
-		want = append(want, fmt.Sprintf("| %s | %s | %d %s, %d wrong claims | %d of %d | %d | %d |", atk, verdict, c.claims, claimed[atk], c.wrong, c.n, d.Prompts.Count, c.batches, c.passes))
+		if len(c.chance) > 0 {
+			verdict += "; chance level " + avg(c.chance, 3)
+		}
+		want = append(want, fmt.Sprintf("| %s | %s | %s | %d of %d | %d | %d |", atk, verdict, claims(atk, c), c.n, d.Prompts.Count, c.batches, c.passes))
 	}
 	for _, r := range samples {
 		yn := map[bool]string{true: "yes", false: "no"}
@@ -162,15 +192,32 @@ func TestReportIsComputedFromResults(t *testing.T) {
 		if st.ShieldRows > 0 {
 			rows = strconv.Itoa(st.ShieldRows)
 		}
-		line := fmt.Sprintf("| %s | %s | %s | %d + %d | %s | %s |", st.Name, rows, strconv.FormatFloat(st.ShieldScale, 'g', -1, 64), n, k,
-			strconv.FormatFloat(x, 'g', 4, 64), strconv.FormatFloat(100*(x-1), 'f', 1, 64))
+		observed := map[string]string{"none": "float32", "bf16": "bf16", "fp16": "fp16"}[st.ObserveDType]
+		line := fmt.Sprintf("| %s | %s | %s | %s | %s | %d + %d | %s | %s |", st.Name, rows, strconv.FormatFloat(st.ShieldScale, 'g', -1, 64),
+			strconv.FormatFloat(st.Kappa, 'g', -1, 64), observed, n, k, strconv.FormatFloat(x, 'g', 4, 64), strconv.FormatFloat(100*(x-1), 'f', 1, 64))
 		for _, atk := range d.Attacker.Attacks {
 			c := cells[[2]string{st.Name, atk}]
-			line += fmt.Sprintf(" %s, %d wrong |", interval(c.k, c.n), c.wrong)
-			if c.k == 0 {
+			chance := ""
+			if len(c.chance) > 0 {
+				chance = ", chance " + avg(c.chance, 3)
+			}
+			line += fmt.Sprintf(" %s, %d wrong%s%s |", interval(c.k, c.n), c.wrong, undecided(atk, ", ", c), chance)
+			// A ranking attack fails where its interval reaches its chance level, any other where it
+			// succeeds on no prompt.
+			fails, why := c.k == 0, "no success on any prompt"
+			if len(c.chance) > 0 {
+				p, _ := eval.ClopperPearson(c.k, c.n, 0.95)
+				ch := 0.0
+				for _, v := range c.chance {
+					ch += v
+				}
+				ch /= float64(len(c.chance))
+				fails, why = p.Lo <= ch, "its interval reaches its chance level "+avg(c.chance, 3)+": no better than a uniform guess"
+			}
+			if fails {
 				if b, ok := best[atk]; !ok || x < b {
 					best[atk] = x
-					frontier[atk] = fmt.Sprintf("is %s: %s, %d wrong claims, at %s%% overhead", st.Name, interval(c.k, c.n), c.wrong, strconv.FormatFloat(100*(x-1), 'f', 1, 64))
+					frontier[atk] = fmt.Sprintf("(%s) is %s: %s, %d wrong claims, at %s%% overhead", why, st.Name, interval(c.k, c.n), c.wrong, strconv.FormatFloat(100*(x-1), 'f', 1, 64))
 				}
 			}
 		}
@@ -180,12 +227,15 @@ func TestReportIsComputedFromResults(t *testing.T) {
 		for _, st := range d.Settings() {
 			c := cells[[2]string{st.Name, atk}]
 			var ranks []string
-			for i, b := range c.blocks {
+			for i, b := range c.blocks[:len(c.rmin)] {
 				r := strconv.Itoa(c.rmin[i])
 				if c.rmax[i] != c.rmin[i] {
 					r += "-" + strconv.Itoa(c.rmax[i])
 				}
 				ranks = append(ranks, fmt.Sprintf("%d: %s", b, r))
+			}
+			if len(ranks) == 0 {
+				ranks = []string{"-"}
 			}
 			want = append(want, fmt.Sprintf("| %s | %d | %d | %d | %d | %s | %s | %s | %s | %s | %s | %d |", st.Name, c.n, c.k, c.claims, c.wrong,
 				avg(c.tok, 3), avg(c.bagRec, 3), avg(c.bagPrec, 3), strings.Join(ranks, ", "), avg(c.clean, 1), avg(c.shields, 1), c.passes))
@@ -206,7 +256,7 @@ func TestReportIsComputedFromResults(t *testing.T) {
 		t.Errorf("no attack failed anywhere in the grid: the frontier is not exercised")
 	}
 	for atk, f := range frontier {
-		if !bytes.Contains(md, []byte("- **"+atk+"**: the cheapest setting it fails at (no success on any prompt) "+f)) {
+		if !bytes.Contains(md, []byte("- **"+atk+"**: the cheapest setting it fails at "+f)) {
 			t.Errorf("report.md lacks %s's frontier %q", atk, f)
 		}
 	}
@@ -227,7 +277,8 @@ func TestHTMLHoldsTablesAndSVG(t *testing.T) {
 	dir, res := run(t, d, Options{Redact: true})
 	h := string(readFile(t, filepath.Join(dir, ReportHTML)))
 	for _, want := range []string{"<table id=\"verdicts\">", "<table id=\"samples\">", "<table id=\"settings\">", "<table class=\"details\">",
-		"<figure id=\"frontier\">", "<svg xmlns=\"http://www.w3.org/2000/svg\"", "<circle", "data-attack=\"decode\"", "data-attack=\"presence\"", "</html>"} {
+		"<figure id=\"frontier\">", "<svg xmlns=\"http://www.w3.org/2000/svg\"", "<circle", "data-attack=\"decode\"", "data-attack=\"presence\"",
+		"data-attack=\"learned\"", "</html>"} {
 		if !strings.Contains(h, want) {
 			t.Errorf("report.html lacks %s", want)
 		}
@@ -239,7 +290,7 @@ func TestHTMLHoldsTablesAndSVG(t *testing.T) {
 	}
 	// Every verdict of the summary is in the HTML, escaped as text.
 	for _, a := range res.Summary.Attacks {
-		if v := a.Cells[0].Verdict(a.Success); !strings.Contains(h, v) {
+		if v := html.EscapeString(a.Cells[0].Verdict(a.Success)); !strings.Contains(h, v) {
 			t.Errorf("report.html lacks the verdict %q", v)
 		}
 	}

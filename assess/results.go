@@ -34,14 +34,14 @@ type Row struct {
 	D int `json:"d"`
 	P int `json:"p"`
 	// Success is the attack's verdict measure for this prompt (decode: read back exactly;
-	// presence: said present, and its decoy said absent).
+	// presence: its decoy proven absent and the prompt not excluded).
 	Success bool `json:"success"`
-	// Claimed is the attack's claim about this prompt (decode: a claimed, that is proven,
-	// decoded text equals it; presence: said present).
+	// Claimed is the attack's right claim about this prompt (decode: a claimed, that is proven,
+	// decoded text equals it; presence: its decoy proven absent).
 	Claimed bool `json:"claimed"`
 	// WrongClaims are claims of this batch that are wrong, attributed to this prompt (decode: a
 	// claimed text equal to no true text, attributed to the true text it matches best; presence:
-	// this prompt's decoy, absent from the batch, said present).
+	// this prompt, which is in the batch, excluded).
 	WrongClaims int `json:"wrong_claims"`
 	// TokenAcc is decode's best positionwise accuracy of a decoded text against this prompt.
 	TokenAcc float64 `json:"token_acc"`
@@ -54,6 +54,19 @@ type Row struct {
 	BagRecall *float64 `json:"bag_recall,omitempty"`
 	// DecoyID is presence's decoy: a text absent from the batch, scored beside this prompt.
 	DecoyID *int64 `json:"decoy_id,omitempty"`
+	// CannotTell says the attack made no claim either way about this prompt (presence: neither
+	// the prompt nor its decoy was proven absent).
+	CannotTell bool `json:"cannot_tell,omitempty"`
+	// PromptExcess and DecoyExcess are presence's evidence: the largest ratio, over the text's
+	// rows and the scored blocks, of a row's statistic to the bound every row of X meets (above
+	// 1: proven absent), rounded to 3 decimals.
+	PromptExcess *float64 `json:"prompt_excess,omitempty"`
+	DecoyExcess  *float64 `json:"decoy_excess,omitempty"`
+	// Candidates and Rank are a ranking attack's (learned): the texts it ranked for this prompt
+	// (the prompt and the batch's decoys) and the prompt's place among them (1: first; a tie
+	// counts against it). 1/Candidates is a uniform guess's chance of success.
+	Candidates int `json:"candidates,omitempty"`
+	Rank       int `json:"prompt_rank,omitempty"`
 	// Stats are the batch's figures, the same on every row of the batch.
 	Stats BatchStats `json:"batch_stats"`
 }
@@ -79,7 +92,8 @@ type BatchStats struct {
 	// Passes are the candidate forward passes the attack made (decode's candidate extensions,
 	// presence's candidate and decoy texts).
 	Passes int `json:"candidate_passes"`
-	// Claims and ClaimsRight are the batch's claims and right ones (decode's tally);
+	// Claims and ClaimsRight are the batch's claims and right ones (decode's tally; presence's
+	// exclusions, of decoys and of prompts);
 	// Overclaimed says its claims were withdrawn because U cannot hold them all.
 	Claims      int  `json:"claims"`
 	ClaimsRight int  `json:"claims_right"`

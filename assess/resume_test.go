@@ -10,13 +10,17 @@ import (
 	"testing"
 )
 
-// gridDeployment is a small grid on the tiny decoder: 12 prompts (3 batches) at the deployment
-// and at 64 shield rows (full rank on width 64) of scales 1 and 10.
+// gridDeployment is a small grid on the tiny decoder: 12 prompts (3 batches) at the deployment,
+// at 64 shield rows (full rank on width 64) of scales 1 and 10, at cond(A) 100 and with U
+// observed in bf16; the battery is decode, presence and the learned attack (a checkpoint of a few
+// steps on a store of block 1).
 func gridDeployment(t *testing.T) Deployment {
 	t.Helper()
 	model, texts := tinyDecoder(t)
 	d := tinyDeployment(model, texts, 12)
-	d.Grid = Grid{Enabled: true, ShieldRows: []int{64}, ShieldScales: []float64{1, 10}}
+	d.Grid = Grid{Enabled: true, ShieldRows: []int{64}, ShieldScales: []float64{1, 10}, Kappas: []float64{100},
+		ObserveDTypes: []string{DTypeBF16}}
+	d.Attacker.Learned = trainRun(t, extractStore(t, d, 1))
 	return d
 }
 
@@ -40,8 +44,8 @@ func TestResumeGivesTheSameBytes(t *testing.T) {
 	d := gridDeployment(t)
 	whole, res := run(t, d, Options{})
 	total := res.Total
-	if total != 3*2*3 {
-		t.Fatalf("plan of %d batches, want 18 (3 settings, 2 attacks, 3 batches)", total)
+	if total != 5*3*3 {
+		t.Fatalf("plan of %d batches, want 45 (5 settings, 3 attacks, 3 batches)", total)
 	}
 	half := filepath.Join(t.TempDir(), "half")
 	ctx, cancel := context.WithCancel(context.Background())
@@ -106,7 +110,7 @@ func TestShardsMergeToOneRun(t *testing.T) {
 	var dirs []string
 	for i := range 2 {
 		dir, res := run(t, d, Options{Shard: Shard{Index: i, Count: 2}})
-		if want := []int{12, 6}[i]; res.Total != want {
+		if want := []int{30, 15}[i]; res.Total != want {
 			t.Errorf("shard %d/2: %d batches, want %d", i, res.Total, want)
 		}
 		dirs = append(dirs, dir)

@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -66,6 +67,9 @@ type Options struct {
 	// AfterBatch, when set, is called after each batch's rows are appended, with the batches
 	// done and the total of the shard (tests cancel a run there).
 	AfterBatch func(done, total int)
+	// DeployerRows, when set, is Env.DeployerRows: the rows a deployer whose forward differs
+	// from the attacker's mixed into U (tests play a bf16 deployer with it).
+	DeployerRows func(block int, textID int64, rows []float32) ([]float32, error)
 }
 
 // Outcome is what Run did.
@@ -143,6 +147,15 @@ func Run(ctx context.Context, d Deployment, opt Options) (*Outcome, error) {
 	if err := t.LoadPrompts(ctx, d, files); err != nil {
 		return nil, err
 	}
+	var learned *learnedModel
+	if slices.Contains(d.Attacker.Attacks, learnedName) {
+		// Opened (and checked against the deployment) before anything is written; what it read
+		// goes into deployment.yaml.
+		if learned, d.Attacker.LearnedCheckpoint, err = openLearned(d, t); err != nil {
+			return nil, err
+		}
+		defer learned.close()
+	}
 	dep, err := d.Marshal()
 	if err != nil {
 		return nil, err
@@ -163,7 +176,7 @@ func Run(ctx context.Context, d Deployment, opt Options) (*Outcome, error) {
 		return nil, err
 	}
 	out := &Outcome{Deployment: d, Total: len(units), Skipped: skip, Done: skip}
-	env := &Env{Deployment: d, Target: t, Log: opt.Log}
+	env := &Env{Deployment: d, Target: t, Log: opt.Log, DeployerRows: opt.DeployerRows, learned: learned}
 	prog := newProgress(opt.Progress, len(units), skip)
 	var runErr error
 	for _, u := range units[skip:] {

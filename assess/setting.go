@@ -11,7 +11,8 @@ import (
 // that changes its shields. Every line of results.jsonl carries its setting, so that the reports
 // need nothing else to say what was run and what it costs.
 type Setting struct {
-	// Name is "deployment" for the deployment, "rows=R,scale=S" for a grid point.
+	// Name is "deployment" for the deployment, "rows=R,scale=S", "kappa=K" (or "orthogonal")
+	// or "dtype=T" for a grid point.
 	Name string `json:"name"`
 	// TextsPerCall and TokensPerText are the deployment's batch.
 	TextsPerCall  int `json:"texts_per_call"`
@@ -36,8 +37,9 @@ type Setting struct {
 const DeploymentSetting = "deployment"
 
 // Settings are the settings of a resolved deployment, in report order: the deployment, then with
-// the grid enabled every (shield rows, scale) of the grid, rows slowest, leaving out a point that
-// is the deployment's own setting.
+// the grid enabled every (shield rows, scale) of the grid, rows slowest, then each cond(A) of the
+// grid and each observed dtype, alone at the deployment's shields, leaving out a point that is
+// the deployment's own setting.
 func (d Deployment) Settings() []Setting {
 	base := Setting{Name: DeploymentSetting, TextsPerCall: d.Batch.TextsPerCall, TokensPerText: d.Batch.TokensPerText,
 		ShieldKind: d.Shields.Kind, ShieldRows: d.Shields.Rows, ShieldFrac: d.Shields.Frac, ShieldScale: d.Shields.Scale,
@@ -63,6 +65,25 @@ func (d Deployment) Settings() []Setting {
 			s.ShieldRows, s.ShieldFrac, s.ShieldScale = rows, 0, scale
 			out = append(out, s)
 		}
+	}
+	for _, k := range d.Grid.Kappas {
+		if k == base.Kappa {
+			continue
+		}
+		s := base
+		s.Name, s.Mix, s.Kappa = "kappa="+strconv.FormatFloat(k, 'g', -1, 64), MixKappa, k
+		if k == 1 {
+			s.Name, s.Mix = "orthogonal", MixOrthogonal
+		}
+		out = append(out, s)
+	}
+	for _, t := range d.Grid.ObserveDTypes {
+		if t == base.ObserveDType {
+			continue
+		}
+		s := base
+		s.Name, s.ObserveDType = "dtype="+t, t
+		out = append(out, s)
 	}
 	return out
 }

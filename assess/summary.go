@@ -31,14 +31,14 @@ type Summary struct {
 
 // AttackSummary is one attack over every setting.
 type AttackSummary struct {
-	// Name, Success, Claimed and Budget are the attack's (Attack).
-	Name, Success, Claimed, Budget string
+	// Name, Success, Claimed, Undecided and Budget are the attack's (Attack).
+	Name, Success, Claimed, Undecided, Budget string
 	// NotApplicable says why the attack was not run ("" when it applies).
 	NotApplicable string
 	// Cells are the attack's figures per setting, in the order of Summary.Settings.
 	Cells []Cell
-	// Frontier is the index of the cheapest setting (by FLOPs) where the attack had no success
-	// on any prompt; -1 when it succeeded at every setting with results.
+	// Frontier is the index of the cheapest setting (by FLOPs) where the attack fails (Cell.fails);
+	// -1 when it did not fail at any setting with results.
 	Frontier int
 }
 
@@ -50,13 +50,17 @@ type Cell struct {
 	HasCost bool
 	// Prompts are the prompts with a row, Expected the deployment's prompt count.
 	Prompts, Expected int
-	// Successes, Claims and Wrong count the rows' success and claimed flags and wrong claims;
-	// Interval is Successes of Prompts with its exact interval (zero when Prompts is 0).
-	Successes, Claims, Wrong int
-	Interval                 eval.Proportion
+	// Successes, Claims, Wrong and CannotTell count the rows' success and claimed flags, wrong
+	// claims and cannot-tell flags; Interval is Successes of Prompts with its exact interval
+	// (zero when Prompts is 0).
+	Successes, Claims, Wrong, CannotTell int
+	Interval                             eval.Proportion
 	// TokenAcc and BagRecall are means over the prompts (NaN where no row has them); BagPrecision
 	// a mean over the batches.
 	TokenAcc, BagRecall, BagPrecision float64
+	// Chance is a ranking attack's chance level, the mean of 1/candidates over its prompts (NaN
+	// for an attack that ranks nothing): the success rate of a uniform guess.
+	Chance float64
 	// Batches are the batches with rows; Passes their candidate passes; Shields and Clean their
 	// mean shield and clean rows per call.
 	Batches        int
@@ -69,23 +73,36 @@ type Cell struct {
 }
 
 // Verdict is the cell's verdict line, never "safe": "reads prompts exactly: 8/8 [0.631,
-// 1.000]" or "no success at this budget: 0/8 [0.000, 0.369]".
+// 1.000]" or "no success at this budget: 0/8 [0.000, 0.369]", and for a ranking attack its
+// chance level after it ("; chance level 0.200").
 func (c Cell) Verdict(success string) string {
+	chance := ""
+	if !math.IsNaN(c.Chance) {
+		chance = "; chance level " + fmtFrac(c.Chance)
+	}
 	switch {
 	case c.Prompts == 0:
 		return "no results yet"
 	case c.Successes == 0:
-		return "no success at this budget: " + c.Interval.String()
+		return "no success at this budget: " + c.Interval.String() + chance
 	}
-	return success + ": " + c.Interval.String()
+	return success + ": " + c.Interval.String() + chance
 }
 
-// ClaimsText is the cell's claims in words: "8 claimed (proven from U), 0 wrong claims".
-func (c Cell) ClaimsText(claimed string) string {
+// ClaimsText is the cell's claims in words: "8 claimed (proven from U), 0 wrong claims", and
+// for an attack that can say it cannot tell (undecided its phrase), "; 2 cannot tell".
+func (c Cell) ClaimsText(claimed, undecided string) string {
 	if c.Prompts == 0 {
 		return "-"
 	}
-	return fmt.Sprintf("%d %s, %d wrong claims", c.Claims, claimed, c.Wrong)
+	if claimed == "" {
+		return fmt.Sprintf("none: a ranked guess, never a claim (%d wrong claims)", c.Wrong)
+	}
+	s := fmt.Sprintf("%d %s, %d wrong claims", c.Claims, claimed, c.Wrong)
+	if undecided != "" {
+		s += fmt.Sprintf("; %d %s", c.CannotTell, undecided)
+	}
+	return s
 }
 
 // ReadSummary reads an assessment directory's deployment.yaml and results.jsonl and summarizes
@@ -124,7 +141,7 @@ func Summarize(d Deployment, rows []Row) (*Summary, error) {
 		if !ok {
 			return nil, fmt.Errorf("assess: deployment names attack %q, want one of %v", name, Names())
 		}
-		as := AttackSummary{Name: name, Success: a.Success(), Claimed: a.Claimed(), Budget: a.Budget(d), Frontier: -1}
+		as := AttackSummary{Name: name, Success: a.Success(), Claimed: a.Claimed(), Undecided: a.Undecided(), Budget: a.Budget(d), Frontier: -1}
 		if err := a.Check(d); err != nil {
 			as.NotApplicable = err.Error()
 		}
@@ -139,9 +156,9 @@ func Summarize(d Deployment, rows []Row) (*Summary, error) {
 		atkIdx[name] = i
 	}
 	type acc struct {
-		tokAcc, bagRec, bagPrec float64
-		nTok, nBag, nPrec       int
-		shields, clean          int
+		tokAcc, bagRec, bagPrec, chance float64
+		nTok, nBag, nPrec, nChance      int
+		shields, clean                  int
 	}
 	accs := make([][]acc, len(s.Attacks))
 	for i := range accs {
@@ -162,6 +179,9 @@ func Summarize(d Deployment, rows []Row) (*Summary, error) {
 			c.Claims++
 		}
 		c.Wrong += r.WrongClaims
+		if r.CannotTell {
+			c.CannotTell++
+		}
 		if r.Attack == (decodeAttack{}).Name() {
 			a.tokAcc += r.TokenAcc
 			a.nTok++
@@ -169,6 +189,10 @@ func Summarize(d Deployment, rows []Row) (*Summary, error) {
 		if r.BagRecall != nil {
 			a.bagRec += *r.BagRecall
 			a.nBag++
+		}
+		if r.Candidates > 0 {
+			a.chance += 1 / float64(r.Candidates)
+			a.nChance++
 		}
 		if r.Pos != 0 {
 			continue
@@ -198,6 +222,7 @@ func Summarize(d Deployment, rows []Row) (*Summary, error) {
 		for si := range as.Cells {
 			c, a := &as.Cells[si], accs[ai][si]
 			c.TokenAcc, c.BagRecall, c.BagPrecision = mean(a.tokAcc, a.nTok), mean(a.bagRec, a.nBag), mean(a.bagPrec, a.nPrec)
+			c.Chance = mean(a.chance, a.nChance)
 			c.Shields, c.Clean = mean(float64(a.shields), c.Batches), mean(float64(a.clean), c.Batches)
 			if c.Prompts > 0 {
 				p, err := eval.ClopperPearson(c.Successes, c.Prompts, Confidence)
@@ -206,7 +231,7 @@ func Summarize(d Deployment, rows []Row) (*Summary, error) {
 				}
 				c.Interval = p
 			}
-			if c.Prompts > 0 && c.Successes == 0 && c.HasCost &&
+			if c.Prompts > 0 && c.fails() && c.HasCost &&
 				(as.Frontier < 0 || c.Cost.Ratio() < as.Cells[as.Frontier].Cost.Ratio()) {
 				as.Frontier = si
 			}
@@ -228,6 +253,15 @@ func Summarize(d Deployment, rows []Row) (*Summary, error) {
 		}
 	}
 	return s, nil
+}
+
+// fails says the attack failed at the cell: no success on any prompt, or for a ranking attack a
+// rate whose interval reaches down to its chance level (no better than a uniform guess).
+func (c Cell) fails() bool {
+	if !math.IsNaN(c.Chance) {
+		return c.Interval.Lo <= c.Chance
+	}
+	return c.Successes == 0
 }
 
 // SampleSize is how many prompts the reports show beside what the attack decoded.

@@ -18,8 +18,8 @@ var svgColors = []string{"#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", 
 
 // FrontierSVG is the frontier plot, privacy against overhead: for each applicable attack and each
 // setting with results, the success rate with its interval (a whisker) at the setting's FLOPs per
-// protected call relative to the plain call (log scale). Hollow markers had no success on any
-// prompt; the deployment's markers are ringed. Self-contained SVG (no fonts or images fetched).
+// protected call relative to the plain call (log scale). Hollow markers failed (Cell.fails: no
+// success on any prompt, or a ranking no better than chance); the deployment's markers are ringed. Self-contained SVG (no fonts or images fetched).
 func (s *Summary) FrontierSVG() []byte {
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" font-family=\"sans-serif\" font-size=\"12\" role=\"img\">\n", svgW, svgH, svgW, svgH)
@@ -95,7 +95,7 @@ func (s *Summary) FrontierSVG() []byte {
 			y := yOf(c.Interval.Rate())
 			fmt.Fprintf(&b, "<line x1=\"%s\" y1=\"%s\" x2=\"%s\" y2=\"%s\" stroke-width=\"1.5\"/>\n", num(x), num(yOf(c.Interval.Lo)), num(x), num(yOf(c.Interval.Hi)))
 			fill := col
-			if c.Successes == 0 {
+			if c.fails() {
 				fill = "white"
 			}
 			fmt.Fprintf(&b, "<circle cx=\"%s\" cy=\"%s\" r=\"4.5\" fill=\"%s\" stroke-width=\"1.5\"><title>%s, %s: %s</title></circle>\n",
@@ -113,7 +113,7 @@ func (s *Summary) FrontierSVG() []byte {
 	ly := padT + 16 + float64(series)*20
 	fmt.Fprintf(&b, "<circle cx=\"%s\" cy=\"%s\" r=\"8\" fill=\"none\" stroke=\"#444\"/><text x=\"%s\" y=\"%s\" fill=\"#222\">the deployment</text>\n",
 		num(padL+plotW+16), num(ly), num(padL+plotW+26), num(ly+4))
-	fmt.Fprintf(&b, "<circle cx=\"%s\" cy=\"%s\" r=\"4.5\" fill=\"white\" stroke=\"#444\"/><text x=\"%s\" y=\"%s\" fill=\"#222\">no success</text>\n",
+	fmt.Fprintf(&b, "<circle cx=\"%s\" cy=\"%s\" r=\"4.5\" fill=\"white\" stroke=\"#444\"/><text x=\"%s\" y=\"%s\" fill=\"#222\">attack fails</text>\n",
 		num(padL+plotW+16), num(ly+20), num(padL+plotW+26), num(ly+24))
 	b.WriteString("</svg>\n")
 	return b.Bytes()

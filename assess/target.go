@@ -2,6 +2,7 @@ package assess
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"path/filepath"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/gelo-research/geloattack/engine/blas"
 	"github.com/gelo-research/geloattack/internal/safefile"
 	"github.com/gelo-research/geloattack/models/hf"
+	"github.com/gelo-research/geloattack/models/llama"
 )
 
 // Prompt is one text put through the deployment.
@@ -35,10 +37,17 @@ type Tokenizer interface {
 // Target is what the attacks run against: the attacker's copy of the open weights (the deployer
 // runs the same ones), the tokenizer, the prompts and the filler texts.
 type Target struct {
-	// Model is the decoder as the attacks see it (decode.Llama over models/llama).
+	// Model is the decoder as the attacks see it (decode.Llama over models/llama), LM the
+	// forward under it (the learned attack embeds candidate texts with it).
 	Model decode.Model
-	// Tok is its tokenizer.
-	Tok Tokenizer
+	LM    *llama.Model
+	// Tok is its tokenizer and TokHash the tokenizer's hash (as stores record it).
+	Tok     Tokenizer
+	TokHash string
+	// Name is the model's name as `store extract` records it (config.json's _name_or_path, else
+	// the directory's name) and Architecture config.json's class name: what the learned attack
+	// checks its store against.
+	Name, Architecture string
 	// D is the hidden width, P the fused Q/K/V projection's width (what GELO's offloaded GEMM
 	// computes), Blocks the number of blocks.
 	D, P, Blocks int
@@ -83,7 +92,25 @@ func OpenModel(d Deployment, files *safefile.Files) (*Target, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Target{Model: lm, Tok: tok, D: cfg.Hidden, P: (cfg.Heads + 2*cfg.KVHeads) * cfg.HeadDim, Blocks: cfg.Layers}, nil
+	return &Target{Model: lm, LM: m, Tok: tok, TokHash: tok.Hash(), Name: modelName(files, d.Model), Architecture: cfg.Architecture,
+		D: cfg.Hidden, P: (cfg.Heads + 2*cfg.KVHeads) * cfg.HeadDim, Blocks: cfg.Layers}, nil
+}
+
+// modelName names a decoder directory as `store extract` records it in meta.json: config.json's
+// _name_or_path, else the directory's name.
+func modelName(files *safefile.Files, dir string) string {
+	if raw, err := files.ReadNoFollow(filepath.Join(dir, hf.ConfigFile), safefile.ModelConfig); err == nil {
+		var c struct {
+			Name string `json:"_name_or_path"`
+		}
+		if json.Unmarshal(raw, &c) == nil && c.Name != "" {
+			return c.Name
+		}
+	}
+	if abs, err := filepath.Abs(dir); err == nil {
+		return filepath.Base(abs)
+	}
+	return dir
 }
 
 // LoadPrompts reads the prompts and fillers of a resolved deployment from its texts source:

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -26,16 +27,18 @@ var cmdAssess = &Command{
 		"key explained; the flags below override it, and -model DIR alone assesses a documented default) says\n" +
 		"what the deployer does: the model, the blocks GELO offloads, the batch of a call, the shields, the\n" +
 		"mixing, what the accelerator observes, the deployer's precision and the prompts (val-split texts of a\n" +
-		"source). Every attack of the battery (prompt decoding; text presence) runs on every batch of prompts,\n" +
-		"and each batch's rows are appended to DIR/results.jsonl as it finishes: one line per prompt, attack\n" +
-		"and setting, the truth the reports are computed from. DIR/report.md and DIR/report.html (one file,\n" +
-		"tables and an inline SVG) give per attack a verdict with its exact 95% interval, never \"safe\": \"reads\n" +
-		"prompts exactly: k/n [lo, hi]\" or \"no success at this budget: 0/n [0, hi]\", the wrong claims, the\n" +
-		"attacker's budget, the decoded texts beside the true ones, and the cost of the setting (FLOPs of\n" +
-		"protocol/overhead's protected call). -grid adds settings of more shield rows and scales and marks,\n" +
-		"per attack, the cheapest setting it fails at: the frontier. Ctrl-C keeps what is done; -resume\n" +
-		"continues to the bytes of an uninterrupted run; -shard i/N runs every N-th batch, and -merge joins\n" +
-		"the shards' directories into one report equal to a single run's.",
+		"source). Every attack of the battery (prompt decoding; text presence, proven absent or cannot tell;\n" +
+		"with -learned RUN the learned presence attack, a ranked guess beside its chance level) runs on every\n" +
+		"batch of prompts, and each batch's rows are appended to DIR/results.jsonl as it finishes: one line per\n" +
+		"prompt, attack and setting, the truth the reports are computed from. DIR/report.md and\n" +
+		"DIR/report.html (one file, tables and an inline SVG) give per attack a verdict with its exact 95%\n" +
+		"interval, never \"safe\": \"reads prompts exactly: k/n [lo, hi]\" or \"no success at this budget: 0/n\n" +
+		"[0, hi]\", the claims (proofs) and wrong claims, the attacker's budget, the decoded texts beside the\n" +
+		"true ones, and the cost of the setting (FLOPs of protocol/overhead's protected call). -grid adds\n" +
+		"settings of more shield rows and scales, of cond(A) and of the observed dtype, and marks, per attack,\n" +
+		"the cheapest setting it fails at: the frontier. Ctrl-C keeps what is done; -resume continues to the\n" +
+		"bytes of an uninterrupted run; -shard i/N runs every N-th batch, and -merge joins the shards'\n" +
+		"directories into one report equal to a single run's.",
 	Flags:            assessFlags,
 	Args:             true,
 	SavesOnInterrupt: true,
@@ -49,7 +52,7 @@ func assessFlags(fs *flag.FlagSet) runFunc {
 		out       = fs.String("out", "assessment", "the assessment directory: new or empty, or with -resume one this deployment started")
 		resume    = fs.Bool("resume", false, "continue the assessment in -out: the batches in its results.jsonl are kept, the rest run")
 		shardFlag = fs.String("shard", "", "run only shard i of N (i/N): batches i, i+N, ...; join the shards' directories with -merge")
-		grid      = fs.Bool("grid", false, "add the grid of shield rows and scales around the deployment (grid: in the file; default rows d/2, d, 2d and scales 1, 3, 10) and mark the frontier")
+		grid      = fs.Bool("grid", false, "add the grid around the deployment (grid: in the file): shield rows x scales (default d/2, d, 2d x 1, 3, 10), then cond(A) (1, 100, 1e4) and the observed dtype (none, bf16, fp16) each alone; mark the frontier")
 		merge     = fs.Bool("merge", false, "join the assessment directories named after the flags (the shards of one assessment) into -out")
 		redact    = fs.Bool("redact", false, "leave the prompts' texts out of the reports (results.jsonl keeps them)")
 		verbose   = fs.Bool("v", false, "print each attack's stages within a batch")
@@ -59,6 +62,7 @@ func assessFlags(fs *flag.FlagSet) runFunc {
 		attBlocks = fs.String("attack-blocks", "", "override attacker.blocks: the offloaded blocks the attacker scores, comma-separated (0 and one more at least)")
 		dtype     = fs.String("observe-dtype", "", "override observe.dtype: none | bf16 | fp16")
 		precision = fs.String("deployer-precision", "", "override deployer.precision: fp32 | bf16 | fp16")
+		learned   = fs.String("learned", "", "override attacker.learned: a train RUN directory (task retrieval on a store extracted from this model at an offloaded block) for the learned presence attack, a ranked guess (added to attacker.attacks)")
 		prompts   = intFlag(fs, "prompts", 100, assess.Rules.Bounds("prompts.count"), "override prompts.count: the number of val-split prompts")
 		rows      = intFlag(fs, "shield-rows", 0, assess.Rules.Bounds("shields.rows"), "override shields.rows: shield rows per call")
 		frac, scl float64
@@ -126,6 +130,14 @@ func assessFlags(fs *flag.FlagSet) runFunc {
 		}
 		if set("deployer-precision") {
 			d.Deployer.Precision = *precision
+		}
+		if set("learned") {
+			// The flag asks for the attack: an explicit attacks list gains it (an empty one is
+			// every attack, learned included once it has a run).
+			d.Attacker.Learned = *learned
+			if len(d.Attacker.Attacks) > 0 && !slices.Contains(d.Attacker.Attacks, "learned") {
+				d.Attacker.Attacks = append(d.Attacker.Attacks, "learned")
+			}
 		}
 		if *grid {
 			d.Grid.Enabled = true
@@ -200,7 +212,7 @@ func printVerdicts(w io.Writer, s *assess.Summary, dir string, took time.Duratio
 			continue
 		}
 		c := a.Cells[0]
-		fmt.Fprintf(w, "%s: %s; %s\n", a.Name, c.Verdict(a.Success), c.ClaimsText(a.Claimed))
+		fmt.Fprintf(w, "%s: %s; %s\n", a.Name, c.Verdict(a.Success), c.ClaimsText(a.Claimed, a.Undecided))
 	}
 	fmt.Fprintf(w, "%d result rows; reports: %s/%s, %s/%s (%s)\n", s.Rows, dir, assess.ReportMD, dir, assess.ReportHTML, took.Round(time.Millisecond))
 }

@@ -91,6 +91,20 @@ func TestAssessCommand(t *testing.T) {
 			t.Errorf("%s of the merged shards differs from the single run's", f)
 		}
 	}
+	// -learned completes a file that lists the attack, and a directory that is no train run is
+	// refused before anything is written.
+	noRun := filepath.Join(dir, "not-a-run")
+	if err := os.Mkdir(noRun, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "learned")
+	err = runAssess(t, append(common, "-out", out, "-learned", noRun)...)
+	if err == nil || !strings.Contains(err.Error(), "-learned "+noRun+": not a train run directory") {
+		t.Errorf("-learned of a directory without a checkpoint: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(out, assess.DeploymentFile)); err == nil {
+		t.Errorf("a refused -learned left %s", assess.DeploymentFile)
+	}
 	// The same command again: the directory is refused without -resume, continued with it.
 	if err := runAssess(t, append(common, "-out", one)...); err == nil || !strings.Contains(err.Error(), "-resume") {
 		t.Errorf("rerun into a finished assessment: %v", err)
