@@ -11,6 +11,7 @@ import (
 	"gonum.org/v1/gonum/mat"
 
 	"github.com/gelo-research/geloattack/baselines"
+	"github.com/gelo-research/geloattack/baselines/attacks"
 	"github.com/gelo-research/geloattack/checkpoints"
 	"github.com/gelo-research/geloattack/config"
 	"github.com/gelo-research/geloattack/data"
@@ -22,168 +23,133 @@ import (
 var cmdBaseline = &Command{
 	Name:      "baseline",
 	UsageLine: "-attack NAME [-config FILE] [flags]",
-	Short:     "training-free attacks: " + attackNames(" | ", true),
+	Short:     "training-free attacks: " + strings.Join(attacks.Names(attacks.OnCLI()), " | "),
 	Long: "Runs a training-free attack (SPEC §7) on examples drawn by the config's sampler, the same stream the\n" +
 		"learned attacks are evaluated on. rowspace ranks candidate texts by how much of their rows lies in\n" +
 		"rowspace(U_obs) and reports retrieval mass, top-1 and recall@|P| with chance; fastica, jade, fobi and\n" +
 		"jd (SOBI-style joint diagonalisation) separate U and report p95 and mean |cos| to the clean rows after\n" +
 		"Hungarian matching and the Gram error (SPEC §6), beside the same figures for as many random rows of\n" +
-		"the split (what a random guess of rows reaches); anchor gives the attacker k clean rows. content is\n" +
-		"geloattack recover, with its flags (geloattack recover -h).",
+		"the split (what a random guess of rows reaches); anchor gives the attacker k clean rows.\n" +
+		ownCommandsNote(),
 	Flags:    baselineFlags,
 	Delegate: baselineDelegate,
 }
 
-// baselineAttack is one training-free attack of `geloattack baseline`: the -attack flag's help, its
-// validation, the dispatch and the command's summary are all derived from baselineAttacks.
-type baselineAttack struct {
-	// Name is the attack's -attack value.
-	Name string
-	// Note, when set, is shown after the names in the -attack flag's help.
-	Note string
-	// Run runs the attack on a's parsed flags and returns its result (written by -out).
-	Run func(ctx context.Context, a *baselineArgs) (any, error)
-	// Command, when set, is the command the attack is: it has that command's flags instead of
-	// baseline's, and Run is nil.
-	Command func() *Command
-}
-
-// baselineAttacks lists the training-free attacks, in the order the help names them.
-var baselineAttacks = []baselineAttack{
-	{Name: "rowspace", Run: runRowSpace},
-	{Name: "fastica", Run: runBSS},
-	{Name: "jade", Run: runBSS},
-	{Name: "fobi", Run: runBSS},
-	{Name: "jd", Run: runBSS},
-	{Name: "anchor", Run: runAnchor},
-	{Name: "content", Note: "sensitive-content recovery: the flags of geloattack recover -h"},
-}
-
-// The content attack's command is set here: its -attack flag's help reads baselineAttacks.
-func init() { findAttack("content").Command = baselineContent }
-
-// attackNames joins the attacks' names with sep; withCommands includes those that are commands of
-// their own. With sep ", " the last two are joined by " or ".
-func attackNames(sep string, withCommands bool) string {
-	var names []string
-	for _, at := range baselineAttacks {
-		if at.Command == nil || withCommands {
-			names = append(names, at.Name)
+// ownCommandsNote is the line of baseline's help that names the attacks that are commands of
+// their own: "content is geloattack recover, with its flags (geloattack recover -h); ...".
+func ownCommandsNote() string {
+	var parts []string
+	for _, a := range attacks.OnCLI() {
+		if a.Command != attacks.Baseline {
+			parts = append(parts, fmt.Sprintf("%s is geloattack %s, with its flags (geloattack %s -h)", a.Name, a.Command, a.Command))
 		}
 	}
-	if sep == ", " && len(names) > 1 {
-		return strings.Join(names[:len(names)-1], sep) + " or " + names[len(names)-1]
-	}
-	return strings.Join(names, sep)
+	return strings.Join(parts, ";\n") + "."
 }
 
-// attackUsage is the -attack flag's help: the names, then the attacks' notes.
+// attackUsage is the -attack flag's help: the names, then what the attacks that are commands of
+// their own are ("content: sensitive-content recovery: the flags of geloattack recover -h").
 func attackUsage() string {
 	var notes []string
-	for _, at := range baselineAttacks {
-		if at.Note != "" {
-			notes = append(notes, at.Note)
+	for _, a := range attacks.OnCLI() {
+		if a.Command != attacks.Baseline {
+			what, _, _ := strings.Cut(a.Summary, ":")
+			notes = append(notes, fmt.Sprintf("%s: %s: the flags of geloattack %s -h", a.Name, what, a.Command))
 		}
 	}
-	u := attackNames(" | ", true)
-	if len(notes) > 0 {
-		u += " (" + strings.Join(notes, "; ") + ")"
-	}
-	return u
-}
-
-// findAttack returns the attack named name, or nil.
-func findAttack(name string) *baselineAttack {
-	for i := range baselineAttacks {
-		if baselineAttacks[i].Name == name {
-			return &baselineAttacks[i]
-		}
-	}
-	return nil
+	return strings.Join(attacks.Names(attacks.OnCLI()), " | ") + " (" + strings.Join(notes, "; ") + ")"
 }
 
 // baselineDelegate selects the command of an attack that is a command of its own (-attack content
-// is recover): the arguments are parsed by that command's flags, which accept -attack too.
+// is recover): the arguments are parsed by that command's flags and the -attack flag that
+// selected it.
 func baselineDelegate(args []string) *Command {
-	if at := findAttack(attackArg(args)); at != nil && at.Command != nil {
-		return at.Command()
+	name := attackArg(args)
+	own := cliAttacks[name].command
+	if own == nil {
+		return nil
 	}
-	return nil
-}
-
-// baselineContent is `geloattack baseline -attack content`: recover's flags and run, plus the
-// -attack flag that selected it.
-func baselineContent() *Command {
-	c := *cmdRecover
+	c := *own
 	c.Flags = func(fs *flag.FlagSet) runFunc {
-		fs.String("attack", "content", attackUsage())
-		return recoverFlags(fs)
+		fs.String("attack", name, attackUsage())
+		return own.Flags(fs)
 	}
 	return &c
 }
 
-// baselineArgs holds the parsed flags of `geloattack baseline` and what the attacks share: the
-// config, the split and the sampler drawing the examples.
-type baselineArgs struct {
-	attack, anchorMethod *string
-	examples, anchors    *int
-	batch, extra         *optInt
-	bestRow              *bool
-
-	cfg     config.Run
-	split   data.Split
-	sampler *gelo.Sampler
+// baselineEnv is what the attacks on baseline's flags share: the config, the split, the sampler
+// drawing the examples and -examples.
+type baselineEnv struct {
+	cfg      config.Run
+	split    data.Split
+	sampler  *gelo.Sampler
+	examples int
 }
 
-// baselineFlags defines the flags of `geloattack baseline` and returns what runs it.
-func baselineFlags(flags *flag.FlagSet) runFunc {
-	a := &baselineArgs{}
-	a.attack = flags.String("attack", "rowspace", attackUsage())
-	cfgPath := flags.String("config", "", "run config whose store and sampler draw the examples; empty = the embedded quickstart")
-	splitName := flags.String("split", "val", "split the examples and candidates come from: train or val")
-	a.examples = intFlag(flags, "examples", 0, field.Bounds{Int: true, Min: 1, Max: 1 << 20},
+// baselineFlags defines the flags of `geloattack baseline` and returns what runs it: the flags
+// every attack on them shares, then each attack's own (cliAttacks), whose use with another
+// -attack is refused.
+func baselineFlags(fs *flag.FlagSet) runFunc {
+	env := &baselineEnv{}
+	attack := fs.String("attack", "rowspace", attackUsage())
+	cfgPath := fs.String("config", "", "run config whose store and sampler draw the examples; empty = the embedded quickstart")
+	splitName := fs.String("split", "val", "split the examples and candidates come from: train or val")
+	intVar(fs, &env.examples, "examples", 0, field.Bounds{Int: true, Min: 1, Max: 1 << 20},
 		"examples to score; left out: train.eval_batches x train.batch_size for rowspace, 2 otherwise")
-	a.batch = overrideInt(flags, "batch", "train.batch_size", "rowspace: examples whose positives form one candidate set (the learned attacks' in-batch pools)")
-	a.extra = overrideInt(flags, "extra-negatives", "loss.extra_negatives", "rowspace: random texts added to each candidate set")
-	a.bestRow = flags.Bool("best-row", false, "rowspace: score a candidate by its best-contained row instead of its rows' energy inside the row space")
-	a.anchors = intFlag(flags, "anchors", 8, field.Bounds{Int: true, Min: 1, Max: 1 << 16}, "anchor: number k of clean rows the attacker knows")
-	a.anchorMethod = flags.String("anchor-method", "subtract", "anchor: subtract | project | constrained")
-	obsRows := flags.Float64("obs-rows", 0, "override sampler.obs_rows, the observed fraction of U's rows (0 = keep)")
-	dtype := flags.String("observe-dtype", "", "override sampler.observe_dtype: none | bf16 | fp16 (empty = keep)")
-	out := flags.String("out", "", "also write the result as JSON to this file")
+	out := fs.String("out", "", "also write the result as JSON to this file")
+	addSamplerOverrides(fs, "texts per example")
+	runs := map[string]baselineRun{}
+	owner := map[string]string{} // an attack's own flag -> the attack
+	for _, at := range attacks.OnCLI() {
+		b := cliAttacks[at.Name]
+		if b.flags == nil {
+			continue
+		}
+		before := map[string]bool{}
+		fs.VisitAll(func(f *flag.Flag) { before[f.Name] = true })
+		runs[at.Name] = b.flags(fs)
+		fs.VisitAll(func(f *flag.Flag) {
+			if !before[f.Name] {
+				owner[f.Name] = at.Name
+			}
+		})
+	}
 	return func(ctx context.Context, args []string) error {
+		run, ok := runs[*attack]
+		if !ok {
+			return fmt.Errorf("-attack %q: want %s", *attack, orList(attacks.Names(attacks.OnCLI())))
+		}
+		var misplaced error
+		fs.Visit(func(f *flag.Flag) {
+			if o, ok := owner[f.Name]; ok && o != *attack && misplaced == nil {
+				misplaced = fmt.Errorf("-%s applies to -attack %s, not %s", f.Name, o, *attack)
+			}
+		})
+		if misplaced != nil {
+			return misplaced
+		}
 		split, err := data.ParseSplit(*splitName)
 		if err != nil {
 			return fmt.Errorf("-split: %w", err)
 		}
-		a.split = split
+		env.split = split
 		cfg, err := loadConfig(*cfgPath)
 		if err != nil {
 			return err
 		}
-		if *obsRows != 0 {
-			cfg.Sampler.ObsRows = *obsRows
-		}
-		if *dtype != "" {
-			cfg.Sampler.ObserveDtype = gelo.ObserveDtype(*dtype)
-		}
-		if err := cfg.Sampler.Validate(); err != nil {
+		if cfg.Sampler, err = samplerOf(ctx, fs, cfg.Sampler); err != nil {
 			return err
 		}
-		a.cfg = cfg
+		env.cfg = cfg
 		corpus, closeFn, err := runner.OpenCorpus(cfg)
 		if err != nil {
 			return err
 		}
 		defer closeFn()
-		if a.sampler, err = gelo.NewSampler(corpus, cfg.Sampler); err != nil {
+		if env.sampler, err = gelo.NewSampler(corpus, cfg.Sampler); err != nil {
 			return err
 		}
-		at := findAttack(*a.attack)
-		if at == nil || at.Run == nil {
-			return fmt.Errorf("-attack %q: want %s", *a.attack, attackNames(", ", false))
-		}
-		result, err := at.Run(ctx, a)
+		result, err := run(ctx, env)
 		if err != nil {
 			return err
 		}
@@ -201,20 +167,39 @@ func baselineFlags(flags *flag.FlagSet) runFunc {
 	}
 }
 
-// runRowSpace runs -attack rowspace: row-space containment retrieval.
-func runRowSpace(ctx context.Context, a *baselineArgs) (any, error) {
-	cfg := a.cfg
-	opts := baselines.RowSpaceOptions{Split: a.split, Examples: *a.examples, Batch: cfg.Train.BatchSize,
+// orList joins names as "a, b or c".
+func orList(names []string) string {
+	if len(names) < 2 {
+		return strings.Join(names, "")
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
+}
+
+// rowspaceFlags defines -attack rowspace's own flags and returns its run: row-space containment
+// retrieval.
+func rowspaceFlags(fs *flag.FlagSet) baselineRun {
+	batch := overrideInt(fs, "batch", "train.batch_size", "rowspace: examples whose positives form one candidate set (the learned attacks' in-batch pools)")
+	extra := overrideInt(fs, "extra-negatives", "loss.extra_negatives", "rowspace: random texts added to each candidate set")
+	bestRow := fs.Bool("best-row", false, "rowspace: score a candidate by its best-contained row instead of its rows' energy inside the row space")
+	return func(ctx context.Context, env *baselineEnv) (any, error) {
+		return runRowSpace(ctx, env, batch, extra, *bestRow)
+	}
+}
+
+// runRowSpace runs -attack rowspace on env with its flags' values.
+func runRowSpace(ctx context.Context, env *baselineEnv, batch, extra *optInt, bestRow bool) (any, error) {
+	cfg := env.cfg
+	opts := baselines.RowSpaceOptions{Split: env.split, Examples: env.examples, Batch: cfg.Train.BatchSize,
 		ExtraNegatives: cfg.Loss.ExtraNegatives, Seed: cfg.Seed}
-	a.batch.apply(&opts.Batch)
-	a.extra.apply(&opts.ExtraNegatives)
-	if opts.Examples == 0 {
+	batch.apply(&opts.Batch)
+	extra.apply(&opts.ExtraNegatives)
+	if opts.Examples == 0 { // -examples left out (it refuses 0)
 		opts.Examples = cfg.Train.EvalBatches * cfg.Train.BatchSize
 	}
-	if *a.bestRow {
+	if bestRow {
 		opts.Aggregate = baselines.BestRow
 	}
-	row, err := baselines.RowSpaceRetrieval(ctx, a.sampler, opts)
+	row, err := baselines.RowSpaceRetrieval(ctx, env.sampler, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -225,10 +210,18 @@ func runRowSpace(ctx context.Context, a *baselineArgs) (any, error) {
 	return row, nil
 }
 
-// runBSS runs a blind-source-separation attack: -attack fastica, jade, fobi or jd.
-func runBSS(ctx context.Context, a *baselineArgs) (any, error) {
-	method := bssMethod(*a.attack, a.cfg.Seed)
-	row, err := baselines.BSSEval(ctx, a.sampler, method, baselines.BSSOptions{Split: a.split, Examples: *a.examples, Seed: a.cfg.Seed})
+// bssFlags is a blind-source-separation attack (-attack fastica, jade, fobi or jd): no flags of
+// its own, and its run.
+func bssFlags(name string) func(*flag.FlagSet) baselineRun {
+	return func(*flag.FlagSet) baselineRun {
+		return func(ctx context.Context, env *baselineEnv) (any, error) { return runBSS(ctx, env, name) }
+	}
+}
+
+// runBSS runs the separation method name on env.
+func runBSS(ctx context.Context, env *baselineEnv, name string) (any, error) {
+	method := bssMethod(name, env.cfg.Seed)
+	row, err := baselines.BSSEval(ctx, env.sampler, method, baselines.BSSOptions{Split: env.split, Examples: env.examples, Seed: env.cfg.Seed})
 	if err != nil {
 		return nil, err
 	}
@@ -236,15 +229,25 @@ func runBSS(ctx context.Context, a *baselineArgs) (any, error) {
 	return row, nil
 }
 
-// runAnchor runs -attack anchor: separation given k clean rows.
-func runAnchor(ctx context.Context, a *baselineArgs) (any, error) {
-	m, err := baselines.ParseAnchorMethod(*a.anchorMethod)
+// anchorFlags defines -attack anchor's own flags and returns its run: separation given k clean
+// rows.
+func anchorFlags(fs *flag.FlagSet) baselineRun {
+	anchors := intFlag(fs, "anchors", 8, field.Bounds{Int: true, Min: 1, Max: 1 << 16}, "anchor: number k of clean rows the attacker knows")
+	method := fs.String("anchor-method", "subtract", "anchor: subtract | project | constrained")
+	return func(ctx context.Context, env *baselineEnv) (any, error) {
+		return runAnchor(ctx, env, *anchors, *method)
+	}
+}
+
+// runAnchor runs -attack anchor on env with k anchors and the named method.
+func runAnchor(ctx context.Context, env *baselineEnv, k int, method string) (any, error) {
+	m, err := baselines.ParseAnchorMethod(method)
 	if err != nil {
 		return nil, fmt.Errorf("-anchor-method: %w", err)
 	}
-	seed := a.cfg.Seed
-	row, err := baselines.AnchorEval(ctx, a.sampler, baselines.AnchorEvalOptions{Split: a.split, Examples: *a.examples,
-		Anchors: *a.anchors, Anchor: baselines.AnchorOptions{Method: m, ICA: baselines.FastICAOptions{Seed: seed}}, Seed: seed})
+	seed := env.cfg.Seed
+	row, err := baselines.AnchorEval(ctx, env.sampler, baselines.AnchorEvalOptions{Split: env.split, Examples: env.examples,
+		Anchors: k, Anchor: baselines.AnchorOptions{Method: m, ICA: baselines.FastICAOptions{Seed: seed}}, Seed: seed})
 	if err != nil {
 		return nil, err
 	}

@@ -34,7 +34,7 @@ import (
 var cmdRecover = &Command{
 	Name:      "recover",
 	UsageLine: "-store STORE [-model DIR] [-template pin|name|birth|PATTERN] [-suffix TEXT] [-set ...] [flags]\n       geloattack baseline -attack content [the same flags]",
-	Short:     "sensitive-content recovery: rank candidate secrets of a templated victim text by row-space containment (residual, leverage, top-k)",
+	Short:     attackSummary("content"),
 	Long: `Sensitive-content recovery (docs/content-recovery.md). A victim text made from a template with a
 secret slot ("my PIN is {x}") is placed in an ordinary GELO example beside other texts of the
 store (the config's sampler: positives, tokens per text, shields, mixing, kappa, obs_rows,
@@ -93,7 +93,6 @@ type recoverArgs struct {
 	first, seed                                                *int64
 	claimGap, rhoFlag                                          *float64
 	absent, grid, quiet                                        *bool
-	over                                                       *samplerOverrides
 }
 
 // defineRecoverArgs defines the flags of `geloattack recover` on fs.
@@ -114,7 +113,7 @@ func defineRecoverArgs(fs *flag.FlagSet) *recoverArgs {
 		victims:   intFlag(fs, "victims", 100, field.Bounds{Int: true, Min: 1, Max: 1 << 20}, "victim examples (each its own example and secret)"),
 		splitName: fs.String("split", "val", "split the examples' other texts come from: train or val"),
 		first:     int64Flag(fs, "first-example", 0, field.Bounds{Int: true, Min: 0, Max: 1 << 40}, "example index of the first victim in the split's stream"),
-		seed:      int64Flag(fs, "seed", -1, field.Bounds{Int: true, Min: -1, Max: 1 << 62}, "seed of the secrets and of the candidate subset (-1: the config's seed)"),
+		seed:      int64Flag(fs, "seed", 0, field.Bounds{Int: true, Min: 0, Max: 1 << 62}, "seed of the secrets and of the candidate subset (left out: the config's seed)"),
 		scoreName: fs.String("score", "slot_worst", "ranking score: slot_worst (worst residual over the secret's own rows), slot_energy, worst, energy (all rows), best_row (fooled by [CLS])"),
 		compare:   fs.String("compare", "", "comma-separated further scores reported beside -score (all: every score; scores over all rows cost a pass over every row)"),
 		claimGap:  fs.Float64("claim-gap", 1, "decades by which the best candidate must lead the second for a claim (below full rank; the best must also be contained within ((10 u_eff + rho)/(1 - rho))^2)"),
@@ -133,7 +132,7 @@ func defineRecoverArgs(fs *flag.FlagSet) *recoverArgs {
 	floatVar(fs, a.rhoFlag, "recompute-error", 0, field.Bounds{Min: 0, Max: 1, MaxOpen: true, Zero: "rows bit-equal to the deployer's, true only for its very kernel and batches"},
 		"recomputation error rho: a bound on ||x_att - x_dep|| / ||x_dep|| between the attacker's candidate row and the row the deployer mixed, storage rounding included; left out: from -deployer-precision, given: overrides it")
 	// Sampler overrides: each changes the config's base cell.
-	a.over = addSamplerOverrides(fs, "texts per example, the victim included", true)
+	addSamplerOverrides(fs, "texts per example, the victim included")
 	return a
 }
 
@@ -156,7 +155,7 @@ type recoverPlan struct {
 }
 
 // validate checks the flags against each other and the config, before any work.
-func (a *recoverArgs) validate() (*recoverPlan, error) {
+func (a *recoverArgs) validate(ctx context.Context) (*recoverPlan, error) {
 	split, err := data.ParseSplit(*a.splitName)
 	if err != nil {
 		return nil, fmt.Errorf("-split: %w", err)
@@ -171,10 +170,9 @@ func (a *recoverArgs) validate() (*recoverPlan, error) {
 	if cfg.Store.Path == "" {
 		return nil, errors.New("recover: no store: give -store STORE or a -config whose store.path names one (the attack needs a store extracted from real text)")
 	}
-	sc := cfg.Sampler
-	a.over.apply(&sc)
-	if err := sc.Validate(); err != nil {
-		return nil, fmt.Errorf("recover: sampler settings (config plus flags): %w", err)
+	sc, err := samplerOf(ctx, a.fs, cfg.Sampler)
+	if err != nil {
+		return nil, fmt.Errorf("recover: %w", err)
 	}
 	score, err := content.ParseScore(*a.scoreName)
 	if err != nil {
@@ -225,7 +223,7 @@ func (a *recoverArgs) validate() (*recoverPlan, error) {
 		*a.set = defSet
 	}
 	secretSeed := cfg.Seed
-	if *a.seed >= 0 {
+	if flagWasSet(a.fs, "seed") {
 		secretSeed = uint64(*a.seed)
 	}
 	var progress io.Writer = os.Stderr
@@ -238,7 +236,7 @@ func (a *recoverArgs) validate() (*recoverPlan, error) {
 
 // runRecover runs the content-recovery attack that a's flags describe.
 func runRecover(ctx context.Context, a *recoverArgs) error {
-	p, err := a.validate()
+	p, err := a.validate(ctx)
 	if err != nil {
 		return err
 	}
@@ -268,9 +266,7 @@ func runRecover(ctx context.Context, a *recoverArgs) error {
 	logf(progress, "recover: store %s (%s%s, layer %d, d %d, special tokens %s); model %s reproduces %d stored texts to %.2g relative (%.1f s)\n",
 		st.Dir(), termtext.Escape(meta.Model), point, meta.Layer, meta.D, meta.SpecialTokens, *a.modelDir, *a.verifyN, worst, time.Since(t0).Seconds())
 	var rho content.Recompute
-	given := false
-	a.fs.Visit(func(f *flag.Flag) { given = given || f.Name == "recompute-error" })
-	if given {
+	if flagWasSet(a.fs, "recompute-error") {
 		rho, err = content.ExplicitRecompute(*a.rhoFlag)
 	} else {
 		rho, err = content.DefaultRecompute(emb, *a.precision)

@@ -35,8 +35,8 @@ import (
 
 var cmdDecode = &Command{
 	Name:      "decode",
-	UsageLine: "-model DIR [-texts SOURCE] [-blocks 0,1] [-batches N] [-out DIR [-resume] [-shard i/N]] [sampler overrides] [flags]\n       geloattack decode -merge -out DIR SHARD_DIR...",
-	Short:     "prompt decoding: read whole prompts back from one GELO batch of a decoder, training-free",
+	UsageLine: "-model DIR [-texts SOURCE] [-blocks 0,1] [-batches N] [-out DIR [-resume] [-shard i/N]] [sampler overrides] [flags]\n       geloattack decode -merge -out DIR SHARD_DIR...\n       geloattack baseline -attack decode [the same flags]",
+	Short:     attackSummary("decode"),
 	Long: "Prompt decoding (docs/prompt-decoding.md). Texts of SOURCE, tokenized by the model's tokenizer.json\n" +
 		"(BOS as its post-processor adds it) and cut to -max-tokens, are drawn into batches of -positives\n" +
 		"texts as the sampler draws them; the deployer's forward pass gives each block's attention input\n" +
@@ -94,12 +94,14 @@ func decodeFlags(fs *flag.FlagSet) runFunc {
 		redact     = fs.Bool("redact", false, "leave the true and decoded texts out of the table (results.jsonl keeps their token ids)")
 		quiet      = fs.Bool("quiet", false, "no progress on stderr: neither each stage of a batch nor the batches done with the ETA")
 		precision  = fs.String("deployer-precision", fptol.PrecisionFP32, "the deployer's declared compute precision, fp32, bf16 or fp16: every absolute test allows the recomputation error rho = fptol.Recompute(precision, block, d) between the deployer's rows and the attacker's")
-		rho        = fs.Float64("recompute-error", 0, "recomputation error rho at every attacked block, in [0, 1): the attacker's own bound on ||x_att - x_dep|| / ||x_dep||; left out (0): from -deployer-precision")
+		rho        = new(float64)
 		depTexts   = fs.String("deployer-texts", "", "write the texts decode would attack (token ids, as JSON lines) to this file for an external deployer (bench/torch_deploy.py --tokens FILE) and stop")
 		depRows    = fs.String("deployer-rows", "", "attack the rows an external deployer computed (bench/torch_deploy.py --out DIR, attn-input rows of every attacked block, BOS kept) instead of the model's own forward; -deployer-precision defaults to the deployer's dtype")
 		replace    = invalidUTF8Flag(fs)
 	)
-	over := addSamplerOverrides(fs, "texts per batch", false)
+	floatVar(fs, rho, "recompute-error", 0, field.Bounds{Min: 0, Max: 1, MinOpen: true, MaxOpen: true},
+		"recomputation error rho at every attacked block: the attacker's own bound on ||x_att - x_dep|| / ||x_dep||; left out: from -deployer-precision")
+	addSamplerOverrides(fs, "texts per batch", "tokens-per-text")
 	return func(ctx context.Context, args []string) error {
 		files := new(safefile.Files)
 		if *merge {
@@ -143,10 +145,9 @@ func decodeFlags(fs *flag.FlagSet) runFunc {
 		if err != nil {
 			return err
 		}
-		sc := cfg.Sampler
-		over.apply(&sc)
-		if err := sc.Validate(); err != nil {
-			return fmt.Errorf("decode: sampler settings (config plus flags): %w", err)
+		sc, err := samplerOf(ctx, fs, cfg.Sampler)
+		if err != nil {
+			return fmt.Errorf("decode: %w", err)
 		}
 		replaceUTF8, err := replace()
 		if err != nil {
@@ -304,7 +305,7 @@ func decodeFlags(fs *flag.FlagSet) runFunc {
 			bounds[i] = fmt.Sprintf("block %d %.3g", l, rhos[l])
 		}
 		fmt.Fprintf(os.Stderr, "decode: recomputation error rho (deployer %s%s): %s\n", *precision,
-			map[bool]string{true: ", -recompute-error", false: ""}[*rho > 0], strings.Join(bounds, ", "))
+			map[bool]string{true: ", -recompute-error", false: ""}[flagWasSet(fs, "recompute-error")], strings.Join(bounds, ", "))
 		var progress io.Writer = os.Stderr
 		if *quiet {
 			progress = nil

@@ -39,6 +39,7 @@ func evalFlags(flags *flag.FlagSet) runFunc {
 	batchSize := overrideInt(flags, "batch-size", "train.batch_size", "the examples per batch")
 	out := flags.String("out", "", "write eval.json and eval.md here (default: the run directory; with -ckpt, eval-<checkpoint>.json and .md beside it)")
 	dev := addDeviceFlags(flags)
+	addSamplerOverrides(flags, "texts per example")
 	return func(ctx context.Context, args []string) error {
 		path := *ckpt
 		dir := ""
@@ -84,6 +85,15 @@ func evalFlags(flags *flag.FlagSet) runFunc {
 		if err := dev.apply(&cfg); err != nil {
 			return err
 		}
+		// The sampler overrides evaluate the attack under another GELO setting than it was trained
+		// on: eval.json and eval.md say which, and with what values.
+		overrides := givenSamplerFlags(flags)
+		if cfg.Sampler, err = samplerOf(ctx, flags, cfg.Sampler); err != nil {
+			return fmt.Errorf("eval: %w", err)
+		}
+		if len(overrides) > 0 {
+			fmt.Fprintf(os.Stderr, "note: the run's sampler changed by %s\n", overrides)
+		}
 		runtime.LockOSThread() // the CUDA context is current per OS thread (see runner.Train)
 		defer runtime.UnlockOSThread()
 		sess, err := runner.Open(cfg)
@@ -116,14 +126,22 @@ func evalFlags(flags *flag.FlagSet) runFunc {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return err
 		}
-		j, err := json.MarshalIndent(map[string]any{"checkpoint": path, "step": ck.State.Step, "batches": spec.Batches, "batch_size": spec.BatchSize, "metrics": m}, "", "  ")
+		record := map[string]any{"checkpoint": path, "step": ck.State.Step, "batches": spec.Batches, "batch_size": spec.BatchSize, "metrics": m}
+		if len(overrides) > 0 {
+			record["sampler_overrides"] = overrides
+		}
+		j, err := json.MarshalIndent(record, "", "  ")
 		if err != nil {
 			return err
 		}
 		if err := checkpoints.WriteFileAtomic(filepath.Join(dir, name+".json"), append(j, '\n')); err != nil {
 			return err
 		}
-		md := fmt.Sprintf("# Evaluation of %s\n\nStep %d, %d batches of %d examples per split.\n\n%s", path, ck.State.Step, spec.Batches, spec.BatchSize, eval.MetricsMarkdown(m))
+		setting := ""
+		if len(overrides) > 0 {
+			setting = fmt.Sprintf(" The run's sampler changed by %s.", overrides)
+		}
+		md := fmt.Sprintf("# Evaluation of %s\n\nStep %d, %d batches of %d examples per split.%s\n\n%s", path, ck.State.Step, spec.Batches, spec.BatchSize, setting, eval.MetricsMarkdown(m))
 		if err := checkpoints.WriteFileAtomic(filepath.Join(dir, name+".md"), []byte(md)); err != nil {
 			return err
 		}

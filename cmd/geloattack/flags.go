@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/gelo-research/geloattack/config"
+	"github.com/gelo-research/geloattack/data/gelo"
 	"github.com/gelo-research/geloattack/internal/field"
 )
 
@@ -170,10 +171,18 @@ func typeName(f *flag.Flag) string {
 	if b, ok := f.Value.(interface{ IsBoolFlag() bool }); ok && b.IsBoolFlag() {
 		return ""
 	}
-	switch f.Value.(type) {
+	switch v := f.Value.(type) {
 	case *boundedInt, *intTarget, *optInt:
 		return "int"
 	case *boundedFloat:
+		return "float"
+	case *samplerFlag:
+		switch {
+		case v.o.values != nil:
+			return "string"
+		case gelo.Rules.Bounds(v.o.key).Int:
+			return "int"
+		}
 		return "float"
 	}
 	switch fmt.Sprintf("%T", f.Value) {

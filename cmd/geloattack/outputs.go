@@ -22,13 +22,14 @@ type fileFlags struct {
 // that is one of the command's inputs is refused instead of replacing it. Commands that write
 // directories check them themselves (safefile.BeginDir).
 func outputFlags(c *Command) fileFlags {
-	switch c {
-	case cmdBaseline:
+	// By name, not by value: baseline -attack content runs a copy of recover (baselineDelegate).
+	switch c.Name {
+	case cmdBaseline.Name:
 		return fileFlags{out: []string{"out"}, in: []string{"config"}}
-	case cmdDecode:
+	case cmdDecode.Name:
 		// decode's -out is a directory, which decode checks itself (decode.OpenDir).
 		return fileFlags{out: []string{"deployer-texts"}, in: []string{"config", "texts"}}
-	case cmdRecover:
+	case cmdRecover.Name:
 		// -set file:PATH reads PATH.
 		return fileFlags{out: []string{"out", "table"}, in: []string{"config", "set"}}
 	}

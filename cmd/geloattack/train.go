@@ -38,6 +38,19 @@ func trainFlags(flags *flag.FlagSet) runFunc {
 	steps := overrideInt(flags, "steps", "train.steps", "")
 	workers := overrideInt(flags, "workers", "train.workers", "the example-generating goroutines")
 	dev := addDeviceFlags(flags)
+	addSamplerOverrides(flags, "texts per example")
+	// resolve applies the flags to a config: the sampler overrides, -steps and -workers (then
+	// the whole config is validated), the device.
+	resolve := func(ctx context.Context, cfg *config.Run) error {
+		var err error
+		if cfg.Sampler, err = samplerOf(ctx, flags, cfg.Sampler); err != nil {
+			return fmt.Errorf("train: %w", err)
+		}
+		if err := overrideTrain(cfg, steps, workers); err != nil {
+			return err
+		}
+		return dev.apply(cfg)
+	}
 	return func(ctx context.Context, _ []string) error {
 		if *acceptChanged && !*resume {
 			return &argsError{"-accept-changed-inputs applies to -resume"}
@@ -46,10 +59,7 @@ func trainFlags(flags *flag.FlagSet) runFunc {
 		if err != nil {
 			return err
 		}
-		if err := overrideTrain(&cfg, steps, workers); err != nil {
-			return err
-		}
-		if err := dev.apply(&cfg); err != nil {
+		if err := resolve(ctx, &cfg); err != nil {
 			return err
 		}
 		dir := runDir(cfg.OutDir, cfg.Name, *out)
@@ -71,10 +81,7 @@ func trainFlags(flags *flag.FlagSet) runFunc {
 			if cfg, err = runner.ResumeConfig(dir); err != nil {
 				return err
 			}
-			if err := overrideTrain(&cfg, steps, workers); err != nil {
-				return err
-			}
-			if err := dev.apply(&cfg); err != nil {
+			if err := resolve(ctx, &cfg); err != nil {
 				return err
 			}
 		}
