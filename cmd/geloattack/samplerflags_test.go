@@ -9,6 +9,7 @@ import (
 	"io"
 	"maps"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -16,13 +17,16 @@ import (
 	"github.com/gelo-research/geloattack/internal/field"
 )
 
+// overrideCase is a flag of the set, a value, and what it does to the sampler settings.
+type overrideCase struct {
+	flag, value string
+	want        func(sc *gelo.Config)
+}
+
 // overrideCases is, per flag of the sampler-override set, a value the configs of these tests
 // accept and what it must do to the sampler settings, written out here rather than read from
 // the set.
-var overrideCases = []struct {
-	flag, value string
-	want        func(sc *gelo.Config)
-}{
+var overrideCases = []overrideCase{
 	{"positives", "3", func(sc *gelo.Config) { sc.Positives = gelo.Fixed(3) }},
 	{"tokens-per-text", "5", func(sc *gelo.Config) { sc.TokensPerText = gelo.Fixed(5) }},
 	{"shield-kind", "manifold", func(sc *gelo.Config) { sc.ShieldKind = gelo.ShieldManifold }},
@@ -72,6 +76,11 @@ func TestEveryCommandAppliesExactlyTheGivenOverrides(t *testing.T) {
 	tiny, err := loadConfig(cfgPath)
 	if err != nil {
 		t.Fatal(err)
+	}
+	for _, o := range samplerOverrides {
+		if !slices.ContainsFunc(overrideCases, func(c overrideCase) bool { return c.flag == o.name }) {
+			t.Errorf("-%s has no case in overrideCases: say what it must do", o.name)
+		}
 	}
 	commands := []struct {
 		args []string
