@@ -1,12 +1,13 @@
-// Package attacks is the one list of the attacks geloattack runs without training: per attack its
-// name, a one-line summary, what it needs, what its output is, and where it runs (under
-// `geloattack baseline -attack NAME`, as a command of its own, in `geloattack assess`'s battery).
-// The CLI binds each entry to its flags and its run (cmd/geloattack's cliAttacks) and writes
-// `baseline`'s -attack help, its validation and its dispatch, and the summaries of `recover` and
-// `decode`, from this list; assess lists its battery from Assessed. The list holds no code of an
-// attack, so it sits low enough for both to import it (its runs are the CLI's and assess's).
+// Package attacks is the one list of the attacks geloattack runs: per attack its name, a one-line
+// summary, what it needs, what its output is, and where it runs (under `geloattack baseline
+// -attack NAME`, as a command of its own, in `geloattack assess`'s battery). The CLI binds each
+// entry to its flags and its run (cmd/geloattack's cliAttacks) and writes `baseline`'s -attack
+// help, its validation and its dispatch, and the summaries of `recover` and `decode`, from this
+// list; assess can list its battery from Assessed. The list holds no code of an attack, so it sits
+// low enough for both to import it (the runs are the CLI's and assess's).
 //
-// The learned attacks are not here: they are trained (`geloattack train`, model.task), not run.
+// The learned attacks are trained by `geloattack train` (model.task); the list holds the one that
+// assess runs from a trained run (learned).
 package attacks
 
 import (
@@ -27,6 +28,8 @@ const (
 	// Decoder is a decoder's weights and tokenizer (a Hugging Face directory): the attacker runs
 	// its forward pass on prefixes or candidate texts.
 	Decoder
+	// Trained is a trained attack: a `geloattack train` run directory.
+	Trained
 )
 
 // String names the needs: "a store, the store's model".
@@ -40,6 +43,9 @@ func (n Needs) String() string {
 	}
 	if n&Decoder != 0 {
 		s = append(s, "a decoder model")
+	}
+	if n&Trained != 0 {
+		s = append(s, "a trained attack")
 	}
 	if len(s) == 0 {
 		return "nothing"
@@ -109,10 +115,12 @@ var all = []Attack{
 		Summary: "sensitive-content recovery: rank candidate secrets of a templated victim text by row-space containment (residual, leverage, top-k)"},
 	{Name: "decode", Needs: Decoder, Output: ProofClaims, Command: "decode", Assess: true,
 		Summary: "prompt decoding: read whole prompts back from one GELO batch of a decoder, training-free"},
-	// presence says a text present when its rows pass the absolute tests at every scored block:
-	// passing is necessary for membership, not proof of it, so its "present" is a guess.
-	{Name: "presence", Needs: Decoder, Output: RankedGuess, Assess: true,
-		Summary: "text presence: tell the batch's prompts from absent texts by the membership tests at every scored block"},
+	// presence's claims are exclusions: a text with a row above a bound every row of X meets is
+	// proven absent; no text is claimed present.
+	{Name: "presence", Needs: Decoder, Output: ProofClaims, Assess: true,
+		Summary: "text presence: prove decoys absent by a row bound every row of the batch meets, at every scored block"},
+	{Name: "learned", Needs: Decoder | Trained, Output: RankedGuess, Assess: true,
+		Summary: "learned text presence: a trained set transformer ranks each prompt among the batch's decoys"},
 }
 
 // All returns the list, in help order (a copy: the caller may keep or change it).

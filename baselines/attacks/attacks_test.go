@@ -12,7 +12,7 @@ func TestListIsTheCLIsAndAssesssOrder(t *testing.T) {
 	if got, want := Names(OnCLI()), []string{"rowspace", "fastica", "jade", "fobi", "jd", "anchor", "content", "decode"}; !slices.Equal(got, want) {
 		t.Errorf("OnCLI %v, want %v", got, want)
 	}
-	if got, want := Names(Assessed()), []string{"decode", "presence"}; !slices.Equal(got, want) {
+	if got, want := Names(Assessed()), []string{"decode", "presence", "learned"}; !slices.Equal(got, want) {
 		t.Errorf("Assessed %v, want %v", got, want)
 	}
 	seen := map[string]bool{}
@@ -53,6 +53,7 @@ func TestNeedsAndOutputInWords(t *testing.T) {
 	for _, c := range []struct{ got, want string }{
 		{(Store | Model).String(), "a store, the store's model"},
 		{Decoder.String(), "a decoder model"},
+		{(Decoder | Trained).String(), "a decoder model, a trained attack"},
 		{Needs(0).String(), "nothing"},
 		{RankedGuess.String(), "ranked guess"},
 		{ProofClaims.String(), "proof claims (and a ranked guess, labelled, where unproven)"},
