@@ -52,9 +52,14 @@ type Options struct {
 	// scored candidates left out.
 	NeighbourBudget int
 	// Deployer, when not nil, computes the victims' rows as the deployer did (another stack or
-	// precision: the rows GELO mixes), one text per entry of texts; nil: emb's own forward pass,
-	// in a pass of its own. Recompute must bound how far they lie from emb's rows.
+	// precision: the rows GELO mixes), one text per entry of texts, victim v's text at index v
+	// (Embedder.FromDeployer lays out rows an external deployer wrote); nil: emb's own forward
+	// pass, in a pass of its own. Recompute must bound how far they lie from emb's rows.
 	Deployer func(ctx context.Context, texts []string) (*Rows, error)
+	// DeployerStack names what computed the victims' rows when Deployer is an external stack's
+	// (deployer.Info.Stack, e.g. "PyTorch 1.13.0 bf16 ..."), for the result's header; empty:
+	// this repository's forward pass.
+	DeployerStack string
 	// Progress, when not nil, receives a line every few seconds.
 	Progress io.Writer
 }
@@ -157,6 +162,14 @@ type Result struct {
 	EndSeconds   float64 `json:"end_seconds,omitempty"`
 	// Recompute is the recomputation error the absolute tests allowed for.
 	Recompute Recompute `json:"recompute"`
+	// Deployer names the stack that computed the victims' rows (Options.DeployerStack); empty:
+	// this repository's forward pass.
+	Deployer string `json:"deployer,omitempty"`
+	// DeployerGap is how far the deployer's victim rows lie from this repository's rows of the same
+	// texts (RowGap), where Options.Deployer gave them: the measured recomputation error, which
+	// Recompute.Rho must cover for the verdicts to hold. It uses the true texts: an evaluation's
+	// check, read by no verdict.
+	DeployerGap *Gap `json:"deployer_gap,omitempty"`
 	// ObserveDtype is the sampler's; Seconds the wall time of the victims' loop (candidates
 	// embedded before); VictimSeconds per victim.
 	ObserveDtype  string  `json:"observe_dtype"`
@@ -192,18 +205,16 @@ func Run(ctx context.Context, s *gelo.Sampler, emb *Embedder, opt Options) (*Res
 		return nil, err
 	}
 	res := &Result{Template: opt.Template, Candidates: c.Len(), D: emb.D(), ObserveDtype: string(cfg.ObserveDtype),
-		RankMin: math.MaxInt, Recompute: opt.Recompute, Causal: emb.Causal()}
+		RankMin: math.MaxInt, Recompute: opt.Recompute, Causal: emb.Causal(), Deployer: opt.DeployerStack}
 	for _, k := range kinds {
 		res.Scores = append(res.Scores, k.String())
 	}
 	res.Scores = append(res.Scores, membership.Leverage.String(), membership.TopK.String(), "attack")
 
-	rng := rand.New(rand.NewPCG(opt.Seed, 0x71c7))
-	secrets := make([]int, opt.Victims)
+	secrets := Secrets(opt.Seed, opt.Victims, c.Len())
 	texts := make([]string, opt.Victims)
-	for v := range secrets {
-		secrets[v] = rng.IntN(c.Len())
-		texts[v] = c.Texts[secrets[v]]
+	for v, s := range secrets {
+		texts[v] = c.Texts[s]
 	}
 	deploy := opt.Deployer
 	if deploy == nil {
@@ -215,6 +226,17 @@ func Run(ctx context.Context, s *gelo.Sampler, emb *Embedder, opt Options) (*Res
 	}
 	if vrows.Len() != len(texts) || vrows.D != emb.D() {
 		return nil, fmt.Errorf("content: victims: the deployer gave %d texts of width %d for %d of width %d", vrows.Len(), vrows.D, len(texts), emb.D())
+	}
+	if opt.Deployer != nil {
+		// The evaluation's check that Recompute covers this deployer: emb's own rows against its
+		// of the same (true) texts. No verdict reads it; the attacker could not compute it.
+		own, err := emb.Embed(ctx, texts, 0, 0, nil)
+		if err != nil {
+			return nil, fmt.Errorf("content: victims, this repository's rows: %w", err)
+		}
+		if res.DeployerGap, err = RowGap(own, vrows); err != nil {
+			return nil, fmt.Errorf("content: victims: %w", err)
+		}
 	}
 
 	nbr := newNeighbourhood(emb, opt)
@@ -318,6 +340,18 @@ func Run(ctx context.Context, s *gelo.Sampler, emb *Embedder, opt Options) (*Res
 	return res, nil
 }
 
+// Secrets draws the secret of each of victims victims among candidates candidates, as Run draws
+// them from Options.Seed: uniformly, independently per victim. An external deployer's input
+// (the victims' texts) is written from the same draw.
+func Secrets(seed uint64, victims, candidates int) []int {
+	rng := rand.New(rand.NewPCG(seed, 0x71c7))
+	secrets := make([]int, victims)
+	for v := range secrets {
+		secrets[v] = rng.IntN(candidates)
+	}
+	return secrets
+}
+
 // summarise fills the aggregate fields from res.Victims.
 func (res *Result) summarise() {
 	nv := float64(len(res.Victims))
@@ -415,6 +449,17 @@ func quantile(x []float64, q float64) float64 {
 func (res *Result) Table() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s\n", res.Recompute)
+	if res.Deployer != "" {
+		fmt.Fprintf(&b, "victims' rows computed by the deployer's stack: %s\n", res.Deployer)
+	}
+	if g := res.DeployerGap; g != nil {
+		within := "within rho"
+		if g.Max > res.Recompute.Rho {
+			within = "BEYOND rho: the absolute verdicts assume a bound this deployer exceeds"
+		}
+		fmt.Fprintf(&b, "the deployer's victim rows lie %.3g relative from this repository's rows of the same texts at most (median %.3g, %d rows): %s %.3g\n",
+			g.Max, g.Median, g.Rows, within, res.Recompute.Rho)
+	}
 	if res.Causal {
 		fmt.Fprintf(&b, "decoder rows: each candidate scored on its rows from the secret to the end of the text; a claim also needs every next token's row after its text beyond the bound (claims withdrawn by it %.2f, %.1f s)\n",
 			res.EndWithdrawn, res.EndSeconds)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -20,6 +21,7 @@ import (
 	"github.com/gelo-research/geloattack/config"
 	"github.com/gelo-research/geloattack/data"
 	"github.com/gelo-research/geloattack/data/corpus"
+	"github.com/gelo-research/geloattack/data/deployer"
 	"github.com/gelo-research/geloattack/data/gelo"
 	"github.com/gelo-research/geloattack/data/store"
 	"github.com/gelo-research/geloattack/data/wordpiece"
@@ -77,7 +79,15 @@ with text after {x}, or append text with -suffix (e.g. -suffix " ok"). A decoder
 takes the end-of-text test: the row of the claimed text followed by every token of the
 vocabulary must fail the bound (else the victim's text may go on after it, as "no no no no no"
 goes on in "no no no no no no"), and that row must be observable: every row observed, window
-sampling, and tokens_per_text above the claimed text's rows.`,
+sampling, and tokens_per_text above the claimed text's rows.
+
+A deployer we did not write (decoders): -deployer-texts FILE writes the victims' texts (the
+secrets the same flags draw, as token ids) for bench/torch_deploy.py --tokens FILE and stops;
+-deployer-rows DIR attacks the rows it computed (--out DIR, the store's point at its layer, BOS
+kept) instead of the model's own forward: GELO mixes the deployer's rows, the candidates are
+recomputed here. The rows are refused unless deployer.json names -model's config.json and every
+row is the attacker's token at its position; the run names the deployer's stack, and
+-deployer-precision defaults to its dtype (bf16 rows need the bf16 bound).`,
 	Flags: recoverFlags,
 }
 
@@ -87,7 +97,7 @@ type recoverArgs struct {
 	fs *flag.FlagSet
 
 	cfgPath, storeDir, modelDir, corpusDir, tmpl, suffix, set  *string
-	years                                                      *string
+	years, depTexts, depRows                                   *string
 	nCand, victims, nbBudget, verifyN                          *int
 	splitName, scoreName, compare, precision, axes, out, table *string
 	first, seed                                                *int64
@@ -128,6 +138,8 @@ func defineRecoverArgs(fs *flag.FlagSet) *recoverArgs {
 		out:       fs.String("out", "", "write the result (or every grid cell) as JSON to this file"),
 		table:     fs.String("table", "", "with -grid: also write the Markdown grid table to this file"),
 		quiet:     fs.Bool("quiet", false, "no progress output"),
+		depTexts:  fs.String("deployer-texts", "", "write the victims' texts (token ids, as JSON lines) to this file for an external deployer (bench/torch_deploy.py --tokens FILE) and stop; a decoder store only"),
+		depRows:   fs.String("deployer-rows", "", "attack the victims' rows an external deployer computed (bench/torch_deploy.py --out DIR from -deployer-texts' file, the store's point at its layer, BOS kept) instead of the model's own forward; -deployer-precision defaults to the deployer's dtype"),
 	}
 	floatVar(fs, a.rhoFlag, "recompute-error", 0, field.Bounds{Min: 0, Max: 1, MaxOpen: true, Zero: "rows bit-equal to the deployer's, true only for its very kernel and batches"},
 		"recomputation error rho: a bound on ||x_att - x_dep|| / ||x_dep|| between the attacker's candidate row and the row the deployer mixed, storage rounding included; left out: from -deployer-precision, given: overrides it")
@@ -205,6 +217,16 @@ func (a *recoverArgs) validate(ctx context.Context) (*recoverPlan, error) {
 		return nil, err
 	}
 	t.Pattern += *a.suffix
+	if *a.depTexts != "" || *a.depRows != "" {
+		switch {
+		case *a.depTexts != "" && *a.depRows != "":
+			return nil, errors.New("recover: -deployer-texts writes the deployer's input and stops; -deployer-rows attacks its output: give one")
+		case *a.grid:
+			return nil, errors.New("recover: -deployer-texts and -deployer-rows run one cell: the grid's cells draw other victims (another set, template or shields' victims), which the deployer did not compute")
+		case !hf.IsDecoderDir(*a.modelDir):
+			return nil, fmt.Errorf("recover: -deployer-texts and -deployer-rows need a decoder -model (bench/torch_deploy.py runs Llama-family decoders); %s is not one", *a.modelDir)
+		}
+	}
 	if hf.IsDecoderDir(*a.modelDir) {
 		check := []content.Template{t}
 		if *a.grid && (*a.axes == "" || slices.Contains(strings.Split(*a.axes, ","), "candidates")) {
@@ -250,6 +272,18 @@ func runRecover(ctx context.Context, a *recoverArgs) error {
 	}
 	defer st.Close()
 	meta := st.Meta()
+	// The deployer's rows are read and checked against the model's config.json before the weights
+	// are loaded: every refusal comes before the long load.
+	var dep *deployer.Rows
+	if *a.depRows != "" {
+		if dep, err = readDeployerRows(ctx, *a.depRows, *a.modelDir, meta); err != nil {
+			return err
+		}
+		if !flagWasSet(a.fs, "deployer-precision") {
+			*a.precision = dep.Info.DType
+		}
+		fmt.Fprintf(os.Stderr, "recover: the victims' rows: %s, from %s\n", termtext.Escape(dep.Info.Stack()), *a.depRows)
+	}
 	emb, err := openEmbedder(*a.modelDir, meta)
 	if err != nil {
 		return err
@@ -275,6 +309,14 @@ func runRecover(ctx context.Context, a *recoverArgs) error {
 		return fmt.Errorf("recover: %w", err)
 	}
 
+	if *a.depTexts != "" {
+		vals, _, err := a.values(*a.set, *a.nCand, secretSeed)
+		if err != nil {
+			return err
+		}
+		return writeVictimTexts(*a.depTexts, emb, t, vals, *a.victims, secretSeed)
+	}
+
 	// Candidate sets, embedded once each (the grid reuses them).
 	cache := map[string]*content.Candidates{}
 	getSet := func(name string, size int, tp content.Template) (*content.Candidates, error) {
@@ -285,13 +327,11 @@ func runRecover(ctx context.Context, a *recoverArgs) error {
 		full := fmt.Sprintf("%s|%s|0", tp.Pattern, name)
 		all, ok := cache[full]
 		if !ok {
-			vals, err := candidateValues(name, *a.years, *a.corpusDir)
+			vals, subset, err := a.values(name, size, secretSeed)
 			if err != nil {
 				return nil, err
 			}
-			if size > 0 && size < len(vals) && !*a.grid {
-				// Only the subset is needed: embed just it (the grid embeds the whole set once).
-				vals = content.Subset(vals, size, secretSeed)
+			if subset {
 				full = key
 			}
 			t1 := time.Now()
@@ -316,11 +356,15 @@ func runRecover(ctx context.Context, a *recoverArgs) error {
 		if err != nil {
 			return nil, err
 		}
-		return content.Run(ctx, s, emb, content.Options{
+		opt := content.Options{
 			Template: tp, Candidates: c, Victims: *a.victims, Split: split, FirstExample: *a.first,
 			Seed: secretSeed, Score: score, Compare: cmp, ClaimGap: *a.claimGap, Absent: *a.absent, Recompute: rho,
 			NeighbourBudget: *a.nbBudget, Progress: progress,
-		})
+		}
+		if dep != nil {
+			opt.Deployer, opt.DeployerStack = victimRows(emb, dep, meta.Layer), dep.Info.Stack()
+		}
+		return content.Run(ctx, s, emb, opt)
 	}
 
 	if !*a.grid {
@@ -388,6 +432,20 @@ func runRecover(ctx context.Context, a *recoverArgs) error {
 		}
 	}
 	return writeJSON(*a.out, outs)
+}
+
+// values returns the candidate values of set name that a cell of size candidates (0: all) scores,
+// and whether they are a subset of the set: outside the grid only the subset is embedded (the
+// grid embeds the whole set once and takes its subsets from it).
+func (a *recoverArgs) values(name string, size int, seed uint64) ([]string, bool, error) {
+	vals, err := candidateValues(name, *a.years, *a.corpusDir)
+	if err != nil {
+		return nil, false, err
+	}
+	if size > 0 && size < len(vals) && !*a.grid {
+		return content.Subset(vals, size, seed), true, nil
+	}
+	return vals, false, nil
 }
 
 // parseTemplate maps a -template value to a template and its default candidate set.
@@ -537,4 +595,67 @@ func openDecoderEmbedder(modelDir string, meta store.Meta) (*content.Embedder, e
 		return nil, fmt.Errorf("recover: %w", err)
 	}
 	return emb, nil
+}
+
+// readDeployerRows reads the rows an external deployer wrote in dir for recover: the store's
+// point at its layer, from a run of the model in modelDir (its config.json, byte for byte).
+func readDeployerRows(ctx context.Context, dir, modelDir string, meta store.Meta) (*deployer.Rows, error) {
+	if meta.Decoder == nil {
+		return nil, errors.New("recover: -deployer-rows: the store's meta.json records no decoder extraction: an external deployer's rows are a decoder's, attacked at a decoder store's point and layer")
+	}
+	rows, err := deployer.ReadRows(ctx, dir, meta.Decoder.Point, []int{meta.Layer})
+	if err != nil {
+		return nil, fmt.Errorf("recover: -deployer-rows: %w", err)
+	}
+	if err := rows.Info.CheckModel(modelDir); err != nil {
+		return nil, fmt.Errorf("recover: -deployer-rows: %w", err)
+	}
+	return rows, nil
+}
+
+// victimRows is content.Options.Deployer for an external deployer's rows at block: victim v's
+// rows are the deployer's text v, checked against the attacker's tokens of the victim's text
+// and laid out as the store's extraction lays out rows.
+func victimRows(emb *content.Embedder, dep *deployer.Rows, block int) func(context.Context, []string) (*content.Rows, error) {
+	return func(_ context.Context, texts []string) (*content.Rows, error) {
+		return emb.FromDeployer(texts, func(v int, text content.DeployerText) ([]float32, error) {
+			toks := make([]int, len(text.Tokens))
+			for i, id := range text.Tokens {
+				toks[i] = int(id)
+			}
+			x, err := dep.Text(int64(v), toks, block)
+			if err != nil {
+				return nil, fmt.Errorf("recover: -deployer-rows: victim %d: %w (write the deployer's input with recover -deployer-texts and the same -store, -model, -template, -suffix, -set, -candidates, -victims and -seed)", v, err)
+			}
+			return x, nil
+		})
+	}
+}
+
+// writeVictimTexts writes the texts of the victims recover would attack (template t filled with
+// the secrets Run draws among vals) as an external deployer's input: victim v as text id v, its
+// token ids as the store's forward pass reads them, and its special prefix.
+func writeVictimTexts(path string, emb *content.Embedder, t content.Template, vals []string, victims int, seed uint64) error {
+	secrets := content.Secrets(seed, victims, len(vals))
+	texts := make([]string, victims)
+	for v, s := range secrets {
+		texts[v] = t.Fill(vals[s])
+	}
+	in, err := emb.DeployerTexts(texts)
+	if err != nil {
+		return fmt.Errorf("recover: -deployer-texts: %w", err)
+	}
+	out := make([]deployer.Text, len(in))
+	for v, x := range in {
+		out[v] = deployer.Text{ID: int64(v), Tokens: x.Tokens, BOS: x.BOS}
+	}
+	var buf bytes.Buffer
+	if err := deployer.WriteTexts(&buf, out); err != nil {
+		return fmt.Errorf("recover: -deployer-texts %s: %w", path, err)
+	}
+	if err := checkpoints.WriteFileAtomic(path, buf.Bytes()); err != nil {
+		return fmt.Errorf("recover: -deployer-texts: %w", err)
+	}
+	fmt.Fprintf(os.Stderr, "recover: wrote the %d victims' texts for the deployer to %s\n", victims, path)
+	return nil
 }

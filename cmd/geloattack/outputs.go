@@ -31,7 +31,7 @@ func outputFlags(c *Command) fileFlags {
 		return fileFlags{out: []string{"deployer-texts"}, in: []string{"config", "texts"}}
 	case cmdRecover.Name:
 		// -set file:PATH reads PATH.
-		return fileFlags{out: []string{"out", "table"}, in: []string{"config", "set"}}
+		return fileFlags{out: []string{"out", "table", "deployer-texts"}, in: []string{"config", "set"}}
 	}
 	return fileFlags{}
 }

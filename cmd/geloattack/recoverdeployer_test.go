@@ -1,0 +1,182 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/gelo-research/geloattack/baselines/content"
+	"github.com/gelo-research/geloattack/data/store"
+	"github.com/gelo-research/geloattack/internal/torchcheck"
+	"github.com/gelo-research/geloattack/models/hf"
+)
+
+// recoverDeployerVictims is how many victims the PyTorch deployer's test attacks.
+const recoverDeployerVictims = 16
+
+// bf16DecoderStore writes a random-init Llama-2-shaped decoder with bf16 weights (2 blocks, d 128,
+// the lm tests' byte-fallback tokenizer: a bf16 deployer then runs the file's own weights, which
+// the bf16 bound assumes), a float16 store of its attn-input rows at block 1 with the BOS rows
+// dropped, and the file of PINs beside a five-digit extension of each. It returns the model
+// directory, the store and the candidate file.
+func bf16DecoderStore(t *testing.T) (modelDir, storeDir, set string) {
+	t.Helper()
+	dir := t.TempDir()
+	writeTinyLM(t, dir, "1") // tokenizer.json and texts.txt
+	modelDir = filepath.Join(dir, "model")
+	if _, err := hf.Init(hf.InitOptions{Like: "llama2-7b", Layers: 2, Hidden: 128, Vocab: 300, Seed: 4, DType: hf.BF16, Out: modelDir,
+		Tokenizer: filepath.Join(dir, "tokenizer.json")}); err != nil {
+		t.Fatal(err)
+	}
+	storeDir = filepath.Join(dir, "store")
+	err := runDecoderExtract(context.Background(), decoderExtract{modelDir: modelDir, texts: filepath.Join(dir, "texts.txt"), out: storeDir,
+		dtype: store.Float16, norm: store.NormRaw, point: "attn-input", layer: 1, maxTokens: 64, dropSpecial: true}, openDecoderTokenizer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	set = filepath.Join(dir, "pairs.txt")
+	if err := os.WriteFile(set, []byte("1603\n16037\n5821\n58213\n0475\n04755\n341\n3410\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return modelDir, storeDir, set
+}
+
+// verdicts counts a result's claims, wrong claims (a guess that is not the secret, or any claim of
+// an absent secret) and "not among the candidates" said of a present secret.
+func verdicts(r *content.Result) (claims, wrong, notAmongPresent int) {
+	for _, v := range r.Victims {
+		if v.Claimed {
+			claims++
+			if v.SecretAbsent || v.Guess != v.Value {
+				wrong++
+			}
+		}
+		if v.Verdict == content.VerdictAbsent && !v.SecretAbsent {
+			notAmongPresent++
+		}
+	}
+	return claims, wrong, notAmongPresent
+}
+
+// `recover -deployer-rows` on rows a deployer we did not write computed (issue 36 item 1):
+// PyTorch in bf16 (bench/torch_deploy.py) runs the victims' texts `recover -deployer-texts` wrote,
+// and recover attacks its rows with the bound of the dtype deployer.json declares. No claim is
+// wrong, no present secret is called "not among the candidates", the secrets are claimed, and
+// with the secrets absent nothing is claimed; the run names the stack. The same rows attacked
+// with the fp32 bound (-deployer-precision fp32, the wrong bound) call present secrets "not
+// among": what the bf16 bound protects against. Rows of another model, and rows of other victims
+// (another -seed), are refused.
+func TestRecoverAttacksPyTorchBF16Deployer(t *testing.T) {
+	script := torchcheck.Script(t, "../../bench/torch_deploy.py")
+	md, st, set := bf16DecoderStore(t)
+	dir := t.TempDir()
+	base := []string{"-store", st, "-model", md, "-template", "my PIN is {x}", "-suffix", " ok", "-set", "file:" + set,
+		"-victims", strconv.Itoa(recoverDeployerVictims), "-positives", "2", "-tokens-per-text", "48"}
+	in := filepath.Join(dir, "victims.jsonl")
+	if b, err := cli(t, append(append([]string{"recover", "-quiet"}, base...), "-deployer-texts", in)...).CombinedOutput(); err != nil {
+		t.Fatalf("recover -deployer-texts: %v\n%s", err, b)
+	}
+	lines := 0
+	sc := bufio.NewScanner(bytes.NewReader(mustRead(t, in)))
+	for sc.Scan() {
+		var x struct {
+			ID     int64
+			Tokens []int32
+			BOS    int
+		}
+		if err := json.Unmarshal(sc.Bytes(), &x); err != nil {
+			t.Fatal(err)
+		}
+		if x.ID != int64(lines) || x.BOS != 1 || len(x.Tokens) < 5 || x.Tokens[0] != 1 {
+			t.Errorf("deployer input line %d: %+v; want victim %d, BOS <s> (1) counted", lines, x, lines)
+		}
+		lines++
+	}
+	if lines != recoverDeployerVictims {
+		t.Fatalf("%d victims' texts written, want %d", lines, recoverDeployerVictims)
+	}
+	rows := filepath.Join(dir, "rows")
+	cmd := exec.Command(torchcheck.Python, script, "--model", md, "--tokens", in, "--out", rows, "--dtype", "bf16",
+		"--blocks", "1", "--points", "attn-input", "--threads", "1")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%s: %v\n%s", script, err, b)
+	}
+	attack := append(append([]string{}, base...), "-deployer-rows", rows)
+
+	r := recoverJSON(t, attack...)
+	claims, wrong, notAmong := verdicts(r)
+	t.Logf("bf16 deployer, bf16 bound (rho %.3g): %d of %d claimed, %d wrong, %d present secrets 'not among'", r.Recompute.Rho, claims, len(r.Victims), wrong, notAmong)
+	if !strings.Contains(r.Deployer, "PyTorch") || !strings.Contains(r.Deployer, "bf16") || r.Recompute.Precision != "bf16" {
+		t.Errorf("deployer %q, recompute %+v: want the PyTorch bf16 stack named and the bf16 bound by default", r.Deployer, r.Recompute)
+	}
+	if g := r.DeployerGap; g == nil || !(g.Max <= r.Recompute.Rho) || !(g.Max > 0) {
+		t.Errorf("the deployer's rows against this repository's: gap %+v, want nonzero and within rho %.3g", g, r.Recompute.Rho)
+	} else {
+		t.Logf("the bf16 deployer's victim rows lie %.3g (median %.3g) from this repository's", g.Max, g.Median)
+	}
+	if wrong != 0 || notAmong != 0 {
+		logRecoverVictims(t, r)
+		t.Errorf("bf16 deployer under the bf16 bound: %d wrong claims, %d present secrets 'not among'; want 0 and 0", wrong, notAmong)
+	}
+	if claims == 0 {
+		logRecoverVictims(t, r)
+		t.Errorf("no secret claimed from the bf16 deployer's rows: the attack is not exercised")
+	}
+	if a := recoverJSON(t, append(attack, "-absent")...); a.Claimed != 0 {
+		logRecoverVictims(t, a)
+		t.Errorf("bf16 deployer, secrets absent: claimed %.2f", a.Claimed)
+	}
+	// The wrong bound: bf16 rows (about 2^-8 off per rounding) taken for an fp32 deployer's.
+	f := recoverJSON(t, append(attack, "-deployer-precision", "fp32")...)
+	fClaims, fWrong, fNotAmong := verdicts(f)
+	t.Logf("bf16 deployer, fp32 bound (rho %.3g): %d claimed, %d wrong, %d present secrets 'not among'", f.Recompute.Rho, fClaims, fWrong, fNotAmong)
+	if f.Recompute.Precision != "fp32" || !(f.Recompute.Rho < r.Recompute.Rho) {
+		t.Errorf("-deployer-precision fp32: recompute %+v, want fp32's bound below bf16's %.3g", f.Recompute, r.Recompute.Rho)
+	}
+	if g := f.DeployerGap; g == nil || !(g.Max > f.Recompute.Rho) {
+		t.Errorf("bf16 rows under the fp32 bound: gap %+v, want beyond rho %.3g", g, f.Recompute.Rho)
+	}
+	if fNotAmong == 0 {
+		t.Errorf("the bf16 rows under the fp32 bound called no present secret 'not among': the bound is not shown to matter")
+	}
+
+	// The header and the table name the stack.
+	out, err := cli(t, append([]string{"recover"}, attack...)...).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "recover: the victims' rows: PyTorch") ||
+		!strings.Contains(string(out), "victims' rows computed by the deployer's stack: PyTorch") ||
+		!strings.Contains(string(out), "from this repository's rows of the same texts at most") {
+		t.Errorf("the run does not name the deployer's stack: %v\n%s", err, out)
+	}
+	// Rows of other victims (another seed) and of another model are refused by name.
+	if out, err := cli(t, append(append([]string{"recover", "-quiet"}, attack...), "-seed", "99")...).CombinedOutput(); err == nil || !strings.Contains(string(out), "-deployer-texts") {
+		t.Errorf("rows of other victims: %v\n%s", err, out)
+	}
+	// Another model of the store's name whose config.json differs (float32 weights): refused
+	// before its weights are read. (Only config.json is hashed: weights of another seed under the
+	// same config pass this check, and Verify's recomputation of store texts catches them.)
+	other := filepath.Join(t.TempDir(), "model")
+	if _, err := hf.Init(hf.InitOptions{Like: "llama2-7b", Layers: 2, Hidden: 128, Vocab: 300, Seed: 4, DType: hf.F32, Out: other,
+		Tokenizer: filepath.Join(md, "tokenizer.json")}); err != nil {
+		t.Fatal(err)
+	}
+	swapped := append(append([]string{}, attack...), "-model", other)
+	if out, err := cli(t, append([]string{"recover", "-quiet"}, swapped...)...).CombinedOutput(); err == nil || !strings.Contains(string(out), "config.json") {
+		t.Errorf("rows of another model: %v\n%s", err, out)
+	}
+}
+
+// logRecoverVictims logs each victim's verdict, for a failing test.
+func logRecoverVictims(t *testing.T, r *content.Result) {
+	t.Helper()
+	for _, v := range r.Victims {
+		t.Logf("victim %d: secret %s (absent %v), guess %s, verdict %s, rank %d of n_obs %d, bound %.3g",
+			v.Example, v.Value, v.SecretAbsent, v.Guess, v.Verdict, v.Rank, v.NObs, v.ResidualBound)
+	}
+}
