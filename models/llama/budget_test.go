@@ -18,6 +18,15 @@ func TestBytesBoundAllocations(t *testing.T) {
 	if got := c.WeightBytes(); got != 4*int64(weights) {
 		t.Errorf("WeightBytes %d, the model holds %d", got, 4*weights)
 	}
+	for blocks := 1; blocks <= c.Layers; blocks++ {
+		n := 0
+		for _, tn := range c.Tensors(blocks) {
+			n += tn.Elems()
+		}
+		if got := c.LoadedParams(blocks); got != int64(n) {
+			t.Errorf("LoadedParams(%d) %d, its tensors hold %d", blocks, got, n)
+		}
+	}
 	const maxLen, tokens, workers = 16, 32, 3
 	cache, err := m.NewCache(maxLen)
 	if err != nil {
