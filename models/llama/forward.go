@@ -116,8 +116,9 @@ func (m *Model) ensureRope(ws *Workspace, n int) {
 
 // Forward runs the decoder on a batch of token-id sequences, each on its own (positions 0..T-1, as
 // if alone: the batch is packed without padding and attention runs per sequence). tap, when not
-// nil, sees the residual input and attention input of every block and the final-norm output.
-// logits, when not nil (len >= n*vocab, n = total tokens), receives the output logits (n, vocab).
+// nil, sees the residual input and attention input of every block and the final-norm output (of
+// a model of the first blocks: up to the last one's output, see Blocks). logits, when not nil
+// (len >= n*vocab, n = total tokens), receives the output logits (n, vocab).
 func (m *Model) Forward(ctx context.Context, ws *Workspace, seqs [][]int32, tap Tap, logits []float32) error {
 	if ws.owner != m {
 		return fmt.Errorf("forward: the workspace belongs to another model")
