@@ -137,9 +137,9 @@ func DecoderWeights(cfg llama.Config, deepest int) Part {
 
 // StoredWeights is the weight side of a decoder command's pre-flight, made from dir's weight-file
 // headers alone (hf.EstimateLoad: nothing is mapped or read, so it comes before hf.Check and the
-// load): the tensors of blocks 0..blocks-1 as stored, which hf.LoadWith maps and every forward
-// pass reads (bfloat16 and float16 take half the memory of float32), and the float32 scratch a
-// forward pass converts stored matrices through. Where the headers cannot be read (hf.Check
+// load): the tensors of blocks 0..blocks-1 as hf.LoadWith holds them (bfloat16 and float16 mapped
+// as stored, half the memory of float32; float32 copied to the heap), and the float32 scratch a
+// forward pass converts 16-bit matrices through. Where the headers cannot be read (hf.Check
 // refuses the directory right after), every tensor counts as float32 and converted.
 func StoredWeights(dir string, cfg llama.Config, blocks int) []Part {
 	fp, err := hf.EstimateLoad(dir, cfg, blocks)
@@ -152,9 +152,9 @@ func StoredWeights(dir string, cfg llama.Config, blocks int) []Part {
 		types[i] = map[string]string{hf.F32: "float32", hf.F16: "float16", hf.BF16: "bfloat16"}[t]
 	}
 	blocks = fp.Blocks
-	name := fmt.Sprintf("weights (%s, %d blocks, mapped as stored)", strings.Join(types, "+"), blocks)
+	name := fmt.Sprintf("weights (%s, %d blocks)", strings.Join(types, "+"), blocks)
 	if blocks < cfg.Layers {
-		name = fmt.Sprintf("weights (%s, blocks 0..%d of %d, mapped as stored)", strings.Join(types, "+"), blocks-1, cfg.Layers)
+		name = fmt.Sprintf("weights (%s, blocks 0..%d of %d)", strings.Join(types, "+"), blocks-1, cfg.Layers)
 	}
 	return []Part{{Name: name, Bytes: fp.Weights},
 		{Name: "float32 conversion scratch (the largest stored matrix)", Bytes: fp.Scratch}}

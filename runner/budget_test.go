@@ -112,12 +112,12 @@ func TestStoredWeights(t *testing.T) {
 		t.Fatal(err)
 	}
 	parts := StoredWeights(dir, cfg, 2)
-	want := []Part{{"weights (bfloat16, blocks 0..1 of 3, mapped as stored)", 2 * cfg.LoadedParams(2)},
+	want := []Part{{"weights (bfloat16, blocks 0..1 of 3)", 2 * cfg.LoadedParams(2)},
 		{"float32 conversion scratch (the largest stored matrix)", cfg.ScratchBytes()}}
 	if !slices.Equal(parts, want) {
 		t.Errorf("blocks 0..1 of a bfloat16 directory: %v, want %v", parts, want)
 	}
-	if got := StoredWeights(dir, cfg, 3)[0]; got.Name != "weights (bfloat16, 3 blocks, mapped as stored)" || got.Bytes != 2*cfg.Params() {
+	if got := StoredWeights(dir, cfg, 3)[0]; got.Name != "weights (bfloat16, 3 blocks)" || got.Bytes != 2*cfg.Params() {
 		t.Errorf("every block: %v", got)
 	}
 	// Truncated after the header, with a config.json of a model no machine holds.
@@ -140,7 +140,7 @@ func TestStoredWeights(t *testing.T) {
 		t.Setenv(SkipPreflightEnv, "")
 		b := Budget{What: "store extract -model " + dir}
 		b.Add(parts...)
-		if _, err := b.Check(); err == nil || !strings.Contains(err.Error(), "weights (float32+bfloat16, 128 blocks, mapped as stored)") {
+		if _, err := b.Check(); err == nil || !strings.Contains(err.Error(), "weights (float32+bfloat16, 128 blocks)") {
 			t.Errorf("refusal: %v", err)
 		}
 	}

@@ -94,12 +94,13 @@ func Load(dir string, lib *blas.Library) (*llama.Model, error) {
 }
 
 // LoadWith maps a model directory (config.json and the weights of model.safetensors or of the
-// shards that model.safetensors.index.json lists) and makes a decoder over the weights as stored:
-// the files stay mapped until the model's Close, and a tensor's pages are read when first
-// touched. Every file's header is checked against the config (as Check does); the tensors the
-// model holds are then scanned for NaN and infinities, which refuses a damaged file before any
-// forward pass and reads them once. Memory: the touched tensors' bytes in the page cache (as
-// stored: half of float32 for BF16 and F16), plus a forward pass's scratch (Footprint).
+// shards that model.safetensors.index.json lists) and makes a decoder over the weights as stored
+// (llama.Assemble): BF16 and F16 matrices are computed from the mapped files, which stay mapped
+// until the model's Close; F32 tensors are copied to the heap, and a float32 checkpoint's files
+// are closed once copied. Every file's header is checked against the config (as Check does); the
+// tensors the model holds are scanned for NaN and infinities, which refuses a damaged file before
+// any forward pass and reads them once. Memory: the touched tensors' bytes (BF16 and F16: half of
+// float32), plus a forward pass's scratch (EstimateLoad).
 func LoadWith(dir string, opt LoadOptions) (*llama.Model, error) {
 	cfg, err := LoadConfig(dir)
 	if err != nil {
@@ -146,28 +147,24 @@ func assemble(set safetensors.Set, files *safetensors.Mapped, cfg llama.Config, 
 	if err != nil {
 		return nil, err
 	}
-	sp := specs(cfg, blocks)
-	for _, s := range sp {
+	for _, s := range specs(cfg, blocks) {
 		t, path, _ := files.Tensor(s.name) // checkTensors found every one
 		if err := checkFinite(t); err != nil {
 			return nil, fmt.Errorf("%s: %w", path, err)
 		}
 	}
-	m, err := llama.Assemble(cfg, lib, blocks, func(lt llama.Tensor) (llama.Stored, error) {
-		t, _, _ := files.Tensor(tensorName(lt))
-		return llama.Stored{DType: storedTypes[t.DType], Raw: t.Bytes()}, nil
-	}, files.Close)
-	if err != nil {
-		return nil, err
-	}
 	if tiedHead != "" && blocks == cfg.Layers {
 		// Some tied checkpoints store the output projection anyway; it must be the embedding.
-		t, _, _ := files.Tensor("lm_head.weight")
-		if err := sameAsEmbedding(t, m); err != nil {
+		head, _, _ := files.Tensor("lm_head.weight")
+		emb, _, _ := files.Tensor(tensorNames[llama.Embedding])
+		if err := sameRows(head, emb, cfg.Hidden); err != nil {
 			return nil, fmt.Errorf("%s: %w", tiedHead, err)
 		}
 	}
-	return m, nil
+	return llama.Assemble(cfg, lib, blocks, func(lt llama.Tensor) (llama.Stored, error) {
+		t, _, _ := files.Tensor(tensorName(lt))
+		return llama.Stored{DType: storedTypes[t.DType], Raw: t.Bytes()}, nil
+	}, files.Close)
 }
 
 // storedTypes maps the file types a model reads to llama's (checkTensors refuses others).
@@ -270,20 +267,19 @@ func checkDType(t safetensors.Tensor) error {
 	return nil
 }
 
-// sameAsEmbedding checks, a row at a time (the matrix can be gigabytes), that t equals the
-// model's embedding.
-func sameAsEmbedding(t safetensors.Tensor, m *llama.Model) error {
-	c := m.Cfg
-	x, e := make([]float32, c.Hidden), make([]float32, c.Hidden)
-	for r := 0; r < c.VocabSize; r++ {
-		if err := convertAt(t, r*c.Hidden, x); err != nil {
+// sameRows checks, a row of d at a time (the matrices can be gigabytes), that t has the values of
+// emb, whatever the two dtypes.
+func sameRows(t, emb safetensors.Tensor, d int) error {
+	x, e := make([]float32, d), make([]float32, d)
+	for r := 0; r < t.NumElements()/d; r++ {
+		if err := convertAt(t, r*d, x); err != nil {
 			return err
 		}
-		if err := m.ReadRows(llama.Embedding, -1, r, r+1, e); err != nil {
+		if err := convertAt(emb, r*d, e); err != nil {
 			return err
 		}
 		if !slices.Equal(x, e) {
-			return fmt.Errorf("tensor %q differs from model.embed_tokens.weight at row %d but tie_word_embeddings is true", t.Name, r)
+			return fmt.Errorf("tensor %q differs from %s at row %d but tie_word_embeddings is true", t.Name, emb.Name, r)
 		}
 	}
 	return nil

@@ -153,10 +153,10 @@ func setElement(t *testing.T, path, name string, bits uint16) {
 	t.Fatalf("%s has no tensor %s", path, name)
 }
 
-// EstimateLoad reads the headers alone and predicts what the load maps and converts: F32 as the
-// writer lays it out reads in place, BF16 and shards that split q/k/v convert through a scratch
-// of the largest matrix, exactly the loaded model's; a file truncated after its header is still
-// estimated, and refused only by the load.
+// EstimateLoad reads the headers alone and predicts what the load holds and converts: BF16
+// converts through a scratch of the largest matrix and F32 (also split over shards) through
+// none, exactly the loaded model's; a file truncated after its header is still estimated, and
+// refused only by the load.
 func TestEstimateLoad(t *testing.T) {
 	c := smallConfig()
 	for _, dtype := range []string{F32, BF16} {
@@ -191,8 +191,8 @@ func TestEstimateLoad(t *testing.T) {
 	}
 	defer m.Close()
 	fp, err := EstimateLoad(dir, m.Cfg, 0)
-	if err != nil || fp.Scratch == 0 || fp.Scratch != m.ScratchBytes(false) {
-		t.Fatalf("sharded F32: scratch %d (%v), the model's %d", fp.Scratch, err, m.ScratchBytes(false))
+	if err != nil || fp.Scratch != 0 || m.ScratchBytes(false) != 0 || fp.Weights != 4*m.Cfg.Params() {
+		t.Fatalf("sharded F32: %+v (%v), the model's scratch %d", fp, err, m.ScratchBytes(false))
 	}
 	// Truncated after the header: the estimate stands, the load refuses.
 	dir, _ = writeModel(t, c, BF16)

@@ -10,13 +10,13 @@ import (
 type Source func(t Tensor) (Stored, error)
 
 // Assemble makes a model of cfg over the weights of blocks 0..blocks-1 that src gives, in the
-// order of cfg.Tensors(blocks) (blocks = cfg.Layers: the whole model). The matrices stay as
-// stored: F32 bytes that are aligned and stacked as the forward pass stacks them (q_proj, k_proj,
-// v_proj; gate_proj, up_proj) are read in place, anything else is converted to float32 a matrix
-// at a time as a forward pass reads it, bit for bit what converting the file up front would give.
-// Gains and biases (a few vectors of d) are converted now. Assemble checks each tensor's size,
-// not its values: a loader that refuses NaN does so before. closer, when not nil, releases what
-// the bytes point into; Model.Close calls it. lib computes the matrix products (nil: the default).
+// order of cfg.Tensors(blocks) (blocks = cfg.Layers: the whole model). F16 and BF16 matrices stay
+// as stored, converted to float32 a GEMM chunk at a time as a forward pass reads them, bit for bit
+// what converting the file up front would give; F32 ones, and the gains and biases (a few vectors
+// of d), are copied to the heap now. Assemble checks each tensor's size, not its values: a loader
+// that refuses NaN does so before. closer, when not nil, releases what the bytes point into:
+// Model.Close calls it, or Assemble itself when every weight was copied (a float32 checkpoint),
+// since nothing reads the bytes afterwards. lib computes the matrix products (nil: the default).
 func Assemble(cfg Config, lib *blas.Library, blocks int, src Source, closer func() error) (*Model, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("llama: %w", err)
@@ -61,7 +61,23 @@ func Assemble(cfg Config, lib *blas.Library, blocks int, src Source, closer func
 	if blocks == cfg.Layers && cfg.TiedEmbeddings {
 		m.lmHead = m.embed
 	}
+	if closer != nil && !m.holdsStored() {
+		m.close = nil
+		if err := closer(); err != nil {
+			return nil, fmt.Errorf("llama: release the copied weights' source: %w", err)
+		}
+	}
 	return m, nil
+}
+
+// holdsStored reports whether some matrix is held as the source's bytes.
+func (m *Model) holdsStored() bool {
+	held := m.embed.converts() || m.lmHead.converts()
+	for i := range m.blocks {
+		b := &m.blocks[i]
+		held = held || b.qkv.converts() || b.o.converts() || b.gateUp.converts() || b.down.converts()
+	}
+	return held
 }
 
 // stacked collects the tensors of one block that the forward pass stacks, in order.

@@ -3,10 +3,10 @@
 // SwiGLU MLP, a final RMSNorm and a tied or untied output embedding. It is the one definition of
 // the forward pass that extraction uses and that training on the engine tape is to be
 // cross-checked against. Matrix products go through engine/blas in float32; weights keep the
-// PyTorch nn.Linear layout (out, in) and are held either as float32 (New, Random) or as a
-// checkpoint stores them (Assemble): F32 bytes read in place, F16 and BF16 bytes converted to
-// float32 a GEMM chunk at a time, so a bfloat16 checkpoint takes half the memory of a float32 copy
-// and only the blocks a command needs are read. Loading from a Hugging Face directory lives in
+// PyTorch nn.Linear layout (out, in) and are held as float32 (New, Random, a checkpoint's F32
+// tensors) or as a checkpoint stores them (Assemble: F16 and BF16 bytes converted to float32 a
+// GEMM chunk at a time), so a bfloat16 checkpoint takes half the memory of a float32 copy and
+// only the blocks a command needs are read. Loading from a Hugging Face directory lives in
 // models/hf.
 package llama
 

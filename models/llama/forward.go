@@ -479,7 +479,7 @@ func (m *Model) attention(ws *Workspace) {
 // Llama-2-7B's gate/up) from memory again, a column split reads each weight once. Measured on the
 // Llama-2-7B shape cut to 2 layers, 2048 tokens a batch, 2 cores: 189 -> 231 tokens/s.
 //
-// A matrix that is not float32 as stored is converted into the workspace's scratch first, by
+// A matrix held as F16 or BF16 bytes is converted into the workspace's scratch first, by
 // the same chunks the GEMMs take (each column-split worker converts the rows it multiplies by;
 // a row split converts the whole matrix once, which costs less than one chunk's GEMM since there
 // are more rows than columns), so the GEMM calls, and so the results, are exactly those of a

@@ -8,10 +8,10 @@ import (
 )
 
 // Model is a decoder: its config and the weights of blocks 0..Blocks()-1, held as float32 (New,
-// Random) or as a checkpoint file stores them (Assemble: F32, F16 or BF16 bytes, converted to
-// float32 as a forward pass reads them). Fill a float32 model's weights (Storage) before the
-// first forward pass; afterwards the model is read-only and safe for concurrent forward passes
-// with separate workspaces.
+// Random, and a checkpoint's F32 tensors) or as a checkpoint file stores them (Assemble: F16 or
+// BF16 bytes, converted to float32 as a forward pass reads them). Fill a New or Random model's
+// weights (Storage) before the first forward pass; afterwards the model is read-only and safe for
+// concurrent forward passes with separate workspaces.
 type Model struct {
 	Cfg Config
 
@@ -19,7 +19,7 @@ type Model struct {
 	blocks []block   // blocks 0..len-1
 	norm   []float32 // (d): the final RMSNorm gain; nil unless every block is held
 	lmHead matrix    // (vocab, d): the embedding when tied; empty unless every block is held
-	stored bool      // the weights are a file's bytes, read-only
+	stored bool      // assembled from a checkpoint: read-only
 	close  func() error
 	lib    *blas.Library
 }
@@ -88,10 +88,10 @@ func (m *Model) Close() error {
 
 // Storage is the float32 storage of one weight of a model made by New or Random (block is
 // ignored for the parts outside the blocks), to fill before the first forward pass. A model
-// assembled from a file refuses: its weights are the file's read-only bytes.
+// assembled from a checkpoint refuses: its weights are the file's, read-only.
 func (m *Model) Storage(p Part, blk int) ([]float32, error) {
 	if m.stored {
-		return nil, fmt.Errorf("llama: %s: the weights are a checkpoint's bytes as stored, read-only", p)
+		return nil, fmt.Errorf("llama: %s: the weights are a checkpoint's, read-only", p)
 	}
 	w, lo, hi, vec, err := m.locate(p, blk)
 	if err != nil {
