@@ -41,8 +41,9 @@ func (t DType) String() string {
 }
 
 // Stored is a weight tensor as a checkpoint file holds it: little-endian elements of DType, e.g.
-// a view of a memory-mapped safetensors file. A model made from it reads the bytes, never writes
-// them; they must stay mapped and unchanged while it is in use.
+// a view of a memory-mapped safetensors file. A model made from it keeps reading F16 and BF16
+// bytes (F32 ones are copied) and never writes them: they must stay mapped and unchanged while
+// it is in use.
 type Stored struct {
 	DType DType
 	Raw   []byte
