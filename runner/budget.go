@@ -123,18 +123,6 @@ func (b Budget) Check() (warning string, err error) {
 	return "", fmt.Errorf("%s", msg)
 }
 
-// DecoderWeights is the weight part of a decoder of cfg held whole in float32 (every block, read
-// or not; deepest >= 0 names the deepest block the command reads): the upper bound for a
-// command that has not looked at the weight files. StoredWeights is the estimate of a load of
-// the blocks a command needs, as the files store them.
-func DecoderWeights(cfg llama.Config, deepest int) Part {
-	name := fmt.Sprintf("weights (float32, %d blocks", cfg.Layers)
-	if deepest >= 0 && deepest+1 < cfg.Layers {
-		name += fmt.Sprintf(", all counted though blocks %d.. are not read", deepest+1)
-	}
-	return Part{Name: name + ")", Bytes: cfg.WeightBytes()}
-}
-
 // StoredWeights is the weight side of a decoder command's pre-flight, made from dir's weight-file
 // headers alone (hf.EstimateLoad: nothing is mapped or read, so it comes before hf.Check and the
 // load): the tensors of blocks 0..blocks-1 as hf.LoadWith holds them (bfloat16 and float16 mapped

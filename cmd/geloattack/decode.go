@@ -273,7 +273,9 @@ func decodeFlags(fs *flag.FlagSet) runFunc {
 		// Pre-load checks go here (issue 39 item 1: the memory estimate by part and every argument
 		// against the model): everything above refuses without the weights, and nothing below runs
 		// without them.
-		m, err := hf.Load(*modelDir, blas.Default())
+		// Only the blocks the attack reads are loaded (and, for a bf16/f16 file, stay mapped as
+		// stored): decode -blocks 0,1 of a Llama-3-8B touches 2 of its 32 blocks.
+		m, err := hf.LoadWith(*modelDir, hf.LoadOptions{Lib: blas.Default(), Blocks: deepest + 1})
 		if err != nil {
 			return fmt.Errorf("decode: %w", err)
 		}
@@ -535,7 +537,8 @@ type decodePlan struct {
 	bagOnly, model           bool // model: the weights are loaded (not -deployer-texts)
 }
 
-// budget estimates decode by part: the weights (every block is loaded), the tokenizer and the
+// budget estimates decode by part: the weights of the blocks it loads (0..deepest, as stored in
+// the files: runner.StoredWeights), the tokenizer and the
 // texts, and with the model: the forward pass's workspace (candidate batches of 256 rows against
 // prefixes of -max-tokens), the live prefixes' KV caches (twice the beam, and one per text), the
 // texts' rows at every attacked block, the GELO example of each block (the mixing matrix, its
@@ -560,7 +563,8 @@ func (p decodePlan) budget(modelDir string) runner.Budget {
 	if beam == 0 {
 		beam = 4 * max(positives, 1)
 	}
-	b.Add(runner.DecoderWeights(c, p.deepest),
+	b.Add(runner.StoredWeights(modelDir, c, p.deepest+1)...)
+	b.Add(
 		runner.Part{Name: "workspace", Bytes: c.WorkspaceBytes(max(p.maxTokens, 256), p.maxTokens, runtime.GOMAXPROCS(0), !p.bagOnly)},
 		runner.Part{Name: fmt.Sprintf("texts' rows (%d texts x %d tokens x d %d at %d blocks)", p.texts, p.maxTokens, d, nb),
 			Bytes: runner.Product(4, nb, int64(p.texts), int64(p.maxTokens), d)},

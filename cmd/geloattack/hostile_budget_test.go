@@ -120,7 +120,9 @@ func budgetCases(tokenizer string) []hostileCase {
 		// The pre-flight: within the products, beyond the machine.
 		{name: "store extract of a 2 TB model", setup: withTok(editDecoderConfig(hugeModel)), args: extract, want: preflight,
 			check: nothingLeft(victimStore)},
-		{name: "decode of a 2 TB model", setup: withTok(editDecoderConfig(hugeModel)), args: decodeArgs(), want: preflight},
+		// decode loads only the blocks it attacks (0 and 1 here): refused on those alone.
+		{name: "decode of a 2 TB model", setup: withTok(editDecoderConfig(hugeModel)), args: decodeArgs(),
+			want: []string{"resource pre-flight", "weights (float32, blocks 0..1 of 128", runner.SkipPreflightEnv + "=1"}},
 		{name: "decode -shield-rows 1048576", setup: withTok(nil), args: decodeArgs("-shield-rows", "1048576"),
 			want: []string{"set size n", "1048576 shields", "mixing matrix", "2^32"}},
 		{name: "decode -blocks past the model", setup: withTok(nil), args: decodeArgs("-blocks", "0,7"), want: []string{"-blocks", "block 7", "0..1"}},
