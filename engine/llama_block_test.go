@@ -61,29 +61,35 @@ func TestDecoderBlockMatchesLlama(t *testing.T) {
 	tp := engine.NewTape(c)
 	d, hd, f := cfg.Hidden, cfg.HeadDim, cfg.Intermediate
 	qw, kw := cfg.QDim(), cfg.KVDim()
+	w := func(p llama.Part) []float32 { // block 0's weight p (the embedding for llama.Embedding)
+		x, err := m.Storage(p, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return x
+	}
 	emb := make([]float32, 0, B*T*d)
 	for _, s := range seqs {
 		for _, id := range s {
-			emb = append(emb, m.Embed[int(id)*d:(int(id)+1)*d]...)
+			emb = append(emb, w(llama.Embedding)[int(id)*d:(int(id)+1)*d]...)
 		}
 	}
 	tab, err := engine.RoPETable(T, hd, cfg.RopeTheta)
 	if err != nil {
 		t.Fatal(err)
 	}
-	blk := &m.Blocks[0]
 	eps := float32(cfg.RMSEps)
-	x := tp.Input(emb, B*T, d)                          // (B*T, d)
-	xn := tp.RMSNorm(x, tp.Input(blk.AttnNorm, d), eps) // (B*T, d)
-	table := tp.Input(tab, T, hd)                       // (T, hd)
-	q := tp.RoPE(tp.Linear(xn, tp.Input(blk.Q(), qw, d)), table, cfg.Heads)
-	k := tp.RoPE(tp.Linear(xn, tp.Input(blk.K(), kw, d)), table, cfg.KVHeads)
-	v := tp.Linear(xn, tp.Input(blk.V(), kw, d))
+	x := tp.Input(emb, B*T, d)                               // (B*T, d)
+	xn := tp.RMSNorm(x, tp.Input(w(llama.AttnNorm), d), eps) // (B*T, d)
+	table := tp.Input(tab, T, hd)                            // (T, hd)
+	q := tp.RoPE(tp.Linear(xn, tp.Input(w(llama.QProj), qw, d)), table, cfg.Heads)
+	k := tp.RoPE(tp.Linear(xn, tp.Input(w(llama.KProj), kw, d)), table, cfg.KVHeads)
+	v := tp.Linear(xn, tp.Input(w(llama.VProj), kw, d))
 	att := tp.CausalAttention(tp.Reshape(q, B, T, qw), tp.Reshape(k, B, T, kw), tp.Reshape(v, B, T, kw), cfg.Heads, cfg.KVHeads)
-	h := tp.Add(x, tp.Linear(tp.Reshape(att, B*T, qw), tp.Input(blk.O, d, qw)))
-	hn := tp.RMSNorm(h, tp.Input(blk.MLPNorm, d), eps)
-	act := tp.SwiGLU(tp.Linear(hn, tp.Input(blk.Gate(), f, d)), tp.Linear(hn, tp.Input(blk.Up(), f, d)))
-	out := tp.Add(h, tp.Linear(act, tp.Input(blk.Down, d, f)))
+	h := tp.Add(x, tp.Linear(tp.Reshape(att, B*T, qw), tp.Input(w(llama.OProj), d, qw)))
+	hn := tp.RMSNorm(h, tp.Input(w(llama.MLPNorm), d), eps)
+	act := tp.SwiGLU(tp.Linear(hn, tp.Input(w(llama.GateProj), f, d)), tp.Linear(hn, tp.Input(w(llama.UpProj), f, d)))
+	out := tp.Add(h, tp.Linear(act, tp.Input(w(llama.DownProj), d, f)))
 	if err := tp.Err(); err != nil {
 		t.Fatal(err)
 	}

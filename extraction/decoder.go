@@ -84,6 +84,9 @@ func RunDecoder(ctx context.Context, m *llama.Model, tok Tokenizer, texts []corp
 	c := m.Cfg
 	d := c.Hidden
 	var st DecoderStats
+	if m.Blocks() < c.Layers {
+		return st, fmt.Errorf("extract: the model holds blocks 0..%d of %d, and the candidate embedding pools the final norm's rows: load every block", m.Blocks()-1, c.Layers)
+	}
 	top := c.Layers
 	if opt.Point == llama.AttnInput {
 		top = c.Layers - 1

@@ -9,6 +9,7 @@ import (
 
 	"github.com/gelo-research/geloattack/config"
 	"github.com/gelo-research/geloattack/data/corpus"
+	"github.com/gelo-research/geloattack/models/hf"
 	"github.com/gelo-research/geloattack/models/llama"
 )
 
@@ -122,15 +123,41 @@ func (b Budget) Check() (warning string, err error) {
 	return "", fmt.Errorf("%s", msg)
 }
 
-// DecoderWeights is the weight part of a host decoder of cfg: models/hf converts every block to
-// float32, so all of them count even when the command reads blocks 0..deepest only (deepest < 0:
-// all of them are read).
+// DecoderWeights is the weight part of a decoder of cfg held whole in float32 (every block, read
+// or not; deepest >= 0 names the deepest block the command reads): the upper bound for a
+// command that has not looked at the weight files. StoredWeights is the estimate of a load of
+// the blocks a command needs, as the files store them.
 func DecoderWeights(cfg llama.Config, deepest int) Part {
 	name := fmt.Sprintf("weights (float32, %d blocks", cfg.Layers)
 	if deepest >= 0 && deepest+1 < cfg.Layers {
-		name += fmt.Sprintf(", all loaded though blocks %d.. are not read", deepest+1)
+		name += fmt.Sprintf(", all counted though blocks %d.. are not read", deepest+1)
 	}
 	return Part{Name: name + ")", Bytes: cfg.WeightBytes()}
+}
+
+// StoredWeights is the weight side of a decoder command's pre-flight, made from dir's weight-file
+// headers alone (hf.EstimateLoad: nothing is mapped or read, so it comes before hf.Check and the
+// load): the tensors of blocks 0..blocks-1 as hf.LoadWith holds them (bfloat16 and float16 mapped
+// as stored, half the memory of float32; float32 copied to the heap), and the float32 scratch a
+// forward pass converts 16-bit matrices through. Where the headers cannot be read (hf.Check
+// refuses the directory right after), every tensor counts as float32 and converted.
+func StoredWeights(dir string, cfg llama.Config, blocks int) []Part {
+	fp, err := hf.EstimateLoad(dir, cfg, blocks)
+	if err != nil {
+		blocks = min(max(blocks, 1), cfg.Layers)
+		fp = hf.LoadFootprint{Blocks: blocks, Weights: Product(4, cfg.LoadedParams(blocks)), DTypes: []string{hf.F32}, Scratch: cfg.ScratchBytes()}
+	}
+	types := make([]string, len(fp.DTypes))
+	for i, t := range fp.DTypes {
+		types[i] = map[string]string{hf.F32: "float32", hf.F16: "float16", hf.BF16: "bfloat16"}[t]
+	}
+	blocks = fp.Blocks
+	name := fmt.Sprintf("weights (%s, %d blocks)", strings.Join(types, "+"), blocks)
+	if blocks < cfg.Layers {
+		name = fmt.Sprintf("weights (%s, blocks 0..%d of %d)", strings.Join(types, "+"), blocks-1, cfg.Layers)
+	}
+	return []Part{{Name: name, Bytes: fp.Weights},
+		{Name: "float32 conversion scratch (the largest stored matrix)", Bytes: fp.Scratch}}
 }
 
 // TokenizerPart is the tokenizer's tables for a vocabulary of ids tokens: its id and token maps,

@@ -1,8 +1,14 @@
 package runner
 
 import (
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/gelo-research/geloattack/internal/safetensors"
+	"github.com/gelo-research/geloattack/models/hf"
 
 	"github.com/gelo-research/geloattack/config"
 	"github.com/gelo-research/geloattack/models/causallm/lmcfg"
@@ -92,5 +98,60 @@ func TestEstimateLM(t *testing.T) {
 		if _, err := b.Check(); err == nil || !strings.Contains(err.Error(), "weights+grads+AdamW+checkpoint") || !strings.Contains(err.Error(), "task lm") {
 			t.Errorf("a 2.7e11-parameter lm: %v", err)
 		}
+	}
+}
+
+// The stored weights' estimate reads the headers alone: a bfloat16 directory counts 2 bytes a
+// parameter of the blocks loaded and a scratch of the largest matrix; a directory whose data is
+// truncated after the header is still estimated (and refused by the memory before any load);
+// without weight files every tensor counts as float32.
+func TestStoredWeights(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "m")
+	cfg, err := hf.Init(hf.InitOptions{Like: "llama3-8b", Layers: 3, Hidden: 64, Vocab: 300, Seed: 1, DType: hf.BF16, Out: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	parts := StoredWeights(dir, cfg, 2)
+	want := []Part{{"weights (bfloat16, blocks 0..1 of 3)", 2 * cfg.LoadedParams(2)},
+		{"float32 conversion scratch (the largest stored matrix)", cfg.ScratchBytes()}}
+	if !slices.Equal(parts, want) {
+		t.Errorf("blocks 0..1 of a bfloat16 directory: %v, want %v", parts, want)
+	}
+	if got := StoredWeights(dir, cfg, 3)[0]; got.Name != "weights (bfloat16, 3 blocks)" || got.Bytes != 2*cfg.Params() {
+		t.Errorf("every block: %v", got)
+	}
+	// Truncated after the header, with a config.json of a model no machine holds.
+	path := filepath.Join(dir, hf.WeightsFile)
+	h, err := safetensors.ReadHeader(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(path, h.DataStart+8); err != nil {
+		t.Fatal(err)
+	}
+	huge := cfg
+	huge.Layers, huge.Hidden, huge.Intermediate, huge.Heads, huge.KVHeads, huge.HeadDim = 128, 16384, 65536, 128, 128, 128
+	parts = StoredWeights(dir, huge, huge.Layers)
+	// The tensors the header names count as bfloat16, the others as float32, the widest.
+	if parts[0].Bytes <= 2*huge.Params() || parts[0].Bytes >= 4*huge.Params() {
+		t.Errorf("a 2 TB config over a truncated file: %v", parts)
+	}
+	if _, _, err := hostAvailable(); err == nil {
+		t.Setenv(SkipPreflightEnv, "")
+		b := Budget{What: "store extract -model " + dir}
+		b.Add(parts...)
+		if _, err := b.Check(); err == nil || !strings.Contains(err.Error(), "weights (float32+bfloat16, 128 blocks)") {
+			t.Errorf("refusal: %v", err)
+		}
+	}
+	if _, err := hf.Check(dir); err == nil {
+		t.Error("hf.Check accepted the truncated file")
+	}
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	if got := StoredWeights(dir, cfg, 3); got[0].Bytes != 4*cfg.Params() || got[1].Bytes != cfg.ScratchBytes() ||
+		!strings.HasPrefix(got[0].Name, "weights (float32, 3 blocks") {
+		t.Errorf("no weight files: %v", got)
 	}
 }

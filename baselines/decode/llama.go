@@ -76,10 +76,15 @@ func (l *Llama) Block0(lo, hi int, dst []float32) error {
 		return fmt.Errorf("tokens [%d, %d) of a vocabulary of %d", lo, hi, l.Vocab())
 	}
 	d := l.D()
-	g := l.m.Blocks[0].AttnNorm
+	g, e := make([]float32, d), make([]float32, d)
+	if err := l.m.Read(llama.AttnNorm, 0, g); err != nil {
+		return err
+	}
 	eps := l.m.Cfg.RMSEps
 	for v := lo; v < hi; v++ {
-		e := l.m.Embed[v*d : (v+1)*d]
+		if err := l.m.ReadRows(llama.Embedding, -1, v, v+1, e); err != nil {
+			return err
+		}
 		ss := 0.0
 		for _, x := range e {
 			ss += float64(x) * float64(x)

@@ -172,14 +172,17 @@ func runDecoderExtract(ctx context.Context, a decoderExtract, openTok func(dir s
 	if a.dedup != "" && a.dedup != "exact" && a.dedup != "none" {
 		return fmt.Errorf("-dedup %q: want exact or none", a.dedup)
 	}
+	if a.norm != "" && a.norm != extraction.NormRaw && a.norm != extraction.NormRMS {
+		return fmt.Errorf("-norm %q: want %s or %s", a.norm, extraction.NormRaw, extraction.NormRMS)
+	}
 	tx, err := safefile.BeginDir(a.out)
 	if err != nil {
 		return err
 	}
 	defer tx.Abort() // nothing once committed
-	// What config.json, the weight files' headers, the tokenizer and the texts can refuse is
-	// refused before the weights are read: the model alone against the memory first, then the
-	// directory, then everything.
+	// What config.json, the flags, the weight files' headers, the tokenizer and the texts can
+	// refuse is refused before the weights are read: the model alone against the memory first
+	// (from config.json and the headers only), then the directory, then everything.
 	cfg, err := hf.LoadConfig(a.modelDir)
 	if err != nil {
 		return err
@@ -190,6 +193,9 @@ func runDecoderExtract(ctx context.Context, a decoderExtract, openTok func(dir s
 	}
 	if a.layer > top {
 		return fmt.Errorf("-layer %d: %s rows exist for layers 0..%d", a.layer, a.point, top)
+	}
+	if a.maxTokens > cfg.MaxLen() {
+		return fmt.Errorf("-max-tokens %d: the model reads at most %d tokens (max_position_embeddings or sliding_window)", a.maxTokens, cfg.MaxLen())
 	}
 	truncate := a.maxTokens
 	if truncate == 0 {
@@ -216,10 +222,11 @@ func runDecoderExtract(ctx context.Context, a decoderExtract, openTok func(dir s
 	if err := preflight("extract", extractBudget(a, cfg, tok.VocabSize(), src, truncate)); err != nil {
 		return err
 	}
-	m, err := hf.Load(a.modelDir, nil)
+	m, err := hf.Load(a.modelDir, nil) // every block: the candidate embedding pools the final norm's rows
 	if err != nil {
 		return err
 	}
+	defer m.Close()
 	name := a.modelName
 	if name == "" {
 		name = decoderModelName(a.modelDir)
@@ -308,8 +315,9 @@ func flagWasSet(fs *flag.FlagSet, name string) bool {
 	return set
 }
 
-// extractBudget is the resource pre-flight of `store extract` on a decoder: the weights (every
-// block runs: the sentence embedding pools the last layer), the tokenizer, the texts, their token
+// extractBudget is the resource pre-flight of `store extract` on a decoder: the weights as
+// stored and their conversion scratch, from the weight files' headers (every block runs: the
+// candidate embedding pools the final norm's rows), the tokenizer, the texts, their token
 // ids (at most a token per byte, BOS and the -max-tokens cut), the forward pass's workspace for
 // -batch tokens, the batch's chosen and pooled rows, and -dedup exact's prefix trie. Before the
 // tokenizer and the texts are read (src nil), it is the model's parts alone.
@@ -332,7 +340,7 @@ func extractBudget(a decoderExtract, cfg llama.Config, vocab int, src *corpus.So
 	}
 	b := runner.Budget{What: "store extract -model " + a.modelDir,
 		Reduce: "-max-texts, -max-tokens, -batch or -workers, or use a smaller model"}
-	b.Add(runner.DecoderWeights(cfg, -1))
+	b.Add(runner.StoredWeights(a.modelDir, cfg, cfg.Layers)...)
 	if src != nil {
 		b.Add(runner.TokenizerPart(vocab), runner.TextsPart(len(src.Texts), textBytes))
 	}

@@ -82,6 +82,38 @@ func (t Tensor) Float32sAt(first int, dst []float32) error {
 	return nil
 }
 
+// FirstNonFinite is the index of t's first NaN or infinity, or -1 when every element is finite
+// (or t is not F32, F16 or BF16). It tests the stored bits, an all-ones exponent, without
+// converting, so a multi-gigabyte weight is scanned at the speed it is read.
+func (t Tensor) FirstNonFinite() int { return t.FirstNonFiniteAt(0, t.NumElements()) }
+
+// FirstNonFiniteAt is FirstNonFinite over elements lo..hi-1 (clamped to the tensor), so that
+// parts of one tensor can be scanned in parallel; the index is within the whole tensor.
+func (t Tensor) FirstNonFiniteAt(lo, hi int) int {
+	lo, hi = max(lo, 0), min(hi, t.NumElements())
+	switch t.DType {
+	case F32:
+		raw := t.raw[4*lo : 4*max(hi, lo)]
+		for i := 0; i+4 <= len(raw); i += 4 {
+			if binary.LittleEndian.Uint32(raw[i:])&0x7f800000 == 0x7f800000 {
+				return lo + i/4
+			}
+		}
+	case F16, BF16:
+		mask := uint16(0x7c00) // binary16: 5 exponent bits
+		if t.DType == BF16 {
+			mask = 0x7f80 // bfloat16: float32's 8
+		}
+		raw := t.raw[2*lo : 2*max(hi, lo)]
+		for i := 0; i+2 <= len(raw); i += 2 {
+			if binary.LittleEndian.Uint16(raw[i:])&mask == mask {
+				return lo + i/2
+			}
+		}
+	}
+	return -1
+}
+
 // File is a parsed safetensors file. Its tensors' bytes point into the file's memory; Close
 // releases it (a mapped file is unmapped).
 type File struct {

@@ -84,10 +84,9 @@ func ReadIndex(path string) (Set, error) {
 
 // Each opens the set's files one at a time (so that one is mapped at once) and calls fn with the
 // file's path and each of its tensors in data order; the tensor's bytes are valid only during the
-// call. With an
-// index, a tensor in a file other than the one the index lists for it, and a tensor the index
-// lists that its file lacks, is an error naming the file, the tensor and the index; so no tensor
-// comes from two files. Errors of fn come back prefixed with the file's path.
+// call. With an index, a tensor in a file other than the one the index lists for it, and a
+// tensor the index lists that its file lacks, is an error naming the file, the tensor and the
+// index; so no tensor comes from two files. Errors of fn come back prefixed with the file's path.
 func (s Set) Each(fn func(path string, t Tensor) error) error {
 	found := make(map[string]bool, len(s.owner))
 	for _, path := range s.Files {
@@ -95,15 +94,7 @@ func (s Set) Each(fn func(path string, t Tensor) error) error {
 			return err
 		}
 	}
-	if s.owner == nil {
-		return nil
-	}
-	for _, name := range slices.Sorted(maps.Keys(s.owner)) {
-		if !found[name] {
-			return fmt.Errorf("%s: lists tensor %q in %s, which does not hold it", s.Index, name, s.owner[name])
-		}
-	}
-	return nil
+	return s.checkFound(found)
 }
 
 func (s Set) each(path string, found map[string]bool, fn func(path string, t Tensor) error) error {
@@ -112,17 +103,111 @@ func (s Set) each(path string, found map[string]bool, fn func(path string, t Ten
 		return err
 	}
 	defer f.Close()
-	base := filepath.Base(path)
+	if err := s.checkOwned(path, f, found); err != nil {
+		return err
+	}
 	for _, t := range f.Tensors() {
-		if s.owner != nil {
-			if s.owner[t.Name] != base {
-				return fmt.Errorf("%s: tensor %q is not listed for this file in %s", path, t.Name, s.Index)
-			}
-			found[t.Name] = true
-		}
 		if err := fn(path, t); err != nil {
 			return fmt.Errorf("%s: %w", path, err)
 		}
 	}
 	return nil
+}
+
+// checkOwned checks that the index lists every tensor of the file at path for that file, and
+// marks them found.
+func (s Set) checkOwned(path string, f *File, found map[string]bool) error {
+	if s.owner == nil {
+		return nil
+	}
+	base := filepath.Base(path)
+	for _, t := range f.Tensors() {
+		if s.owner[t.Name] != base {
+			return fmt.Errorf("%s: tensor %q is not listed for this file in %s", path, t.Name, s.Index)
+		}
+		found[t.Name] = true
+	}
+	return nil
+}
+
+// checkFound reports a tensor the index lists that no file held.
+func (s Set) checkFound(found map[string]bool) error {
+	for _, name := range slices.Sorted(maps.Keys(s.owner)) {
+		if !found[name] {
+			return fmt.Errorf("%s: lists tensor %q in %s, which does not hold it", s.Index, name, s.owner[name])
+		}
+	}
+	return nil
+}
+
+// Mapped is every file of a Set open at once, for a reader that keeps views of the tensors
+// (models/hf's loader maps a checkpoint and computes from the file's bytes). Close unmaps them.
+type Mapped struct {
+	files []*File
+	paths []string
+	where map[string]int // tensor name -> index of its file
+}
+
+// Map opens every file of the set and keeps it mapped, with the index checks of Each, so that no
+// tensor comes from two files. Only the headers are read; a tensor's pages are read when touched.
+func (s Set) Map() (*Mapped, error) {
+	m := &Mapped{where: map[string]int{}}
+	found := make(map[string]bool, len(s.owner))
+	for _, path := range s.Files {
+		f, err := Open(path)
+		if err != nil {
+			m.Close()
+			return nil, err
+		}
+		m.files, m.paths = append(m.files, f), append(m.paths, path)
+		if err := s.checkOwned(path, f, found); err != nil {
+			m.Close()
+			return nil, err
+		}
+		for _, t := range f.Tensors() {
+			m.where[t.Name] = len(m.files) - 1
+		}
+	}
+	if err := s.checkFound(found); err != nil {
+		m.Close()
+		return nil, err
+	}
+	return m, nil
+}
+
+// Tensor is the tensor named name and the path of its file, and whether the set has it. Its
+// bytes are valid until Close.
+func (m *Mapped) Tensor(name string) (Tensor, string, bool) {
+	i, ok := m.where[name]
+	if !ok {
+		return Tensor{}, "", false
+	}
+	t, _ := m.files[i].Tensor(name)
+	return t, m.paths[i], true
+}
+
+// Each calls fn with every tensor of every file, files in the set's order and tensors in data
+// order. Errors of fn come back prefixed with the file's path.
+func (m *Mapped) Each(fn func(path string, t Tensor) error) error {
+	for i, f := range m.files {
+		for _, t := range f.Tensors() {
+			if err := fn(m.paths[i], t); err != nil {
+				return fmt.Errorf("%s: %w", m.paths[i], err)
+			}
+		}
+	}
+	return nil
+}
+
+// Close unmaps every file; the tensors' bytes must not be used afterwards. It returns the first
+// error.
+func (m *Mapped) Close() error {
+	var first error
+	for _, f := range m.files {
+		if err := f.Close(); err != nil && first == nil {
+			first = err
+		}
+	}
+	m.files = nil
+	return first
 }

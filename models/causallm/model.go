@@ -263,34 +263,37 @@ func (m *Model) Export(lib *blas.Library) (*llama.Model, error) {
 	if err != nil {
 		return nil, fmt.Errorf("causallm: export: %w", err)
 	}
-	get := func(name string, dst []float32) error {
+	get := func(name string, part llama.Part, blk int) error {
 		t, ok := m.ps.Lookup(name)
 		if !ok {
 			return fmt.Errorf("causallm: export: no parameter %s", name)
 		}
-		if err := t.CopyTo(dst); err != nil {
+		dst, err := out.Storage(part, blk)
+		if err == nil {
+			err = t.CopyTo(dst)
+		}
+		if err != nil {
 			return fmt.Errorf("causallm: export %s: %w", name, err)
 		}
 		return nil
 	}
-	if err := get("model.embed_tokens.weight", out.Embed); err != nil {
+	if err := get("model.embed_tokens.weight", llama.Embedding, -1); err != nil {
 		return nil, err
 	}
-	if err := get("model.norm.weight", out.Norm); err != nil {
+	if err := get("model.norm.weight", llama.FinalNorm, -1); err != nil {
 		return nil, err
 	}
-	for i := range out.Blocks {
-		b := &out.Blocks[i]
+	for i := 0; i < out.Blocks(); i++ {
 		p := fmt.Sprintf("model.layers.%d.", i)
 		for _, w := range []struct {
 			name string
-			dst  []float32
+			part llama.Part
 		}{
-			{"input_layernorm.weight", b.AttnNorm}, {"self_attn.q_proj.weight", b.Q()}, {"self_attn.k_proj.weight", b.K()},
-			{"self_attn.v_proj.weight", b.V()}, {"self_attn.o_proj.weight", b.O}, {"post_attention_layernorm.weight", b.MLPNorm},
-			{"mlp.gate_proj.weight", b.Gate()}, {"mlp.up_proj.weight", b.Up()}, {"mlp.down_proj.weight", b.Down},
+			{"input_layernorm.weight", llama.AttnNorm}, {"self_attn.q_proj.weight", llama.QProj}, {"self_attn.k_proj.weight", llama.KProj},
+			{"self_attn.v_proj.weight", llama.VProj}, {"self_attn.o_proj.weight", llama.OProj}, {"post_attention_layernorm.weight", llama.MLPNorm},
+			{"mlp.gate_proj.weight", llama.GateProj}, {"mlp.up_proj.weight", llama.UpProj}, {"mlp.down_proj.weight", llama.DownProj},
 		} {
-			if err := get(p+w.name, w.dst); err != nil {
+			if err := get(p+w.name, w.part, i); err != nil {
 				return nil, err
 			}
 		}

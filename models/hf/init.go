@@ -89,10 +89,10 @@ func Init(opt InitOptions) (llama.Config, error) {
 	if dtype == "" {
 		dtype = BF16
 	}
-	sp := specs(cfg)
+	sp := specs(cfg, cfg.Layers)
 	largest := 0
 	for _, s := range sp {
-		largest = max(largest, product(s.shape))
+		largest = max(largest, s.Elems())
 	}
 	if opt.Check != nil {
 		plan := InitPlan{Config: cfg, Buffer: 4 * int64(largest), File: cfg.Params() * dtypeSize(dtype), Dir: tx.Path()}
@@ -106,14 +106,14 @@ func Init(opt InitOptions) (llama.Config, error) {
 	// preset needs memory for its largest tensor (the embedding), not for the model.
 	buf := make([]float32, largest)
 	stream := llama.NewInitStream(opt.Seed, std)
-	err = save(files, tx.Path(), cfgMap, cfg, dtype, func(i int) []float32 {
-		x := buf[:product(sp[i].shape)]
-		if sp[i].gain {
+	err = save(files, tx.Path(), cfgMap, cfg, dtype, func(i int) ([]float32, error) {
+		x := buf[:sp[i].Elems()]
+		if sp[i].Part.Gain() {
 			stream.Gain(x)
 		} else {
 			stream.Normal(x)
 		}
-		return x
+		return x, nil
 	})
 	if err != nil {
 		return cfg, err
@@ -198,14 +198,6 @@ func CopyTokenizer(files *safefile.Files, tokenizerJSON, dir string) error {
 		return err
 	}
 	return t.write(files, dir)
-}
-
-func product(shape []int) int {
-	n := 1
-	for _, d := range shape {
-		n *= d
-	}
-	return n
 }
 
 // dtypeSize is the bytes of one element of a tensor type of this package.

@@ -43,7 +43,7 @@ func finite(name string, first int, x []float32) error {
 // writeSafetensors streams tensors to w as one safetensors file in dtype (F32, F16 or BF16), in
 // the order given, with the metadata format "pt" that PyTorch tools expect. tensor(i) gives the
 // elements of tensor i when it is written (tensors are asked for in order, once).
-func writeSafetensors(w io.Writer, names []string, shapes [][]int, tensor func(i int) []float32, dtype string) error {
+func writeSafetensors(w io.Writer, names []string, shapes [][]int, tensor func(i int) ([]float32, error), dtype string) error {
 	dt := safetensors.DType(dtype)
 	if dt != safetensors.F32 && dt != safetensors.F16 && dt != safetensors.BF16 {
 		return fmt.Errorf("write: dtype %s: want F32, F16 or BF16", dtype)
@@ -57,8 +57,12 @@ func writeSafetensors(w io.Writer, names []string, shapes [][]int, tensor func(i
 		return fmt.Errorf("write: %w", err)
 	}
 	for i := range names {
-		if err := sw.WriteTensor(tensor(i)); err != nil {
-			return fmt.Errorf("write: %w", err)
+		x, err := tensor(i)
+		if err == nil {
+			err = sw.WriteTensor(x)
+		}
+		if err != nil {
+			return fmt.Errorf("write %s: %w", names[i], err)
 		}
 	}
 	return sw.Close()

@@ -22,8 +22,19 @@ func Save(dir string, config map[string]any, m *llama.Model, dtype string) error
 		return fmt.Errorf("save: %w", err)
 	}
 	defer tx.Abort() // nothing once committed
-	sp := specs(m.Cfg)
-	if err := save(nil, tx.Path(), config, m.Cfg, dtype, func(i int) []float32 { return sp[i].get(m) }); err != nil {
+	if m.Blocks() < m.Cfg.Layers {
+		return fmt.Errorf("save: the model holds blocks 0..%d of %d", m.Blocks()-1, m.Cfg.Layers)
+	}
+	sp := specs(m.Cfg, m.Cfg.Layers)
+	var buf []float32 // one tensor at a time, converted from how the model holds it
+	err = save(nil, tx.Path(), config, m.Cfg, dtype, func(i int) ([]float32, error) {
+		if n := sp[i].Elems(); cap(buf) < n {
+			buf = make([]float32, n)
+		}
+		buf = buf[:sp[i].Elems()]
+		return buf, m.Read(sp[i].Part, sp[i].Block, buf)
+	})
+	if err != nil {
 		return err
 	}
 	return tx.Commit()
@@ -31,7 +42,7 @@ func Save(dir string, config map[string]any, m *llama.Model, dtype string) error
 
 // save writes config.json and model.safetensors into the existing directory dir through files,
 // asking tensor for each tensor of specs(cfg) in order.
-func save(files *safefile.Files, dir string, config map[string]any, cfg llama.Config, dtype string, tensor func(i int) []float32) error {
+func save(files *safefile.Files, dir string, config map[string]any, cfg llama.Config, dtype string, tensor func(i int) ([]float32, error)) error {
 	js, err := marshalConfig(config)
 	if err != nil {
 		return fmt.Errorf("save %s: config: %w", dir, err)
@@ -43,10 +54,10 @@ func save(files *safefile.Files, dir string, config map[string]any, cfg llama.Co
 	if c != cfg {
 		return fmt.Errorf("save %s: config.json describes %+v, the model is %+v", dir, c, cfg)
 	}
-	sp := specs(cfg)
+	sp := specs(cfg, cfg.Layers)
 	names, shapes := make([]string, len(sp)), make([][]int, len(sp))
 	for i, s := range sp {
-		names[i], shapes[i] = s.name, s.shape
+		names[i], shapes[i] = s.name, s.Shape
 	}
 	f, err := files.CreateAtomic(filepath.Join(dir, WeightsFile))
 	if err != nil {

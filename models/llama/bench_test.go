@@ -34,6 +34,7 @@ func BenchmarkExtractLlama2Shape(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	defer m.Close()
 	const textLen, texts = 128, 16
 	rng := rand.New(rand.NewPCG(1, 2))
 	seqs := make([][]int32, texts)

@@ -11,15 +11,21 @@ import (
 func TestBytesBoundAllocations(t *testing.T) {
 	c := testConfig()
 	m := randomModel(t, c, 1)
-	weights := len(m.Embed) + len(m.Norm)
-	for _, b := range m.Blocks {
-		weights += len(b.AttnNorm) + len(b.QKV) + len(b.QKVBias) + len(b.QNorm) + len(b.KNorm) + len(b.O) + len(b.MLPNorm) + len(b.GateUp) + len(b.Down)
-	}
-	if !c.TiedEmbeddings {
-		weights += len(m.LMHead)
+	weights := 0
+	for _, tn := range c.Tensors(c.Layers) {
+		weights += len(storage(t, m, tn.Part, tn.Block))
 	}
 	if got := c.WeightBytes(); got != 4*int64(weights) {
 		t.Errorf("WeightBytes %d, the model holds %d", got, 4*weights)
+	}
+	for blocks := 1; blocks <= c.Layers; blocks++ {
+		n := 0
+		for _, tn := range c.Tensors(blocks) {
+			n += tn.Elems()
+		}
+		if got := c.LoadedParams(blocks); got != int64(n) {
+			t.Errorf("LoadedParams(%d) %d, its tensors hold %d", blocks, got, n)
+		}
 	}
 	const maxLen, tokens, workers = 16, 32, 3
 	cache, err := m.NewCache(maxLen)
@@ -50,7 +56,7 @@ func TestBytesBoundAllocations(t *testing.T) {
 		t.Fatal(err)
 	}
 	held := len(ws.x) + len(ws.xn) + len(ws.qkv) + len(ws.att) + len(ws.tmp) + len(ws.gu) + len(ws.act) + len(ws.pos) +
-		len(ws.cos) + len(ws.sin) + len(ws.altK) + len(ws.altV)
+		len(ws.cos) + len(ws.sin) + len(ws.altK) + len(ws.altV) + len(ws.conv)
 	for _, s := range ws.scores {
 		held += cap(s)
 	}

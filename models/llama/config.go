@@ -1,9 +1,13 @@
-// Package llama is a Llama-family decoder (Llama 2/3, Mistral, Qwen2, Qwen3) in float32 on the
-// host: token embedding, pre-norm blocks of RMSNorm, rotary grouped-query attention with causal
-// masking and a SwiGLU MLP, a final RMSNorm and a tied or untied output embedding. It is the one
-// definition of the forward pass that extraction uses and that training on the engine tape is to
-// be cross-checked against. Matrix products go through engine/blas; weights keep the PyTorch
-// nn.Linear layout (out, in). Loading from a Hugging Face directory lives in models/hf.
+// Package llama is a Llama-family decoder (Llama 2/3, Mistral, Qwen2, Qwen3) on the host: token
+// embedding, pre-norm blocks of RMSNorm, rotary grouped-query attention with causal masking and a
+// SwiGLU MLP, a final RMSNorm and a tied or untied output embedding. It is the one definition of
+// the forward pass that extraction uses and that training on the engine tape is to be
+// cross-checked against. Matrix products go through engine/blas in float32; weights keep the
+// PyTorch nn.Linear layout (out, in) and are held as float32 (New, Random, a checkpoint's F32
+// tensors) or as a checkpoint stores them (Assemble: F16 and BF16 bytes converted to float32 a
+// GEMM chunk at a time), so a bfloat16 checkpoint takes half the memory of a float32 copy and
+// only the blocks a command needs are read. Loading from a Hugging Face directory lives in
+// models/hf.
 package llama
 
 import (
@@ -192,12 +196,28 @@ func (c Config) embedParams() int64 {
 }
 
 // Params counts the weights of the model.
-func (c Config) Params() int64 {
-	return c.embedParams() + int64(c.Layers)*c.blockParams()
+func (c Config) Params() int64 { return c.LoadedParams(c.Layers) }
+
+// LoadedParams counts the weights of a model of blocks 0..blocks-1 (Assemble): the token
+// embedding, those blocks, and with every block the final norm and an untied output projection.
+func (c Config) LoadedParams(blocks int) int64 {
+	blocks = min(max(blocks, 0), c.Layers)
+	if blocks == c.Layers {
+		return c.embedParams() + int64(c.Layers)*c.blockParams()
+	}
+	return int64(c.VocabSize)*int64(c.Hidden) + int64(blocks)*c.blockParams()
 }
 
-// WeightBytes is the host memory of the model's weights (float32; New allocates all of them).
+// WeightBytes is the host memory of the model's weights in float32 (New allocates all of them).
 func (c Config) WeightBytes() int64 { return 4 * c.Params() }
+
+// ScratchBytes is the float32 scratch a workspace converts a model's stored block matrices
+// through when none of them reads in place: the largest, (q+2kv, d), (d, q), (2f, d) or (d, f)
+// (Model.ScratchBytes without logits).
+func (c Config) ScratchBytes() int64 {
+	d, f, q, kv := int64(c.Hidden), int64(c.Intermediate), int64(c.QDim()), int64(c.KVDim())
+	return 4 * max((q+2*kv)*d, d*q, 2*f*d)
+}
 
 // BlockBytes is the host memory of the weights of one decoder block.
 func (c Config) BlockBytes() int64 { return 4 * c.blockParams() }

@@ -59,6 +59,7 @@ type Workspace struct {
 	sin        []float32   // (positions, hd/2)
 	seqs       []attnSeq
 	altK, altV []float32 // ForwardAlternatives: each row's keys and values, (rows, prefix+1, kv)
+	conv       []float32 // a stored matrix converted to float32, grown on demand (Model.ScratchBytes)
 }
 
 // NewWorkspace sizes a workspace for batches of at most maxTokens tokens in all and maxLen tokens
@@ -115,8 +116,9 @@ func (m *Model) ensureRope(ws *Workspace, n int) {
 
 // Forward runs the decoder on a batch of token-id sequences, each on its own (positions 0..T-1, as
 // if alone: the batch is packed without padding and attention runs per sequence). tap, when not
-// nil, sees the residual input and attention input of every block and the final-norm output.
-// logits, when not nil (len >= n*vocab, n = total tokens), receives the output logits (n, vocab).
+// nil, sees the residual input and attention input of every block and the final-norm output (of
+// a model of the first blocks: up to the last one's output, see Blocks). logits, when not nil
+// (len >= n*vocab, n = total tokens), receives the output logits (n, vocab).
 func (m *Model) Forward(ctx context.Context, ws *Workspace, seqs [][]int32, tap Tap, logits []float32) error {
 	if ws.owner != m {
 		return fmt.Errorf("forward: the workspace belongs to another model")
@@ -148,7 +150,7 @@ func (m *Model) Forward(ctx context.Context, ws *Workspace, seqs [][]int32, tap 
 			ws.pos[ws.offs[s]+p] = int32(p)
 		}
 	}
-	m.embed(ws, seqs)
+	m.lookup(ws, seqs)
 	// Each sequence attends to its own keys and values, which sit in ws.qkv beside its queries.
 	c := m.Cfg
 	w := c.QDim() + 2*c.KVDim()
@@ -170,12 +172,12 @@ type Cache struct {
 }
 
 // NewCache allocates a cache for one sequence of up to capacity tokens:
-// 2 * Layers * capacity * KVDim float32s.
+// 2 * Blocks() * capacity * KVDim float32s.
 func (m *Model) NewCache(capacity int) (*Cache, error) {
 	if capacity < 1 || capacity > m.Cfg.MaxLen() {
 		return nil, fmt.Errorf("cache: capacity %d: want 1..%d", capacity, m.Cfg.MaxLen())
 	}
-	c := &Cache{owner: m, k: make([][]float32, m.Cfg.Layers), v: make([][]float32, m.Cfg.Layers)}
+	c := &Cache{owner: m, k: make([][]float32, len(m.blocks)), v: make([][]float32, len(m.blocks))}
 	for l := range c.k {
 		c.k[l] = make([]float32, capacity*m.Cfg.KVDim())
 		c.v[l] = make([]float32, capacity*m.Cfg.KVDim())
@@ -235,7 +237,7 @@ func (m *Model) ForwardNext(ctx context.Context, ws *Workspace, cache *Cache, id
 		ws.pos[p] = int32(cache.n + p)
 	}
 	m.ensureRope(ws, cache.n+t)
-	m.embed(ws, [][]int32{ids})
+	m.lookup(ws, [][]int32{ids})
 	ws.seqs = append(ws.seqs[:0], attnSeq{row: 0, t: t, p0: cache.n, ld: m.Cfg.KVDim()})
 	if err := m.run(ctx, ws, t, cache, false, tap, logits); err != nil {
 		return err
@@ -266,7 +268,7 @@ func (m *Model) ForwardAlternatives(ctx context.Context, ws *Workspace, cache *C
 		ws.pos[p] = int32(cache.n)
 	}
 	m.ensureRope(ws, cache.n+1)
-	m.embed(ws, [][]int32{ids})
+	m.lookup(ws, [][]int32{ids})
 	ws.seqs = ws.seqs[:0]
 	for r := range ids {
 		ws.seqs = append(ws.seqs, attnSeq{row: r, t: 1, p0: cache.n, ld: m.Cfg.KVDim()})
@@ -284,6 +286,9 @@ func (m *Model) checkIDs(ids []int32) error {
 }
 
 func (m *Model) checkLogits(logits []float32, n int) error {
+	if logits != nil && len(m.blocks) < m.Cfg.Layers {
+		return fmt.Errorf("forward: logits of a model holding blocks 0..%d of %d", len(m.blocks)-1, m.Cfg.Layers)
+	}
 	if logits != nil && len(logits) < n*m.Cfg.VocabSize {
 		return fmt.Errorf("forward: logits has %d values, want %d (%d tokens x vocab %d)", len(logits), n*m.Cfg.VocabSize, n, m.Cfg.VocabSize)
 	}
@@ -294,21 +299,22 @@ func (m *Model) checkLogits(logits []float32, n int) error {
 // norm and the logits on the n rows already embedded in ws.x. With a cache, the new keys and values
 // are stored in it at rows cache.n.. and attention reads the whole cached sequence; with alts too,
 // every row is an alternative next token instead, attending to the prefix and itself only, and the
-// cache is left as it was.
+// cache is left as it was. A model of fewer blocks than Layers stops after its last block, tapping
+// that block's output as the next one's residual input.
 func (m *Model) run(ctx context.Context, ws *Workspace, n int, cache *Cache, alts bool, tap Tap, logits []float32) error {
 	c := m.Cfg
 	d := c.Hidden
-	for l := range m.Blocks {
+	for l := range m.blocks {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		b := &m.Blocks[l]
+		b := &m.blocks[l]
 		if tap != nil {
 			if err := tap(Residual, l, ws.x[:n*d]); err != nil {
 				return fmt.Errorf("forward: layer %d %s: %w", l, Residual, err)
 			}
 		}
-		m.rmsNormRows(ws, ws.x, b.AttnNorm, ws.xn, n)
+		m.rmsNormRows(ws, ws.x, b.attnNorm, ws.xn, n)
 		if tap != nil {
 			if err := tap(AttnInput, l, ws.xn[:n*d]); err != nil {
 				return fmt.Errorf("forward: layer %d %s: %w", l, AttnInput, err)
@@ -317,7 +323,15 @@ func (m *Model) run(ctx context.Context, ws *Workspace, n int, cache *Cache, alt
 		m.attentionBlock(ws, b, n, cache, alts, l)
 		m.mlpBlock(ws, b, n)
 	}
-	m.rmsNormRows(ws, ws.x, m.Norm, ws.xn, n)
+	if len(m.blocks) < c.Layers {
+		if tap != nil {
+			if err := tap(Residual, len(m.blocks), ws.x[:n*d]); err != nil {
+				return fmt.Errorf("forward: layer %d %s: %w", len(m.blocks), Residual, err)
+			}
+		}
+		return nil
+	}
+	m.rmsNormRows(ws, ws.x, m.norm, ws.xn, n)
 	if tap != nil {
 		if err := tap(Residual, c.Layers, ws.xn[:n*d]); err != nil {
 			return fmt.Errorf("forward: layer %d %s: %w", c.Layers, Residual, err)
@@ -325,30 +339,30 @@ func (m *Model) run(ctx context.Context, ws *Workspace, n int, cache *Cache, alt
 	}
 	if logits != nil {
 		// logits: (n, vocab) = xn (n, d) . LMHead^T (d, vocab)
-		m.linear(ws, ws.xn, d, m.LMHead, nil, c.VocabSize, logits, n)
+		m.linear(ws, ws.xn, &m.lmHead, nil, logits, n)
 	}
 	return nil
 }
 
-// embed copies each token's embedding row into ws.x.
-func (m *Model) embed(ws *Workspace, seqs [][]int32) {
+// lookup converts each token's embedding row into ws.x: only the rows looked up.
+func (m *Model) lookup(ws *Workspace, seqs [][]int32) {
 	d := m.Cfg.Hidden
 	for s, seq := range seqs {
 		for p, id := range seq {
 			r := ws.offs[s] + p
-			copy(ws.x[r*d:(r+1)*d], m.Embed[int(id)*d:int(id+1)*d])
+			m.embed.convert(int(id), int(id)+1, ws.x[r*d:(r+1)*d])
 		}
 	}
 }
 
 // attentionBlock adds the attention sublayer's output to ws.x, reading RMSNorm(x)·g from ws.xn:
 // x += O · Attn(RoPE(norm(Q xn + bq)), RoPE(norm(K xn + bk)), V xn + bv).
-func (m *Model) attentionBlock(ws *Workspace, b *Block, n int, cache *Cache, alts bool, layer int) {
+func (m *Model) attentionBlock(ws *Workspace, b *block, n int, cache *Cache, alts bool, layer int) {
 	c := m.Cfg
 	d, hd, q, kv := c.Hidden, c.HeadDim, c.QDim(), c.KVDim()
 	w := q + 2*kv
 	// qkv: (n, q+2kv) = xn (n, d) . QKV^T (d, q+2kv) + bias
-	m.linear(ws, ws.xn, d, b.QKV, b.QKVBias, w, ws.qkv, n)
+	m.linear(ws, ws.xn, &b.qkv, b.qkvBias, ws.qkv, n)
 	eps := float32(c.RMSEps)
 	half := hd / 2
 	parallel(ws.workers, n, func(lo, hi int) {
@@ -360,9 +374,9 @@ func (m *Model) attentionBlock(ws *Workspace, b *Block, n int, cache *Cache, alt
 			for h := 0; h < c.Heads+c.KVHeads; h++ {
 				x := row[h*hd : (h+1)*hd]
 				if c.QKNorm {
-					g := b.QNorm
+					g := b.qNorm
 					if h >= c.Heads {
-						g = b.KNorm
+						g = b.kNorm
 					}
 					rmsNorm(x, g, x, eps)
 				}
@@ -394,16 +408,16 @@ func (m *Model) attentionBlock(ws *Workspace, b *Block, n int, cache *Cache, alt
 	}
 	m.attention(ws)
 	// tmp: (n, d) = att (n, q) . O^T (q, d); x += tmp
-	m.linear(ws, ws.att, q, b.O, nil, d, ws.tmp, n)
+	m.linear(ws, ws.att, &b.o, nil, ws.tmp, n)
 	addRows(ws, ws.x, ws.tmp, n*d)
 }
 
 // mlpBlock adds the SwiGLU sublayer to ws.x: x += Down (silu(Gate xn') ⊙ Up xn'), xn' = RMSNorm(x)·g.
-func (m *Model) mlpBlock(ws *Workspace, b *Block, n int) {
+func (m *Model) mlpBlock(ws *Workspace, b *block, n int) {
 	d, f := m.Cfg.Hidden, m.Cfg.Intermediate
-	m.rmsNormRows(ws, ws.x, b.MLPNorm, ws.xn, n)
+	m.rmsNormRows(ws, ws.x, b.mlpNorm, ws.xn, n)
 	// gu: (n, 2f) = xn (n, d) . GateUp^T (d, 2f)
-	m.linear(ws, ws.xn, d, b.GateUp, nil, 2*f, ws.gu, n)
+	m.linear(ws, ws.xn, &b.gateUp, nil, ws.gu, n)
 	parallel(ws.workers, n, func(lo, hi int) {
 		for r := lo; r < hi; r++ {
 			gate, up := ws.gu[r*2*f:r*2*f+f], ws.gu[r*2*f+f:(r+1)*2*f]
@@ -414,7 +428,7 @@ func (m *Model) mlpBlock(ws *Workspace, b *Block, n int) {
 		}
 	})
 	// tmp: (n, d) = act (n, f) . Down^T (f, d); x += tmp
-	m.linear(ws, ws.act, f, b.Down, nil, d, ws.tmp, n)
+	m.linear(ws, ws.act, &b.down, nil, ws.tmp, n)
 	addRows(ws, ws.x, ws.tmp, n*d)
 }
 
@@ -464,16 +478,38 @@ func (m *Model) attention(ws *Workspace) {
 // columns: a row split makes every chunk's GEMM stream the whole weight matrix (200 MB for
 // Llama-2-7B's gate/up) from memory again, a column split reads each weight once. Measured on the
 // Llama-2-7B shape cut to 2 layers, 2048 tokens a batch, 2 cores: 189 -> 231 tokens/s.
-func (m *Model) linear(ws *Workspace, src []float32, in int, w, b []float32, out int, dst []float32, n int) {
+//
+// A matrix held as F16 or BF16 bytes is converted into the workspace's scratch first, by
+// the same chunks the GEMMs take (each column-split worker converts the rows it multiplies by;
+// a row split converts the whole matrix once, which costs less than one chunk's GEMM since there
+// are more rows than columns), so the GEMM calls, and so the results, are exactly those of a
+// float32 copy of the file.
+func (m *Model) linear(ws *Workspace, src []float32, w *matrix, b []float32, dst []float32, n int) {
+	in, out := w.cols, w.rows
+	wf := w.f32
+	if wf == nil {
+		ws.conv = grow(ws.conv, out*in)
+	}
 	if ws.workers == 1 || (n >= 8*ws.workers && n >= out) {
+		if wf == nil {
+			wf = ws.conv
+			parallel(ws.workers, out, func(lo, hi int) { w.convert(lo, hi, wf[lo*in:hi*in]) })
+		}
 		parallel(ws.workers, n, func(lo, hi int) {
-			m.lib.Sgemm(false, true, hi-lo, out, in, 1, src[lo*in:hi*in], in, w, in, 0, dst[lo*out:hi*out], out)
+			m.lib.Sgemm(false, true, hi-lo, out, in, 1, src[lo*in:hi*in], in, wf, in, 0, dst[lo*out:hi*out], out)
 			addBias(dst, b, lo, hi, out)
 		})
 		return
 	}
 	parallel(ws.workers, out, func(lo, hi int) {
-		m.lib.Sgemm(false, true, n, hi-lo, in, 1, src[:n*in], in, w[lo*in:hi*in], in, 0, dst[lo:(n-1)*out+hi], out)
+		var wt []float32 // (hi-lo, in): the rows of w this chunk multiplies by
+		if wf != nil {
+			wt = wf[lo*in : hi*in]
+		} else {
+			wt = ws.conv[lo*in : hi*in]
+			w.convert(lo, hi, wt)
+		}
+		m.lib.Sgemm(false, true, n, hi-lo, in, 1, src[:n*in], in, wt, in, 0, dst[lo:(n-1)*out+hi], out)
 	})
 	addBias(dst, b, 0, n, out)
 }

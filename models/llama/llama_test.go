@@ -24,6 +24,16 @@ func randomModel(t *testing.T, c Config, seed uint64) *Model {
 	return m
 }
 
+// storage is m's float32 storage of one weight.
+func storage(t *testing.T, m *Model, p Part, blk int) []float32 {
+	t.Helper()
+	x, err := m.Storage(p, blk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return x
+}
+
 type run struct {
 	taps   map[[2]int][]float32 // (point, layer) -> rows
 	logits []float32
@@ -150,19 +160,16 @@ func TestGQAEqualsRepeatedMHA(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	copy(mh.Embed, g.Embed)
-	copy(mh.Norm, g.Norm)
-	copy(mh.LMHead, g.LMHead)
 	rep, hd, d := c.Heads/c.KVHeads, c.HeadDim, c.Hidden
-	for i := range g.Blocks {
-		src, dst := &g.Blocks[i], &mh.Blocks[i]
-		for _, p := range [][2][]float32{{src.AttnNorm, dst.AttnNorm}, {src.Q(), dst.Q()}, {src.O, dst.O}, {src.MLPNorm, dst.MLPNorm}, {src.GateUp, dst.GateUp}, {src.Down, dst.Down}} {
-			copy(p[1], p[0])
+	for _, tn := range c.Tensors(c.Layers) {
+		src, dst := storage(t, g, tn.Part, tn.Block), storage(t, mh, tn.Part, tn.Block)
+		if tn.Part != KProj && tn.Part != VProj {
+			copy(dst, src)
+			continue
 		}
 		for h := 0; h < c.Heads; h++ {
 			kv := h / rep
-			copy(dst.K()[h*hd*d:(h+1)*hd*d], src.K()[kv*hd*d:(kv+1)*hd*d])
-			copy(dst.V()[h*hd*d:(h+1)*hd*d], src.V()[kv*hd*d:(kv+1)*hd*d])
+			copy(dst[h*hd*d:(h+1)*hd*d], src[kv*hd*d:(kv+1)*hd*d])
 		}
 	}
 	seq := [][]int32{ids(4, c.VocabSize, 20)}
@@ -186,7 +193,7 @@ func TestTiedEmbeddings(t *testing.T) {
 	c := testConfig()
 	c.TiedEmbeddings = true
 	tied := randomModel(t, c, 5)
-	if &tied.LMHead[0] != &tied.Embed[0] {
+	if &storage(t, tied, LMHead, -1)[0] != &storage(t, tied, Embedding, -1)[0] {
 		t.Fatal("tied model's output projection is not its embedding")
 	}
 	uc := c
@@ -195,16 +202,16 @@ func TestTiedEmbeddings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	copy(untied.Embed, tied.Embed)
-	copy(untied.LMHead, tied.Embed)
-	copy(untied.Norm, tied.Norm)
-	copy(untied.Blocks, tied.Blocks) // the blocks' slices are shared, which is fine read-only
+	for _, tn := range c.Tensors(c.Layers) {
+		copy(storage(t, untied, tn.Part, tn.Block), storage(t, tied, tn.Part, tn.Block))
+	}
+	copy(storage(t, untied, LMHead, -1), storage(t, tied, Embedding, -1))
 	seq := [][]int32{ids(6, c.VocabSize, 9)}
 	a, b := forward(t, tied, seq, 1), forward(t, untied, seq, 1)
 	if e := maxRel(a.logits, b.logits); e != 0 {
 		t.Fatalf("tied vs untied copy: logits differ by %g", e)
 	}
-	untied.LMHead[0] += 1
+	storage(t, untied, LMHead, -1)[0] += 1
 	if e := maxRel(forward(t, untied, seq, 1).logits, a.logits); e == 0 {
 		t.Fatal("changing the untied projection changed no logit")
 	}
@@ -342,10 +349,10 @@ func TestForwardRefusesBadInput(t *testing.T) {
 func TestRandomDeterministic(t *testing.T) {
 	a, b := randomModel(t, testConfig(), 3), randomModel(t, testConfig(), 3)
 	c := randomModel(t, testConfig(), 4)
-	if maxRel(a.Blocks[1].Down, b.Blocks[1].Down) != 0 || maxRel(a.LMHead, b.LMHead) != 0 {
+	if maxRel(storage(t, a, DownProj, 1), storage(t, b, DownProj, 1)) != 0 || maxRel(storage(t, a, LMHead, -1), storage(t, b, LMHead, -1)) != 0 {
 		t.Fatal("same seed, different weights")
 	}
-	if maxRel(a.Blocks[1].Down, c.Blocks[1].Down) == 0 {
+	if maxRel(storage(t, a, DownProj, 1), storage(t, c, DownProj, 1)) == 0 {
 		t.Fatal("different seeds, same weights")
 	}
 }

@@ -1,78 +1,44 @@
 package llama
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/gelo-research/geloattack/engine/blas"
 )
 
-// Model is a decoder with float32 weights. Fill the weights (models/hf reads them from a Hugging
-// Face directory, Random draws them) before the first forward pass; afterwards the model is
-// read-only and safe for concurrent forward passes with separate workspaces.
+// Model is a decoder: its config and the weights of blocks 0..Blocks()-1, held as float32 (New,
+// Random, and a checkpoint's F32 tensors) or as a checkpoint file stores them (Assemble: F16 or
+// BF16 bytes, converted to float32 as a forward pass reads them). Fill a New or Random model's
+// weights (Storage) before the first forward pass; afterwards the model is read-only and safe for
+// concurrent forward passes with separate workspaces.
 type Model struct {
 	Cfg Config
-	// Embed is the token embedding: (vocab, d).
-	Embed []float32
-	// Blocks are the decoder layers in order.
-	Blocks []Block
-	// Norm is the final RMSNorm gain: (d).
-	Norm []float32
-	// LMHead is the output projection: (vocab, d). With tied embeddings it is Embed itself.
-	LMHead []float32
 
-	lib *blas.Library
+	embed  matrix    // (vocab, d)
+	blocks []block   // blocks 0..len-1
+	norm   []float32 // (d): the final RMSNorm gain; nil unless every block is held
+	lmHead matrix    // (vocab, d): the embedding when tied; empty unless every block is held
+	stored bool      // assembled from a checkpoint: read-only
+	close  func() error
+	lib    *blas.Library
 }
 
-// Block is one pre-norm decoder layer. Q, K and V are stored stacked, and so are the gate and up
-// projections, so that each pair of GEMMs is one; the accessors give the Hugging Face tensors
-// as views into the stacked storage.
-type Block struct {
-	AttnNorm []float32 // (d): input_layernorm
-	QKV      []float32 // (q+2kv, d): q_proj rows, then k_proj, then v_proj
-	QKVBias  []float32 // (q+2kv), nil without biases
-	QNorm    []float32 // (hd): q_norm, nil unless Cfg.QKNorm
-	KNorm    []float32 // (hd): k_norm, nil unless Cfg.QKNorm
-	O        []float32 // (d, q): o_proj
-	MLPNorm  []float32 // (d): post_attention_layernorm
-	GateUp   []float32 // (2f, d): gate_proj rows, then up_proj
-	Down     []float32 // (d, f): down_proj
-
-	q, kv, f, d int
+// block is one pre-norm decoder layer. Q, K and V are stacked, and so are the gate and up
+// projections, so that each triple or pair of GEMMs is one.
+type block struct {
+	attnNorm, mlpNorm []float32 // (d)
+	qNorm, kNorm      []float32 // (hd), nil unless Cfg.QKNorm
+	qkvBias           []float32 // (q+2kv), nil without biases
+	qkv               matrix    // (q+2kv, d): q_proj rows, then k_proj, then v_proj
+	o                 matrix    // (d, q)
+	gateUp            matrix    // (2f, d): gate_proj rows, then up_proj
+	down              matrix    // (d, f)
 }
 
-// Q is q_proj.weight: (q, d).
-func (b *Block) Q() []float32 { return b.QKV[:b.q*b.d] }
-
-// K is k_proj.weight: (kv, d).
-func (b *Block) K() []float32 { return b.QKV[b.q*b.d : (b.q+b.kv)*b.d] }
-
-// V is v_proj.weight: (kv, d).
-func (b *Block) V() []float32 { return b.QKV[(b.q+b.kv)*b.d:] }
-
-// QBias is q_proj.bias (q), nil without biases.
-func (b *Block) QBias() []float32 { return sub(b.QKVBias, 0, b.q) }
-
-// KBias is k_proj.bias (kv), nil without biases.
-func (b *Block) KBias() []float32 { return sub(b.QKVBias, b.q, b.q+b.kv) }
-
-// VBias is v_proj.bias (kv), nil without biases.
-func (b *Block) VBias() []float32 { return sub(b.QKVBias, b.q+b.kv, b.q+2*b.kv) }
-
-// Gate is gate_proj.weight: (f, d).
-func (b *Block) Gate() []float32 { return b.GateUp[:b.f*b.d] }
-
-// Up is up_proj.weight: (f, d).
-func (b *Block) Up() []float32 { return b.GateUp[b.f*b.d:] }
-
-func sub(x []float32, lo, hi int) []float32 {
-	if x == nil {
-		return nil
-	}
-	return x[lo:hi:hi]
-}
-
-// New allocates a model of cfg with every weight zero (gains included). lib computes the matrix
-// products; nil means blas.Default(). Memory: 4 bytes per parameter (Config.Params).
+// New allocates a model of cfg with every weight zero (gains included), all of it float32 on the
+// heap: 4 bytes per parameter (Config.Params). lib computes the matrix products; nil means
+// blas.Default().
 func New(cfg Config, lib *blas.Library) (*Model, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("llama: %w", err)
@@ -81,30 +47,20 @@ func New(cfg Config, lib *blas.Library) (*Model, error) {
 		lib = blas.Default()
 	}
 	d, f, q, kv := cfg.Hidden, cfg.Intermediate, cfg.QDim(), cfg.KVDim()
-	m := &Model{
-		Cfg: cfg, lib: lib,
-		Embed:  make([]float32, cfg.VocabSize*d),
-		Norm:   make([]float32, d),
-		Blocks: make([]Block, cfg.Layers),
+	m := &Model{Cfg: cfg, lib: lib, embed: heapMatrix(cfg.VocabSize, d), norm: make([]float32, d), blocks: make([]block, cfg.Layers)}
+	m.lmHead = m.embed
+	if !cfg.TiedEmbeddings {
+		m.lmHead = heapMatrix(cfg.VocabSize, d)
 	}
-	if cfg.TiedEmbeddings {
-		m.LMHead = m.Embed
-	} else {
-		m.LMHead = make([]float32, cfg.VocabSize*d)
-	}
-	for i := range m.Blocks {
-		b := &m.Blocks[i]
-		*b = Block{
-			q: q, kv: kv, f: f, d: d,
-			AttnNorm: make([]float32, d), QKV: make([]float32, (q+2*kv)*d),
-			O: make([]float32, d*q), MLPNorm: make([]float32, d),
-			GateUp: make([]float32, 2*f*d), Down: make([]float32, d*f),
-		}
+	for i := range m.blocks {
+		b := &m.blocks[i]
+		*b = block{attnNorm: make([]float32, d), mlpNorm: make([]float32, d),
+			qkv: heapMatrix(q+2*kv, d), o: heapMatrix(d, q), gateUp: heapMatrix(2*f, d), down: heapMatrix(d, f)}
 		if cfg.QKVBias {
-			b.QKVBias = make([]float32, q+2*kv)
+			b.qkvBias = make([]float32, q+2*kv)
 		}
 		if cfg.QKNorm {
-			b.QNorm, b.KNorm = make([]float32, cfg.HeadDim), make([]float32, cfg.HeadDim)
+			b.qNorm, b.kNorm = make([]float32, cfg.HeadDim), make([]float32, cfg.HeadDim)
 		}
 	}
 	return m, nil
@@ -112,3 +68,171 @@ func New(cfg Config, lib *blas.Library) (*Model, error) {
 
 // Lib is the BLAS library the model computes with.
 func (m *Model) Lib() *blas.Library { return m.lib }
+
+// Blocks is the number of decoder blocks the model holds: Cfg.Layers, or fewer when it was
+// assembled from the first blocks of a checkpoint. Such a model runs those blocks only: its taps
+// reach the residual input of block Blocks() (Hugging Face's hidden_states[Blocks()]) and it
+// computes no logits.
+func (m *Model) Blocks() int { return len(m.blocks) }
+
+// Close releases what the model's weights are read from (models/hf's mapped files); the model
+// must not be used afterwards. It does nothing for a float32 model.
+func (m *Model) Close() error {
+	if m.close == nil {
+		return nil
+	}
+	c := m.close
+	m.close = nil
+	return c()
+}
+
+// Storage is the float32 storage of one weight of a model made by New or Random (block is
+// ignored for the parts outside the blocks), to fill before the first forward pass. A model
+// assembled from a checkpoint refuses: its weights are the file's, read-only.
+func (m *Model) Storage(p Part, blk int) ([]float32, error) {
+	if m.stored {
+		return nil, fmt.Errorf("llama: %s: the weights are a checkpoint's, read-only", p)
+	}
+	w, lo, hi, vec, err := m.locate(p, blk)
+	if err != nil {
+		return nil, err
+	}
+	if w == nil {
+		return vec, nil
+	}
+	return w.f32[lo*w.cols : hi*w.cols : hi*w.cols], nil
+}
+
+// Read converts the whole of one weight to float32 into dst, which must hold its element count.
+func (m *Model) Read(p Part, blk int, dst []float32) error {
+	rows, _, err := m.Shape(p, blk)
+	if err != nil {
+		return err
+	}
+	return m.ReadRows(p, blk, 0, rows, dst)
+}
+
+// Shape is one weight's (rows, cols); a gain or bias is one row.
+func (m *Model) Shape(p Part, blk int) (rows, cols int, err error) {
+	w, lo, hi, vec, err := m.locate(p, blk)
+	switch {
+	case err != nil:
+		return 0, 0, err
+	case w == nil:
+		return 1, len(vec), nil
+	}
+	return hi - lo, w.cols, nil
+}
+
+// ReadRows converts rows lo..hi-1 of one weight to float32 into dst (hi-lo, cols): e.g. the
+// embedding rows of a few tokens, without converting the table.
+func (m *Model) ReadRows(p Part, blk, lo, hi int, dst []float32) error {
+	w, r0, r1, vec, err := m.locate(p, blk)
+	if err != nil {
+		return err
+	}
+	if w == nil {
+		if lo != 0 || hi != 1 || len(dst) != len(vec) {
+			return fmt.Errorf("llama: %s: rows [%d, %d) into %d values: it is one row of %d", p, lo, hi, len(dst), len(vec))
+		}
+		copy(dst, vec)
+		return nil
+	}
+	if lo < 0 || lo > hi || hi > r1-r0 || len(dst) != (hi-lo)*w.cols {
+		return fmt.Errorf("llama: %s: rows [%d, %d) into %d values: it has %d rows of %d", p, lo, hi, len(dst), r1-r0, w.cols)
+	}
+	w.convert(r0+lo, r0+hi, dst)
+	return nil
+}
+
+// errNotHeld is the error for a part the model does not hold.
+var errNotHeld = errors.New("not held")
+
+// locate finds a weight: a matrix and its rows lo..hi-1 (q_proj within the stacked q/k/v), or a
+// vector (w nil).
+func (m *Model) locate(p Part, blk int) (w *matrix, lo, hi int, vec []float32, err error) {
+	c := m.Cfg
+	switch p {
+	case Embedding:
+		return &m.embed, 0, m.embed.rows, nil, nil
+	case FinalNorm, LMHead:
+		if len(m.blocks) < c.Layers {
+			return nil, 0, 0, nil, fmt.Errorf("llama: %s: %w by a model of blocks 0..%d of %d", p, errNotHeld, len(m.blocks)-1, c.Layers)
+		}
+		if p == FinalNorm {
+			return nil, 0, 0, m.norm, nil
+		}
+		return &m.lmHead, 0, m.lmHead.rows, nil, nil
+	}
+	if !p.InBlock() {
+		return nil, 0, 0, nil, fmt.Errorf("llama: %v: no such weight", p)
+	}
+	if blk < 0 || blk >= len(m.blocks) {
+		return nil, 0, 0, nil, fmt.Errorf("llama: %s of block %d: the model holds blocks 0..%d", p, blk, len(m.blocks)-1)
+	}
+	b := &m.blocks[blk]
+	q, kv, f := c.QDim(), c.KVDim(), c.Intermediate
+	switch p {
+	case QProj:
+		return &b.qkv, 0, q, nil, nil
+	case KProj:
+		return &b.qkv, q, q + kv, nil, nil
+	case VProj:
+		return &b.qkv, q + kv, q + 2*kv, nil, nil
+	case OProj:
+		return &b.o, 0, b.o.rows, nil, nil
+	case GateProj:
+		return &b.gateUp, 0, f, nil, nil
+	case UpProj:
+		return &b.gateUp, f, 2 * f, nil, nil
+	case DownProj:
+		return &b.down, 0, b.down.rows, nil, nil
+	case AttnNorm:
+		return nil, 0, 0, b.attnNorm, nil
+	case MLPNorm:
+		return nil, 0, 0, b.mlpNorm, nil
+	}
+	var v []float32
+	switch p {
+	case QBias:
+		v = sub(b.qkvBias, 0, q)
+	case KBias:
+		v = sub(b.qkvBias, q, q+kv)
+	case VBias:
+		v = sub(b.qkvBias, q+kv, q+2*kv)
+	case QNorm:
+		v = b.qNorm
+	case KNorm:
+		v = b.kNorm
+	}
+	if v == nil {
+		return nil, 0, 0, nil, fmt.Errorf("llama: %s: %w (the config has no q/k/v biases or q/k norms)", p, errNotHeld)
+	}
+	return nil, 0, 0, v, nil
+}
+
+func sub(x []float32, lo, hi int) []float32 {
+	if x == nil {
+		return nil
+	}
+	return x[lo:hi:hi]
+}
+
+// ScratchBytes is the float32 scratch a workspace converts stored matrices through: the largest
+// block matrix that is not float32 as stored (and, with logits, the output projection), 0 for a
+// float32 model.
+func (m *Model) ScratchBytes(logits bool) int64 {
+	var n int
+	for i := range m.blocks {
+		b := &m.blocks[i]
+		for _, w := range []*matrix{&b.qkv, &b.o, &b.gateUp, &b.down} {
+			if w.converts() {
+				n = max(n, w.rows*w.cols)
+			}
+		}
+	}
+	if logits && m.lmHead.converts() {
+		n = max(n, m.lmHead.rows*m.lmHead.cols)
+	}
+	return 4 * int64(n)
+}

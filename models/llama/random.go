@@ -18,26 +18,16 @@ func Random(cfg Config, seed uint64, std float64, lib *blas.Library) (*Model, er
 		return nil, err
 	}
 	s := NewInitStream(seed, std)
-	s.Normal(m.Embed)
-	for i := range m.Blocks {
-		b := &m.Blocks[i]
-		s.Gain(b.AttnNorm)
-		s.Normal(b.QKV)
-		if b.QKVBias != nil {
-			s.Normal(b.QKVBias)
+	for _, t := range cfg.Tensors(cfg.Layers) {
+		x, err := m.Storage(t.Part, t.Block)
+		if err != nil {
+			return nil, err
 		}
-		if b.QNorm != nil {
-			s.Gain(b.QNorm)
-			s.Gain(b.KNorm)
+		if t.Part.Gain() {
+			s.Gain(x)
+		} else {
+			s.Normal(x)
 		}
-		s.Normal(b.O)
-		s.Gain(b.MLPNorm)
-		s.Normal(b.GateUp)
-		s.Normal(b.Down)
-	}
-	s.Gain(m.Norm)
-	if !cfg.TiedEmbeddings {
-		s.Normal(m.LMHead)
 	}
 	return m, nil
 }
