@@ -100,17 +100,14 @@ func (l *Llama) Block0(lo, hi int, dst []float32) error {
 	return nil
 }
 
-// singleThreaded runs a forward pass with single-threaded BLAS calls, as models/llama's GEMM
-// tiles assume: the workspace's workers are the parallelism, and OpenBLAS threading a tile's call
-// splits it by its thread count (GOMAXPROCS by default), which changes the bits of the result
-// (measured with its Haswell kernels). The setting is the library's, process-wide: decode runs
-// nothing else on it meanwhile.
+// singleThreaded runs a forward pass with single-threaded BLAS calls (blas.Library.Serial), as
+// models/llama's GEMM tiles assume: the workspace's workers are the parallelism, and OpenBLAS
+// threading a tile's call splits it by its thread count (GOMAXPROCS by default), which changes
+// the bits of the result (measured with its Haswell kernels).
 func (l *Llama) singleThreaded(fn func() error) error {
-	lib := l.m.Lib()
-	prev := lib.Threads()
-	lib.SetThreads(1)
-	defer lib.SetThreads(prev)
-	return fn()
+	var err error
+	l.m.Lib().Serial(func() { err = fn() })
+	return err
 }
 
 // MaxLen is the longest text the wrapper was sized for.
