@@ -6,6 +6,8 @@ import (
 	"math"
 	"time"
 
+	"github.com/gelo-research/geloattack/engine/blas"
+
 	"gonum.org/v1/gonum/mat"
 
 	"github.com/gelo-research/geloattack/baselines/membership"
@@ -24,7 +26,15 @@ import (
 // keeps no state of the ones before), so the batches Options.Skip leaves out change nothing in
 // the others. When ctx is cancelled Run returns the batches finished so far with ctx's error; the
 // batch it was in is dropped.
-func Run(ctx context.Context, m Model, texts [][]int, opt Options) ([]BatchResult, error) {
+//
+// Every BLAS call runs single-threaded (blas.Library.Serial): OpenBLAS splits a threaded call's
+// sums by its thread count, GOMAXPROCS by default, and the figures would follow the machine.
+func Run(ctx context.Context, m Model, texts [][]int, opt Options) (out []BatchResult, err error) {
+	blas.Default().Serial(func() { out, err = run(ctx, m, texts, opt) })
+	return out, err
+}
+
+func run(ctx context.Context, m Model, texts [][]int, opt Options) ([]BatchResult, error) {
 	a, err := newAttack(m, opt, len(texts))
 	if err != nil {
 		return nil, err

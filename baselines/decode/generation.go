@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/gelo-research/geloattack/engine/blas"
+
 	"github.com/gelo-research/geloattack/baselines/membership"
 	"github.com/gelo-research/geloattack/data"
 	"github.com/gelo-research/geloattack/data/gelo"
@@ -27,7 +29,13 @@ type GenerationResult struct {
 // Generation observes steps generation steps drawn from texts: each step one token's block-0 row
 // (a row of a text, as the sampler draws it: positives 1, tokens_per_text 1) mixed with the
 // config's shields. textIDs are the texts' ids for the split (nil: 0, 1, ...), as Options.TextIDs.
-func Generation(ctx context.Context, m Model, texts [][]int, textIDs []int64, cfg gelo.Config, split data.Split, steps int, claimLead float64) (*GenerationResult, error) {
+// Its BLAS calls run single-threaded, as Run's do.
+func Generation(ctx context.Context, m Model, texts [][]int, textIDs []int64, cfg gelo.Config, split data.Split, steps int, claimLead float64) (res *GenerationResult, err error) {
+	blas.Default().Serial(func() { res, err = generation(ctx, m, texts, textIDs, cfg, split, steps, claimLead) })
+	return res, err
+}
+
+func generation(ctx context.Context, m Model, texts [][]int, textIDs []int64, cfg gelo.Config, split data.Split, steps int, claimLead float64) (*GenerationResult, error) {
 	if textIDs != nil && len(textIDs) != len(texts) {
 		return nil, fmt.Errorf("decode: %d text ids for %d texts", len(textIDs), len(texts))
 	}

@@ -54,16 +54,18 @@ func (l *Llama) Rows(tokens []int, upto int) ([][]float32, error) {
 		ids[i] = int32(t)
 	}
 	out := make([][]float32, upto)
-	err := l.m.Forward(context.Background(), l.ws, [][]int32{ids}, func(p llama.Point, layer int, x []float32) error {
-		if p != llama.AttnInput {
+	err := l.singleThreaded(func() error {
+		return l.m.Forward(context.Background(), l.ws, [][]int32{ids}, func(p llama.Point, layer int, x []float32) error {
+			if p != llama.AttnInput {
+				return nil
+			}
+			out[layer] = append([]float32(nil), x[:len(tokens)*d]...)
+			if layer == upto-1 {
+				return errEnough
+			}
 			return nil
-		}
-		out[layer] = append([]float32(nil), x[:len(tokens)*d]...)
-		if layer == upto-1 {
-			return errEnough
-		}
-		return nil
-	}, nil)
+		}, nil)
+	})
 	if err != nil && !errors.Is(err, errEnough) {
 		return nil, err
 	}
@@ -96,6 +98,16 @@ func (l *Llama) Block0(lo, hi int, dst []float32) error {
 		}
 	}
 	return nil
+}
+
+// singleThreaded runs a forward pass with single-threaded BLAS calls (blas.Library.Serial), as
+// models/llama's GEMM tiles assume: the workspace's workers are the parallelism, and OpenBLAS
+// threading a tile's call splits it by its thread count (GOMAXPROCS by default), which changes
+// the bits of the result (measured with its Haswell kernels).
+func (l *Llama) singleThreaded(fn func() error) error {
+	var err error
+	l.m.Lib().Serial(func() { err = fn() })
+	return err
 }
 
 // MaxLen is the longest text the wrapper was sized for.
@@ -147,18 +159,20 @@ func (p *llamaPrefix) Extend(cands []int, upto int, dst []float32) error {
 		for _, tok := range cands[lo:hi] {
 			ids = append(ids, int32(tok))
 		}
-		err := p.l.m.ForwardAlternatives(context.Background(), p.l.ws, p.cache, ids, func(pt llama.Point, layer int, x []float32) error {
-			if pt != llama.AttnInput || layer == 0 {
+		err := p.l.singleThreaded(func() error {
+			return p.l.m.ForwardAlternatives(context.Background(), p.l.ws, p.cache, ids, func(pt llama.Point, layer int, x []float32) error {
+				if pt != llama.AttnInput || layer == 0 {
+					return nil
+				}
+				for j := range ids {
+					c := lo + j
+					copy(dst[(c*(upto-1)+layer-1)*d:(c*(upto-1)+layer)*d], x[j*d:(j+1)*d])
+				}
+				if layer == upto-1 {
+					return errEnough
+				}
 				return nil
-			}
-			for j := range ids {
-				c := lo + j
-				copy(dst[(c*(upto-1)+layer-1)*d:(c*(upto-1)+layer)*d], x[j*d:(j+1)*d])
-			}
-			if layer == upto-1 {
-				return errEnough
-			}
-			return nil
+			})
 		})
 		if err != nil && !errors.Is(err, errEnough) {
 			return err
@@ -173,7 +187,9 @@ func (p *llamaPrefix) Append(tok int) (Prefix, error) {
 		return nil, err
 	}
 	c := p.cache.Clone()
-	if err := p.l.m.ForwardNext(context.Background(), p.l.ws, c, []int32{int32(tok)}, nil, nil); err != nil {
+	if err := p.l.singleThreaded(func() error {
+		return p.l.m.ForwardNext(context.Background(), p.l.ws, c, []int32{int32(tok)}, nil, nil)
+	}); err != nil {
 		return nil, err
 	}
 	return &llamaPrefix{l: p.l, cache: c}, nil

@@ -149,7 +149,11 @@ func New(uObs *mat.Dense, opt Options) (*Space, error) {
 		return nil, fmt.Errorf("membership: recomputation error %v outside [0, 1)", opt.Recompute)
 	}
 	s := &Space{n: n, d: d, opt: opt, uEff: max(opt.UnitRoundoff, 0x1p-24*math.Sqrt(float64(n)))}
-	if err := s.spectrum(uObs); err != nil {
+	// Single-threaded LAPACK and DGEMM: their sums split by OpenBLAS's thread count otherwise, and
+	// a row that sits at the rank tolerance or a tie in a ranking would follow GOMAXPROCS.
+	var err error
+	blas.Default().Serial(func() { err = s.spectrum(uObs) })
+	if err != nil {
 		return nil, err
 	}
 	s.ks = chooseKs(s.sig2)
@@ -161,7 +165,8 @@ func New(uObs *mat.Dense, opt Options) (*Space, error) {
 		// The residual needs the row space to round-off (RowSpace refines contained rows in
 		// float64); at full rank it is all of R^d and the basis, an n x n eigenproblem for
 		// n >= d rows, would buy nothing.
-		rs, err := baselines.NewRowSpace(uObs, opt.RankTol)
+		var rs *baselines.RowSpace
+		blas.Default().Serial(func() { rs, err = baselines.NewRowSpace(uObs, opt.RankTol) })
 		if err != nil {
 			return nil, fmt.Errorf("membership: %w", err)
 		}
@@ -400,7 +405,7 @@ func (s *Space) score(rows *mat.Dense, residual bool) (*Scores, error) {
 	r := len(s.sig2)
 	c := make([]float64, t*r) // (t, r): coordinates along the right singular directions
 	rr, vr := rows.RawMatrix(), s.v.RawMatrix()
-	blas.Dgemm(false, false, t, r, d, 1, rr.Data, rr.Stride, vr.Data, vr.Stride, 0, c, r)
+	blas.Default().Serial(func() { blas.Dgemm(false, false, t, r, d, 1, rr.Data, rr.Stride, vr.Data, vr.Stride, 0, c, r) })
 	for i := 0; i < t; i++ {
 		ci := c[i*r : (i+1)*r]
 		lev, in := 0.0, 0.0

@@ -41,6 +41,8 @@ type Library struct {
 	gram    func(transA bool, n, k int, a []float64, lda int, c []float64, ldc int)
 	mu      sync.Mutex
 	threads int
+	// serial counts the Serial calls running; saved is the thread count they restore.
+	serial, saved int
 }
 
 // Name says which implementation is loaded, e.g. "OpenBLAS 0.3.21 ... (libopenblas.so.0)" or "gonum".
@@ -76,6 +78,35 @@ func (l *Library) SetThreads(n int) {
 	defer l.mu.Unlock()
 	l.setThr(n)
 	l.threads = n
+}
+
+// Serial runs fn with the library's calls single-threaded (OpenBLAS's thread count 1, restored
+// when the last of the Serial calls running returns; they may nest and run concurrently). A
+// threaded OpenBLAS call splits its work, and for level-2 kernels, DGEMM and LAPACK its sums, by
+// the thread count, so its bits follow GOMAXPROCS; in Serial they are those of one thread on any
+// machine. A call outside Serial that sets the thread count meanwhile defeats it.
+func (l *Library) Serial(fn func()) {
+	if l.setThr == nil {
+		fn()
+		return
+	}
+	l.mu.Lock()
+	if l.serial == 0 {
+		l.saved = l.threads
+		l.setThr(1)
+		l.threads = 1
+	}
+	l.serial++
+	l.mu.Unlock()
+	defer func() {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if l.serial--; l.serial == 0 {
+			l.setThr(l.saved)
+			l.threads = l.saved
+		}
+	}()
+	fn()
 }
 
 // Sgemm computes C = alpha * op(A) * op(B) + beta * C for row-major matrices,

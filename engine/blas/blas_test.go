@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -168,6 +169,54 @@ func TestLoadChoosesImplementation(t *testing.T) {
 		lib.SetThreads(1)
 		if lib.Threads() != 1 {
 			t.Errorf("Threads()=%d after SetThreads(1)", lib.Threads())
+		}
+	}
+}
+
+// Serial runs its calls single-threaded, nested and concurrently, and restores the thread count
+// when the last returns; a symmetric eigendecomposition in it gives the same bits as on one thread
+// whatever the count outside (LAPACK's dsytrd sums split by thread count otherwise).
+func TestSerial(t *testing.T) {
+	lib, err := OpenOpenBLAS()
+	if err != nil {
+		t.Skip(err)
+	}
+	prev := lib.Threads()
+	defer lib.SetThreads(prev)
+	rng := rand.New(rand.NewPCG(3, 4))
+	const n = 200
+	a := make([]float64, n*n)
+	for i := 0; i < n; i++ {
+		for j := 0; j <= i; j++ {
+			v := rng.NormFloat64()
+			a[i*n+j], a[j*n+i] = v, v
+		}
+	}
+	eig := func() []float64 {
+		g, w := slices.Clone(a), make([]float64, n)
+		if err := lib.EigSym(n, g, n, w); err != nil {
+			t.Fatal(err)
+		}
+		return append(w, g...)
+	}
+	lib.SetThreads(1)
+	want := eig()
+	for _, th := range []int{2, 3, 5} {
+		lib.SetThreads(th)
+		var got []float64
+		lib.Serial(func() {
+			lib.Serial(func() {
+				if lib.Threads() != 1 {
+					t.Errorf("threads %d inside Serial", lib.Threads())
+				}
+			})
+			got = eig()
+		})
+		if lib.Threads() != th {
+			t.Errorf("threads %d after Serial, want %d restored", lib.Threads(), th)
+		}
+		if !slices.EqualFunc(got, want, func(x, y float64) bool { return math.Float64bits(x) == math.Float64bits(y) }) {
+			t.Errorf("EigSym in Serial with %d threads set outside differs from one thread", th)
 		}
 	}
 }

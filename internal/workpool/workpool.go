@@ -36,15 +36,25 @@ func Jobs(workers, n int, fn func(worker, job int)) {
 	wg.Wait()
 }
 
-// Chunks runs fn over [0, n) in contiguous blocks of about 4 per worker and at least minChunk
-// items, taken dynamically by Jobs; below minChunk items (or with one worker) fn(0, n) runs inline.
+// Chunks runs fn over [0, n) in contiguous blocks taken dynamically by Jobs on up to workers
+// goroutines. The blocks are ChunkSize(n, minChunk) items each (the last may be shorter), the
+// same for any worker count, so a computation whose result depends on a block's bounds (a GEMM
+// call per block, whose kernel path follows its shape) gives the same bits on 1 or 16 workers.
 func Chunks(workers, n, minChunk int, fn func(lo, hi int)) {
-	if workers <= 1 || n <= minChunk {
-		fn(0, n)
+	if n <= minChunk {
+		fn(0, n) // one block, whatever the workers
 		return
 	}
-	chunk := max((n+4*workers-1)/(4*workers), minChunk)
+	chunk := ChunkSize(n, minChunk)
 	Jobs(workers, (n+chunk-1)/chunk, func(_, c int) {
 		fn(c*chunk, min((c+1)*chunk, n))
 	})
 }
+
+// Pieces is how many blocks Chunks cuts a range into when minChunk allows: enough for up to
+// Pieces workers to balance, few enough that a per-block GEMM keeps its large shapes.
+const Pieces = 16
+
+// ChunkSize is the block size Chunks uses for n items: n/Pieces rounded up, at least minChunk.
+// It depends on the problem's size only, never on the worker count.
+func ChunkSize(n, minChunk int) int { return max((n+Pieces-1)/Pieces, minChunk, 1) }

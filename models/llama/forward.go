@@ -63,7 +63,9 @@ type Workspace struct {
 }
 
 // NewWorkspace sizes a workspace for batches of at most maxTokens tokens in all and maxLen tokens
-// per sequence, run on workers goroutines (< 1: GOMAXPROCS).
+// per sequence, run on workers goroutines (< 1: GOMAXPROCS). The results do not depend on workers
+// as long as the model's library makes single-threaded calls (Library.SetThreads(1)): the
+// workers are the parallelism, and a threaded OpenBLAS call's bits depend on its thread count.
 func (m *Model) NewWorkspace(maxTokens, maxLen, workers int) (*Workspace, error) {
 	if maxLen < 1 || maxLen > m.Cfg.MaxLen() {
 		return nil, fmt.Errorf("workspace: max sequence length %d: want 1..%d (max_position_embeddings or sliding_window)", maxLen, m.Cfg.MaxLen())
@@ -473,36 +475,41 @@ func (m *Model) attention(ws *Workspace) {
 	})
 }
 
-// linear computes dst (n, out) = src (n, in) . w^T (w: (out, in)) [+ b], on single-threaded GEMM
-// calls spread over the workers. It splits by output columns unless there are more rows than
-// columns: a row split makes every chunk's GEMM stream the whole weight matrix (200 MB for
+// linear computes dst (n, out) = src (n, in) . w^T (w: (out, in)) [+ b], on GEMM calls over
+// tiles that the workers take. It splits by output columns unless there are more rows than
+// columns: a row split makes every tile's GEMM stream the whole weight matrix (200 MB for
 // Llama-2-7B's gate/up) from memory again, a column split reads each weight once. Measured on the
 // Llama-2-7B shape cut to 2 layers, 2048 tokens a batch, 2 cores: 189 -> 231 tokens/s.
 //
+// The split and the tiles (workpool.ChunkSize) depend on n, in and out only, never on the worker
+// count: an element's value depends on the shape of the GEMM call that computes it (the library's
+// blocking, its small-matrix kernels, the micro-kernel its position falls in), so a worker-sized
+// tile gave different bits on 1, 2 or 3 workers, and decode's figures with them.
+//
 // A matrix held as F16 or BF16 bytes is converted into the workspace's scratch first, by
-// the same chunks the GEMMs take (each column-split worker converts the rows it multiplies by;
-// a row split converts the whole matrix once, which costs less than one chunk's GEMM since there
-// are more rows than columns), so the GEMM calls, and so the results, are exactly those of a
-// float32 copy of the file.
+// the same tiles the GEMMs take (each column tile converts the rows it multiplies by; a row split
+// converts the whole matrix once, which costs less than one tile's GEMM since there are more rows
+// than columns), so the GEMM calls, and so the results, are exactly those of a float32 copy of
+// the file.
 func (m *Model) linear(ws *Workspace, src []float32, w *matrix, b []float32, dst []float32, n int) {
 	in, out := w.cols, w.rows
 	wf := w.f32
 	if wf == nil {
 		ws.conv = grow(ws.conv, out*in)
 	}
-	if ws.workers == 1 || (n >= 8*ws.workers && n >= out) {
+	if n >= out {
 		if wf == nil {
 			wf = ws.conv
 			parallel(ws.workers, out, func(lo, hi int) { w.convert(lo, hi, wf[lo*in:hi*in]) })
 		}
-		parallel(ws.workers, n, func(lo, hi int) {
+		workpool.Chunks(ws.workers, n, rowTile, func(lo, hi int) {
 			m.lib.Sgemm(false, true, hi-lo, out, in, 1, src[lo*in:hi*in], in, wf, in, 0, dst[lo*out:hi*out], out)
 			addBias(dst, b, lo, hi, out)
 		})
 		return
 	}
-	parallel(ws.workers, out, func(lo, hi int) {
-		var wt []float32 // (hi-lo, in): the rows of w this chunk multiplies by
+	workpool.Chunks(ws.workers, out, colTile, func(lo, hi int) {
+		var wt []float32 // (hi-lo, in): the rows of w this tile multiplies by
 		if wf != nil {
 			wt = wf[lo*in : hi*in]
 		} else {
@@ -513,6 +520,9 @@ func (m *Model) linear(ws *Workspace, src []float32, w *matrix, b []float32, dst
 	})
 	addBias(dst, b, 0, n, out)
 }
+
+// The smallest GEMM tiles linear cuts: rows of a row split, columns of a column split.
+const rowTile, colTile = 8, 32
 
 func addBias(dst, b []float32, lo, hi, out int) {
 	if b == nil {
@@ -588,7 +598,7 @@ func softmax(x []float32) {
 }
 
 // parallel runs fn over [0, n) in contiguous blocks (at least 8 items) on up to workers
-// goroutines and returns when all are done.
+// goroutines and returns when all are done. The blocks depend on n only (workpool.Chunks).
 func parallel(workers, n int, fn func(lo, hi int)) { workpool.Chunks(workers, n, 8, fn) }
 
 // grow returns buf with length n, reusing its memory when it is large enough.

@@ -61,7 +61,7 @@ func grow[T any](buf []T, n int) []T {
 // Haar draws a Haar-distributed orthogonal matrix into q (n x n, column-major, q(i,j) = q[j*n+i]):
 // the Q of a Householder QR of a standard Gaussian matrix with column j multiplied by sign(R_jj).
 // The n^2 Gaussian draws fill q column by column (draw k is G(k mod n, k div n)), whichever QR
-// runs. Cost 8/3 n^3 flops on LAPACK (blocked, with the library's threads) or in scalar Go.
+// runs. Cost 8/3 n^3 flops on LAPACK (blocked, single-threaded) or in scalar Go.
 func (m *Mixer) Haar(rng *rand.Rand, n int, q []float64) { m.haar(rng, n, q, true) }
 
 // haar is Haar; without the sign fix (signFix false, for tests only) the distribution is not
@@ -78,7 +78,11 @@ func (m *Mixer) haar(rng *rand.Rand, n int, q []float64, signFix bool) {
 	for i := range q {
 		q[i] = rng.NormFloat64()
 	}
-	if err := lib.QRColMajor(n, n, q, n, signFix, &m.qrw); err != nil {
+	// Single-threaded: LAPACK's QR splits its sums by OpenBLAS's thread count, so a threaded draw's
+	// bits would follow GOMAXPROCS; callers parallelise over examples.
+	var err error
+	lib.Serial(func() { err = lib.QRColMajor(n, n, q, n, signFix, &m.qrw) })
+	if err != nil {
 		panic(fmt.Sprintf("mixing: Haar draw, n = %d: %v", n, err))
 	}
 }
