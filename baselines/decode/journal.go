@@ -87,27 +87,3 @@ func joinLines(lines [][]byte) []byte {
 	}
 	return b.Bytes()
 }
-
-// appendSync appends b to path and fsyncs it: one write per line, so a killed run leaves at most
-// one cut line at the end.
-func appendSync(files *safefile.Files, path string, b []byte) error {
-	if err := files.CheckOutput(path); err != nil {
-		return fmt.Errorf("decode: %w", err)
-	}
-	f, err := safefile.OpenAppend(path, safefile.FileMode)
-	if err != nil {
-		return fmt.Errorf("decode: %w", err)
-	}
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return fmt.Errorf("decode: append %s: %w", path, err)
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return fmt.Errorf("decode: fsync %s: %w", path, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("decode: close %s: %w", path, err)
-	}
-	return nil
-}

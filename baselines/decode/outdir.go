@@ -249,11 +249,14 @@ func (d *Dir) Append(r BatchResult) error {
 	if err != nil {
 		return err
 	}
-	if err := appendSync(d.files, d.file(ResultsFile), line); err != nil {
-		return err
+	if err := d.files.AppendSync(d.file(ResultsFile), line); err != nil {
+		return fmt.Errorf("decode: %w", err)
 	}
 	d.done[r.Index] = true
-	return appendSync(d.files, d.file(TimingFile), timingLine(r))
+	if err := d.files.AppendSync(d.file(TimingFile), timingLine(r)); err != nil {
+		return fmt.Errorf("decode: %w", err)
+	}
+	return nil
 }
 
 // Results reads the batches back from results.jsonl, in its order, each with its wall time from

@@ -235,6 +235,31 @@ func (f *Files) WriteFileAtomic(path string, data []byte) error {
 	return a.Commit()
 }
 
+// AppendSync appends data to path (created with FileMode if missing) in one write and fsyncs it,
+// so a journal written a record at a time (results.jsonl) loses at most its last, cut line when
+// the process is killed. The target is checked as CheckOutput checks it.
+func (f *Files) AppendSync(path string, data []byte) error {
+	if err := f.CheckOutput(path); err != nil {
+		return err
+	}
+	out, err := OpenAppend(path, FileMode)
+	if err != nil {
+		return err
+	}
+	if _, err := out.Write(data); err != nil {
+		out.Close()
+		return fmt.Errorf("append %s: %w", path, err)
+	}
+	if err := out.Sync(); err != nil {
+		out.Close()
+		return fmt.Errorf("fsync %s: %w", path, err)
+	}
+	if err := out.Close(); err != nil {
+		return fmt.Errorf("close %s: %w", path, err)
+	}
+	return nil
+}
+
 // Package-level forms: the door without a memory of inputs.
 
 // OpenRead is (*Files)(nil).OpenRead.
