@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"slices"
+
+	"github.com/gelo-research/geloattack/baselines/attacks"
 )
 
 // Attack is one attack of the battery. It runs on one batch of one setting at a time and gives one
@@ -61,11 +63,24 @@ type Unit struct {
 	Seed uint64
 }
 
-// battery is every attack assess knows, in report order. Content recovery of secret templates on
-// a decoder's rows (baselines/content's recover, being extended to decoders) takes its place
-// after presence as "content" once it reads them: content.go holds its hook.
-func battery() []Attack {
+// implementations are the attacks assess has code for, each named as in baselines/attacks.
+func implementations() []Attack {
 	return []Attack{decodeAttack{}, presenceAttack{}, learnedAttack{}}
+}
+
+// battery is every attack assess runs, in report order: the registry's assessed attacks
+// (attacks.Assessed, in its explicit order), each name bound to its implementation. A name
+// without one is left out (TestBatteryIsTheRegistrys checks there is none, and no implementation
+// the registry does not list).
+func battery() []Attack {
+	impl := implementations()
+	var out []Attack
+	for _, a := range attacks.Assessed() {
+		if i := slices.IndexFunc(impl, func(x Attack) bool { return x.Name() == a.Name }); i >= 0 {
+			out = append(out, impl[i])
+		}
+	}
+	return out
 }
 
 // Names lists the battery's attacks, in report order.
