@@ -47,6 +47,8 @@ type Env struct {
 	DeployerRows func(block int, textID int64, rows []float32) ([]float32, error)
 	// learned is the learned attack's opened checkpoint (nil when it does not run).
 	learned *learnedModel
+	// secrets are content recovery's candidate sets (nil when it does not run).
+	secrets *secretSets
 }
 
 // Unit is one batch of one setting for one attack: the work between two appends to results.jsonl.
@@ -61,11 +63,15 @@ type Unit struct {
 	Prompts []Prompt
 	// Seed is the batch's sampler seed: the deployment's seed + Batch.
 	Seed uint64
+	// Secret is content recovery's victim (nil for the other attacks): a unit of content is one
+	// victim in a batch of the prompts, Batch its number among the template victims of the
+	// setting.
+	Secret *SecretVictim
 }
 
 // implementations are the attacks assess has code for, each named as in baselines/attacks.
 func implementations() []Attack {
-	return []Attack{decodeAttack{}, presenceAttack{}, learnedAttack{}}
+	return []Attack{decodeAttack{}, presenceAttack{}, contentAttack{}, learnedAttack{}}
 }
 
 // battery is every attack assess runs, in report order: the registry's assessed attacks

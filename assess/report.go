@@ -83,6 +83,9 @@ func (c Cell) gridCell(undecided string) string {
 	if !math.IsNaN(c.Chance) {
 		s += ", chance " + fmtFrac(c.Chance)
 	}
+	if c.Absent > 0 {
+		s += fmt.Sprintf(", %d of %d look-alikes proven absent", c.AbsentProven, c.Absent)
+	}
 	return s
 }
 
@@ -169,12 +172,17 @@ func (s *Summary) Markdown(redact bool) []byte {
 		fmt.Fprintf(&b, "- **%s**: %s.\n", a.Name, mdText(a.Budget))
 	}
 	s.mdSamples(&b, redact)
+	s.mdSecretSamples(&b, redact)
 	s.mdSettings(&b)
 	for _, a := range s.Attacks {
 		if a.NotApplicable != "" {
 			continue
 		}
 		fmt.Fprintf(&b, "\n### Details: %s\n\n", a.Name)
+		if a.Attack == contentName {
+			mdTable(&b, contentDetailHeader, len(a.Cells), func(i int) []string { return a.Cells[i].contentDetails() })
+			continue
+		}
 		b.WriteString("| setting | prompts | successes | claims | wrong claims | token accuracy | bag recall | bag precision | rank per block | clean rows per call | shield rows per call | candidate passes |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 		for _, c := range a.Cells {
 			fmt.Fprintf(&b, "| %s | %d | %d | %d | %d | %s | %s | %s | %s | %s | %s | %d |\n", c.Setting.Name, c.Prompts, c.Successes, c.Claims, c.Wrong,

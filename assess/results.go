@@ -67,6 +67,21 @@ type Row struct {
 	// counts against it). 1/Candidates is a uniform guess's chance of success.
 	Candidates int `json:"candidates,omitempty"`
 	Rank       int `json:"prompt_rank,omitempty"`
+	// Template, Secret and SecretAbsent are content recovery's victim (a row of its own, its
+	// filled template in Tokens and Text): the template's name, the secret (-redact hides it in
+	// the reports, with the text) and, for a look-alike whose secret is not among the
+	// candidates, how (AbsentLonger, AbsentNeighbour; "" when it is among them).
+	Template     string `json:"template,omitempty"`
+	Secret       string `json:"secret,omitempty"`
+	SecretAbsent string `json:"secret_absent,omitempty"`
+	// SetSize is the number of candidates scored (with the secret removed for AbsentNeighbour);
+	// Verdicts and Guesses are, per scored block, content's verdict on the victim (claim, not
+	// among the candidates, ranked first, not claimed) and the candidate it ranks first;
+	// SecretRanks the secret's rank there (1: first; a present secret only).
+	SetSize     int      `json:"set_size,omitempty"`
+	Verdicts    []string `json:"verdicts,omitempty"`
+	Guesses     []string `json:"guesses,omitempty"`
+	SecretRanks []int    `json:"secret_ranks,omitempty"`
 	// Stats are the batch's figures, the same on every row of the batch.
 	Stats BatchStats `json:"batch_stats"`
 }

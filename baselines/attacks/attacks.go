@@ -114,7 +114,9 @@ var all = []Attack{
 		Summary: "SOBI-style joint diagonalisation of U's rows, scored by |cos| to the clean rows against random rows"},
 	{Name: "anchor", Needs: Store, Output: RankedGuess, Command: Baseline,
 		Summary: "separation given k clean rows the attacker knows, scored by |cos| to the other clean rows"},
-	{Name: "content", Needs: Store | Model, Output: ProofClaims, Command: "recover",
+	// content is assessed on a decoder's rows (assess computes them from the deployment's model;
+	// recover reads a store's), after presence.
+	{Name: "content", Needs: Store | Model, Output: ProofClaims, Command: "recover", Assess: 3,
 		Summary: "sensitive-content recovery: rank candidate secrets of a templated victim text by row-space containment (residual, leverage, top-k)"},
 	{Name: "decode", Needs: Decoder, Output: ProofClaims, Command: "decode", Assess: 1,
 		Summary: "prompt decoding: read whole prompts back from one GELO batch of a decoder, training-free"},
@@ -122,7 +124,7 @@ var all = []Attack{
 	// proven absent; no text is claimed present.
 	{Name: "presence", Needs: Decoder, Output: ProofClaims, Assess: 2,
 		Summary: "text presence: prove decoys absent by a row bound every row of the batch meets, at every scored block"},
-	{Name: "learned", Needs: Decoder | Trained, Output: RankedGuess, Assess: 3,
+	{Name: "learned", Needs: Decoder | Trained, Output: RankedGuess, Assess: 4,
 		Summary: "learned text presence: a trained set transformer ranks each prompt among the batch's decoys"},
 }
 
