@@ -27,7 +27,7 @@ type Attack interface {
 	// apply is not run, and the report says why.
 	Check(d Deployment) error
 	// Run attacks one batch: u's prompts under u's setting. It returns a row per prompt, in the
-	// order of u.Prompts, with the batch's figures on each.
+	// order of u.Prompts, with the batch's figures on each (content: one row, u.Secret's victim).
 	Run(ctx context.Context, env *Env, u Unit) ([]Row, error)
 }
 
@@ -58,7 +58,7 @@ type Unit struct {
 	SettingIndex int
 	// AttackIndex is the attack's place in the deployment's attacker.attacks.
 	AttackIndex int
-	// Batch is the batch's number, Prompts its prompts.
+	// Batch is the batch's number, Prompts its prompts (content: the prompts its victim joins).
 	Batch   int
 	Prompts []Prompt
 	// Seed is the batch's sampler seed: the deployment's seed + Batch.

@@ -134,7 +134,7 @@ func (contentAttack) Run(ctx context.Context, env *Env, u Unit) ([]Row, error) {
 			if err != nil {
 				return nil, fmt.Errorf("victim %q: %w", text, err)
 			}
-			row.Tokens = toks
+			row.Tokens = toks[:min(len(toks), d.Batch.TokensPerText)] // as the deployer cuts it
 			stats.Clean, stats.Shields = u.Setting.splitRows(vic.N)
 			stats.Observed = vic.NObs
 		} else if text != row.Text {

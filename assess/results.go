@@ -22,7 +22,9 @@ type Row struct {
 	// Attack is the attack's name.
 	Attack string `json:"attack"`
 	// Batch is the batch's number; Pos the prompt's place in it; Prompt its place in the
-	// assessment; TextID its id in the source.
+	// assessment; TextID its id in the source. A content victim's row: Batch its unit's number
+	// among the setting's victims, Pos 0, Prompt its number in its template, TextID
+	// gelo.VictimTextID.
 	Batch  int   `json:"batch"`
 	Pos    int   `json:"pos"`
 	Prompt int   `json:"prompt"`
