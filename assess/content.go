@@ -90,7 +90,7 @@ func (contentAttack) Run(ctx context.Context, env *Env, u Unit) ([]Row, error) {
 	row := Row{Setting: u.Setting, Attack: env.Deployment.Attacker.Attacks[u.AttackIndex], Batch: u.Batch, Prompt: v.Victim,
 		TextID: gelo.VictimTextID, D: t.D, P: t.P, Template: tmpl.Name, SecretAbsent: v.Absent}
 	stats := BatchStats{Texts: len(u.Prompts), Blocks: slices.Clone(blocks)}
-	var right, wrong, provenAbsent int
+	var tally claimTally
 	for k, l := range blocks {
 		set, err := sets.candidates(ctx, v.Template, l)
 		if err != nil {
@@ -152,27 +152,45 @@ func (contentAttack) Run(ctx context.Context, env *Env, u Unit) ([]Row, error) {
 		if vic.End != nil {
 			stats.Passes += vic.End.Tested
 		}
-		switch {
-		case vic.Claimed && v.Absent == "" && vic.Guess == secret:
-			right++
-		case vic.Claimed:
-			wrong++ // another candidate, or any candidate for a secret that is none
-		case vic.Verdict == content.VerdictAbsent && v.Absent == "":
-			wrong++ // the secret is among the candidates: "not among them" is wrong
-		case vic.Verdict == content.VerdictAbsent:
-			provenAbsent++
-		}
+		tally.add(vic, v.Absent == "", secret)
 	}
-	stats.Claims, stats.ClaimsRight = right+wrong+provenAbsent, right+provenAbsent
 	row.Stats = stats
-	row.WrongClaims = wrong
-	if v.Absent == "" {
-		row.Success, row.Claimed = right > 0 && wrong == 0, right > 0
-	} else {
-		row.Claimed = provenAbsent > 0
-	}
-	row.CannotTell = right+wrong+provenAbsent == 0
+	tally.fill(&row, v.Absent == "")
 	return []Row{row}, nil
+}
+
+// claimTally counts a victim's claims over the scored blocks.
+type claimTally struct {
+	right, wrong, provenAbsent int
+}
+
+// add counts one block's decision on a victim whose secret is among the candidates (present) or
+// not: the secret claimed is right, another candidate claimed is wrong, and so is any candidate
+// claimed for a look-alike; "not among the candidates" is right for a look-alike only.
+func (c *claimTally) add(vic content.Victim, present bool, secret string) {
+	switch {
+	case vic.Claimed && present && vic.Guess == secret:
+		c.right++
+	case vic.Claimed:
+		c.wrong++
+	case vic.Verdict == content.VerdictAbsent && present:
+		c.wrong++
+	case vic.Verdict == content.VerdictAbsent:
+		c.provenAbsent++
+	}
+}
+
+// fill writes the tally into the victim's row: a present secret is recovered when some block
+// claims it and no block claims wrongly; a look-alike's claim is its proof of absence.
+func (c claimTally) fill(r *Row, present bool) {
+	r.Stats.Claims, r.Stats.ClaimsRight = c.right+c.wrong+c.provenAbsent, c.right+c.provenAbsent
+	r.WrongClaims = c.wrong
+	if present {
+		r.Success, r.Claimed = c.right > 0 && c.wrong == 0, c.right > 0
+	} else {
+		r.Claimed = c.provenAbsent > 0
+	}
+	r.CannotTell = c.right+c.wrong+c.provenAbsent == 0
 }
 
 // deployerRows are the victim text's rows at block l as the deployer computed them: emb's

@@ -120,3 +120,43 @@ func TestContentTemplateMustFitTheBatch(t *testing.T) {
 		t.Errorf("a refused template left %s", DeploymentFile)
 	}
 }
+
+// How a victim's decisions at its scored blocks become its row: the secret claimed is a success
+// only without a wrong claim beside it; another candidate claimed, or "not among the candidates"
+// for a secret that is one, is wrong; for a look-alike every candidate claimed is wrong and a
+// proof of absence is its right claim; "ranked first, not claimed" is no claim.
+func TestContentClaimTally(t *testing.T) {
+	claim := func(guess string) content.Victim {
+		return content.Victim{Verdict: content.VerdictClaim, Claimed: true, Guess: guess}
+	}
+	absent := content.Victim{Verdict: content.VerdictAbsent, Guess: "1111"}
+	ranked := content.Victim{Verdict: content.VerdictRanked, Guess: "1603"}
+	for _, tc := range []struct {
+		name                        string
+		present                     bool
+		blocks                      []content.Victim
+		success, claimed, undecided bool
+		wrong, claims, claimsRight  int
+	}{
+		{"recovered", true, []content.Victim{ranked, claim("1603")}, true, true, false, 0, 1, 1},
+		{"another candidate", true, []content.Victim{claim("1604"), ranked}, false, false, false, 1, 1, 0},
+		{"right and wrong", true, []content.Victim{claim("1604"), claim("1603")}, false, true, false, 1, 2, 1},
+		{"said absent", true, []content.Victim{absent, ranked}, false, false, false, 1, 1, 0},
+		{"not claimed", true, []content.Victim{ranked, ranked}, false, false, true, 0, 0, 0},
+		{"look-alike claimed", false, []content.Victim{ranked, claim("1603")}, false, false, false, 1, 1, 0},
+		{"look-alike proven absent", false, []content.Victim{absent, ranked}, false, true, false, 0, 1, 1},
+		{"look-alike not claimed", false, []content.Victim{ranked, ranked}, false, false, true, 0, 0, 0},
+	} {
+		var c claimTally
+		for _, v := range tc.blocks {
+			c.add(v, tc.present, "1603")
+		}
+		var r Row
+		c.fill(&r, tc.present)
+		if r.Success != tc.success || r.Claimed != tc.claimed || r.CannotTell != tc.undecided || r.WrongClaims != tc.wrong ||
+			r.Stats.Claims != tc.claims || r.Stats.ClaimsRight != tc.claimsRight {
+			t.Errorf("%s: success %v claimed %v undecided %v wrong %d claims %d right %d", tc.name, r.Success, r.Claimed, r.CannotTell,
+				r.WrongClaims, r.Stats.Claims, r.Stats.ClaimsRight)
+		}
+	}
+}
