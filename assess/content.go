@@ -27,7 +27,10 @@ const contentName = "content"
 // must never be claimed to hold one.
 type contentAttack struct{}
 
-func (contentAttack) Name() string      { return contentName }
+func (contentAttack) Name() string { return contentName }
+
+// Success: the attacker's answer (its claim, else its deepest block's first-ranked candidate, a
+// guess against the chance level 1/candidates) is the secret.
 func (contentAttack) Success() string   { return "recovers the secret" }
 func (contentAttack) Claimed() string   { return "secrets claimed (proven from U)" }
 func (contentAttack) Undecided() string { return "not claimed" }
@@ -126,9 +129,9 @@ func (contentAttack) Run(ctx context.Context, env *Env, u Unit) ([]Row, error) {
 		}
 		vic := res.Victims[0]
 		if k == 0 {
-			row.Text, row.Secret, row.SetSize = text, secret, set.cands.Len()
+			row.Text, row.Secret, row.Candidates = text, secret, set.cands.Len()
 			if v.Absent == AbsentNeighbour {
-				row.SetSize-- // the secret is not scored
+				row.Candidates-- // the secret is not scored
 			}
 			toks, err := t.Tok.Encode(text, true)
 			if err != nil {
@@ -143,7 +146,8 @@ func (contentAttack) Run(ctx context.Context, env *Env, u Unit) ([]Row, error) {
 		row.Verdicts = append(row.Verdicts, vic.Verdict)
 		row.Guesses = append(row.Guesses, vic.Guess)
 		if v.Absent == "" {
-			row.SecretRanks = append(row.SecretRanks, vic.Outcomes[len(vic.Outcomes)-1].Rank)
+			row.Rank = vic.Outcomes[len(vic.Outcomes)-1].Rank // the ranking Decide used
+			row.SecretRanks = append(row.SecretRanks, row.Rank)
 		}
 		stats.Rank = append(stats.Rank, vic.Rank)
 		if vic.Neighbours != nil {
@@ -156,18 +160,31 @@ func (contentAttack) Run(ctx context.Context, env *Env, u Unit) ([]Row, error) {
 	}
 	row.Stats = stats
 	tally.fill(&row, v.Absent == "")
+	if v.Absent == "" {
+		row.Success = tally.answer(row.Guesses) == row.Secret
+	}
 	return []Row{row}, nil
 }
 
 // claimTally counts a victim's claims over the scored blocks.
 type claimTally struct {
 	right, wrong, provenAbsent int
+	// claimed says a block claimed (a candidate, or that none is the secret); claim is the first
+	// such claim in the order of the scored blocks ("" for "not among the candidates").
+	claimed bool
+	claim   string
 }
 
 // add counts one block's decision on a victim whose secret is among the candidates (present) or
 // not: the secret claimed is right, another candidate claimed is wrong, and so is any candidate
 // claimed for a look-alike; "not among the candidates" is right for a look-alike only.
 func (c *claimTally) add(vic content.Victim, present bool, secret string) {
+	if !c.claimed && (vic.Claimed || vic.Verdict == content.VerdictAbsent) {
+		c.claimed = true
+		if vic.Claimed {
+			c.claim = vic.Guess
+		}
+	}
 	switch {
 	case vic.Claimed && present && vic.Guess == secret:
 		c.right++
@@ -180,17 +197,29 @@ func (c *claimTally) add(vic content.Victim, present bool, secret string) {
 	}
 }
 
-// fill writes the tally into the victim's row: a present secret is recovered when some block
-// claims it and no block claims wrongly; a look-alike's claim is its proof of absence.
+// fill writes the tally's claims into the victim's row: a present secret is claimed when some
+// block claims it; a look-alike's claim is its proof of absence; a victim without any claim is
+// not claimed (CannotTell).
 func (c claimTally) fill(r *Row, present bool) {
 	r.Stats.Claims, r.Stats.ClaimsRight = c.right+c.wrong+c.provenAbsent, c.right+c.provenAbsent
 	r.WrongClaims = c.wrong
 	if present {
-		r.Success, r.Claimed = c.right > 0 && c.wrong == 0, c.right > 0
+		r.Claimed = c.right > 0
 	} else {
 		r.Claimed = c.provenAbsent > 0
 	}
 	r.CannotTell = c.right+c.wrong+c.provenAbsent == 0
+}
+
+// answer is the attacker's answer for the victim: the first claim of a block (a candidate, or ""
+// for "not among the candidates"), else the candidate the deepest scored block ranks first (a
+// ranked guess). The victim's secret is recovered when the answer is the secret, proven or not,
+// as decode reads a prompt exactly whether or not it can claim it.
+func (c claimTally) answer(guesses []string) string {
+	if c.claimed || len(guesses) == 0 {
+		return c.claim
+	}
+	return guesses[len(guesses)-1]
 }
 
 // deployerRows are the victim text's rows at block l as the deployer computed them: emb's

@@ -64,7 +64,7 @@ func TestContentClaimsAreProofs(t *testing.T) {
 		if c.Prompts != 4 || c.Absent != 6 || c.Wrong != 0 {
 			t.Errorf("%s: %d victims, %d look-alikes, %d wrong claims; want 4, 6 and none wrong", c.Setting.Name, c.Prompts, c.Absent, c.Wrong)
 		}
-		if c.RankMin[1] >= 64 && c.Successes > 0 {
+		if c.RankMin[1] >= 64 && c.Claims > 0 {
 			t.Errorf("%s: a claim at full rank", c.Setting.Name)
 		}
 	}
@@ -85,12 +85,12 @@ func TestContentClaimsAreProofs(t *testing.T) {
 		kinds[r.SecretAbsent]++
 		switch r.SecretAbsent {
 		case AbsentLonger:
-			if len(r.Secret) != 5 || len(r.Guesses[0]) != 4 || r.SetSize != 200 {
-				t.Errorf("a longer look-alike %q beside candidates like %q (%d of them)", r.Secret, r.Guesses[0], r.SetSize)
+			if len(r.Secret) != 5 || len(r.Guesses[0]) != 4 || r.Candidates != 200 {
+				t.Errorf("a longer look-alike %q beside candidates like %q (%d of them)", r.Secret, r.Guesses[0], r.Candidates)
 			}
 		case AbsentNeighbour:
-			if len(r.Secret) != 4 || r.SetSize != 199 {
-				t.Errorf("a neighbour look-alike %q scored against %d candidates, want 199 (the secret removed)", r.Secret, r.SetSize)
+			if len(r.Secret) != 4 || r.Candidates != 199 {
+				t.Errorf("a neighbour look-alike %q scored against %d candidates, want 199 (the secret removed)", r.Secret, r.Candidates)
 			}
 		}
 		if r.SecretAbsent != "" && slices.Contains(r.Verdicts, content.VerdictClaim) {
@@ -121,31 +121,34 @@ func TestContentTemplateMustFitTheBatch(t *testing.T) {
 	}
 }
 
-// How a victim's decisions at its scored blocks become its row: the secret claimed is a success
-// only without a wrong claim beside it; another candidate claimed, or "not among the candidates"
-// for a secret that is one, is wrong; for a look-alike every candidate claimed is wrong and a
-// proof of absence is its right claim; "ranked first, not claimed" is no claim.
+// How a victim's decisions at its scored blocks become its row: the secret claimed is a right
+// claim; another candidate claimed, or "not among the candidates" for a secret that is one, is
+// wrong; for a look-alike every candidate claimed is wrong and a proof of absence is its right
+// claim; "ranked first, not claimed" is no claim. The answer is the first block's claim, else the
+// deepest block's first-ranked candidate.
 func TestContentClaimTally(t *testing.T) {
 	claim := func(guess string) content.Victim {
 		return content.Victim{Verdict: content.VerdictClaim, Claimed: true, Guess: guess}
 	}
 	absent := content.Victim{Verdict: content.VerdictAbsent, Guess: "1111"}
 	ranked := content.Victim{Verdict: content.VerdictRanked, Guess: "1603"}
+	claim2 := func(v content.Victim, guess string) content.Victim { v.Guess = guess; return v }
 	for _, tc := range []struct {
-		name                        string
-		present                     bool
-		blocks                      []content.Victim
-		success, claimed, undecided bool
-		wrong, claims, claimsRight  int
+		name                       string
+		present                    bool
+		blocks                     []content.Victim
+		answer                     string
+		claimed, undecided         bool
+		wrong, claims, claimsRight int
 	}{
-		{"recovered", true, []content.Victim{ranked, claim("1603")}, true, true, false, 0, 1, 1},
-		{"another candidate", true, []content.Victim{claim("1604"), ranked}, false, false, false, 1, 1, 0},
-		{"right and wrong", true, []content.Victim{claim("1604"), claim("1603")}, false, true, false, 1, 2, 1},
-		{"said absent", true, []content.Victim{absent, ranked}, false, false, false, 1, 1, 0},
-		{"not claimed", true, []content.Victim{ranked, ranked}, false, false, true, 0, 0, 0},
-		{"look-alike claimed", false, []content.Victim{ranked, claim("1603")}, false, false, false, 1, 1, 0},
-		{"look-alike proven absent", false, []content.Victim{absent, ranked}, false, true, false, 0, 1, 1},
-		{"look-alike not claimed", false, []content.Victim{ranked, ranked}, false, false, true, 0, 0, 0},
+		{"recovered", true, []content.Victim{ranked, claim("1603")}, "1603", true, false, 0, 1, 1},
+		{"another candidate", true, []content.Victim{claim("1604"), ranked}, "1604", false, false, 1, 1, 0},
+		{"wrong then right", true, []content.Victim{claim("1604"), claim("1603")}, "1604", true, false, 1, 2, 1},
+		{"said absent", true, []content.Victim{absent, ranked}, "", false, false, 1, 1, 0},
+		{"a guess", true, []content.Victim{claim2(ranked, "1111"), ranked}, "1603", false, true, 0, 0, 0},
+		{"look-alike claimed", false, []content.Victim{ranked, claim("1603")}, "1603", false, false, 1, 1, 0},
+		{"look-alike proven absent", false, []content.Victim{absent, ranked}, "", true, false, 0, 1, 1},
+		{"look-alike not claimed", false, []content.Victim{ranked, ranked}, "1603", false, true, 0, 0, 0},
 	} {
 		var c claimTally
 		for _, v := range tc.blocks {
@@ -153,9 +156,13 @@ func TestContentClaimTally(t *testing.T) {
 		}
 		var r Row
 		c.fill(&r, tc.present)
-		if r.Success != tc.success || r.Claimed != tc.claimed || r.CannotTell != tc.undecided || r.WrongClaims != tc.wrong ||
+		var guesses []string
+		for _, v := range tc.blocks {
+			guesses = append(guesses, v.Guess)
+		}
+		if a := c.answer(guesses); a != tc.answer || r.Claimed != tc.claimed || r.CannotTell != tc.undecided || r.WrongClaims != tc.wrong ||
 			r.Stats.Claims != tc.claims || r.Stats.ClaimsRight != tc.claimsRight {
-			t.Errorf("%s: success %v claimed %v undecided %v wrong %d claims %d right %d", tc.name, r.Success, r.Claimed, r.CannotTell,
+			t.Errorf("%s: answer %q claimed %v undecided %v wrong %d claims %d right %d", tc.name, a, r.Claimed, r.CannotTell,
 				r.WrongClaims, r.Stats.Claims, r.Stats.ClaimsRight)
 		}
 	}

@@ -46,7 +46,7 @@ func TestReportIsComputedFromResults(t *testing.T) {
 
 	type cell struct {
 		n, k, claims, wrong, undecided, batches, passes int
-		absent, absentProven, rankedFirst               int
+		absent, absentProven                            int
 		tok, bagRec, bagPrec, chance                    []float64
 		clean, shields                                  []float64
 		rmin, rmax                                      []int
@@ -83,10 +83,24 @@ func TestReportIsComputedFromResults(t *testing.T) {
 				secretSamples = append(secretSamples, r)
 			}
 		}
-		if isSecret {
-			guesses := r["guesses"].([]any)
-			if !absent && guesses[len(guesses)-1] == r["secret"] {
-				c.rankedFirst++
+		if isSecret && !absent {
+			// The attacker's answer: the first block's claim ("" for "not among the
+			// candidates"), else the deepest block's first-ranked candidate.
+			guesses, answer, claimed := r["guesses"].([]any), "", false
+			for k, v := range r["verdicts"].([]any) {
+				if v == "claim" || v == "not among the candidates" {
+					if v == "claim" {
+						answer = guesses[k].(string)
+					}
+					claimed = true
+					break
+				}
+			}
+			if !claimed {
+				answer = guesses[len(guesses)-1].(string)
+			}
+			if (answer == r["secret"]) != r["success"].(bool) {
+				t.Errorf("victim %v: answer %q, secret %q, success %v", r["prompt"], answer, r["secret"], r["success"])
 			}
 		}
 		if absent {
@@ -107,9 +121,9 @@ func TestReportIsComputedFromResults(t *testing.T) {
 			if v, ok := r["cannot_tell"]; ok && v.(bool) {
 				c.undecided++
 			}
-		}
-		if v, ok := r["candidates"]; ok {
-			c.chance = append(c.chance, 1/v.(float64))
+			if v, ok := r["candidates"]; ok {
+				c.chance = append(c.chance, 1/v.(float64))
+			}
 		}
 		if atk == "decode" {
 			c.tok = append(c.tok, r["token_acc"].(float64))
@@ -155,6 +169,18 @@ func TestReportIsComputedFromResults(t *testing.T) {
 			s += x
 		}
 		return strconv.FormatFloat(s/float64(len(xs)), 'f', dec, 64)
+	}
+	// chanceText is a mean chance level as the reports write it: 3 decimals, 2 significant
+	// digits below 0.001.
+	chanceText := func(xs []float64) string {
+		s := 0.0
+		for _, x := range xs {
+			s += x
+		}
+		if m := s / float64(len(xs)); m < 0.001 {
+			return strconv.FormatFloat(m, 'g', 2, 64)
+		}
+		return avg(xs, 3)
 	}
 	interval := func(k, n int) string {
 		p, err := eval.ClopperPearson(k, n, 0.95)
@@ -222,7 +248,7 @@ func TestReportIsComputedFromResults(t *testing.T) {
 			verdict = "no success at this budget: " + interval(c.k, c.n)
 		}
 		if len(c.chance) > 0 {
-			verdict += "; chance level " + avg(c.chance, 3)
+			verdict += "; chance level " + chanceText(c.chance)
 		}
 		expected := d.Prompts.Count
 		if base(atk) == "content" {
@@ -253,8 +279,12 @@ func TestReportIsComputedFromResults(t *testing.T) {
 		switch _, absent := r["secret_absent"]; {
 		case wrong > 0:
 			outcome = fmt.Sprintf("%d wrong claims", wrong)
-		case !absent && r["success"].(bool):
+		case !absent && r["claimed"].(bool):
 			outcome = "recovered (proven)"
+		case !absent && r["success"].(bool):
+			outcome = "recovered (ranked first, not claimed)"
+		case !absent:
+			outcome = "not recovered"
 		case absent && r["claimed"].(bool):
 			outcome = "proven absent"
 		}
@@ -276,7 +306,7 @@ func TestReportIsComputedFromResults(t *testing.T) {
 			c := cells[[2]string{st.Name, atk}]
 			chance := ""
 			if len(c.chance) > 0 {
-				chance = ", chance " + avg(c.chance, 3)
+				chance = ", chance " + chanceText(c.chance)
 			}
 			if c.absent > 0 {
 				chance += fmt.Sprintf(", %d of %d look-alikes proven absent", c.absentProven, c.absent)
@@ -292,7 +322,7 @@ func TestReportIsComputedFromResults(t *testing.T) {
 					ch += v
 				}
 				ch /= float64(len(c.chance))
-				fails, why = p.Lo <= ch, "its interval reaches its chance level "+avg(c.chance, 3)+": no better than a uniform guess"
+				fails, why = p.Lo <= ch, "its interval reaches its chance level "+chanceText(c.chance)+": no better than a uniform guess"
 			}
 			if fails {
 				if b, ok := best[atk]; !ok || x < b {
@@ -318,8 +348,8 @@ func TestReportIsComputedFromResults(t *testing.T) {
 				ranks = []string{"-"}
 			}
 			if base(atk) == "content" {
-				want = append(want, fmt.Sprintf("| %s | %d | %d | %d | %d | %d | %d | %d | %s | %s | %s | %d |", st.Name, c.n, c.k, c.wrong, c.undecided,
-					c.rankedFirst, c.absent, c.absentProven, strings.Join(ranks, ", "), avg(c.clean, 1), avg(c.shields, 1), c.passes))
+				want = append(want, fmt.Sprintf("| %s | %d | %d | %d | %d | %d | %s | %d | %d | %s | %s | %s | %d |", st.Name, c.n, c.k, c.claims, c.wrong,
+					c.undecided, chanceText(c.chance), c.absent, c.absentProven, strings.Join(ranks, ", "), avg(c.clean, 1), avg(c.shields, 1), c.passes))
 				continue
 			}
 			want = append(want, fmt.Sprintf("| %s | %d | %d | %d | %d | %s | %s | %s | %s | %s | %s | %d |", st.Name, c.n, c.k, c.claims, c.wrong,

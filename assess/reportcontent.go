@@ -43,26 +43,30 @@ func secretOutcome(r Row) string {
 	switch {
 	case r.WrongClaims > 0:
 		return fmt.Sprintf("%d wrong claims", r.WrongClaims)
-	case r.SecretAbsent == "" && r.Success:
+	case r.SecretAbsent == "" && r.Claimed:
 		return "recovered (proven)"
-	case r.SecretAbsent != "" && r.Claimed:
+	case r.SecretAbsent == "" && r.Success:
+		return "recovered (ranked first, not claimed)"
+	case r.SecretAbsent == "":
+		return "not recovered"
+	case r.Claimed:
 		return "proven absent"
 	}
 	return "not claimed"
 }
 
 // contentDetailHeader heads a template's details table.
-var contentDetailHeader = []string{"setting", "victims", "recovered (proven)", "wrong claims", "not claimed", "ranked first at the last block (a guess)",
+var contentDetailHeader = []string{"setting", "victims", "recovered", "claimed (proven)", "wrong claims", "not claimed", "chance",
 	"look-alikes", "proven absent", "rank per block", "clean rows per call", "shield rows per call", "candidate passes"}
 
-// contentDetails are a template's figures at one setting: its victims, those recovered, the wrong
-// claims (look-alikes' included), the victims not claimed and those whose secret the last scored
-// block ranks first, the look-alikes and those proven absent, the ranks of U, the rows of a call
-// and the candidate passes (neighbours and next tokens tested).
+// contentDetails are a template's figures at one setting: its victims, those recovered (claimed,
+// or ranked first), those claimed, the wrong claims (look-alikes' included), the victims not
+// claimed, a uniform guess's chance, the look-alikes and those proven absent, the ranks of U, the
+// rows of a call and the candidate passes (neighbours and next tokens tested).
 func (c Cell) contentDetails() []string {
-	return []string{c.Setting.Name, strconv.Itoa(c.Prompts), strconv.Itoa(c.Successes), strconv.Itoa(c.Wrong), strconv.Itoa(c.CannotTell),
-		strconv.Itoa(c.RankedFirst), strconv.Itoa(c.Absent), strconv.Itoa(c.AbsentProven), c.ranks(), fmtMean(c.Clean), fmtMean(c.Shields),
-		strconv.Itoa(c.Passes)}
+	return []string{c.Setting.Name, strconv.Itoa(c.Prompts), strconv.Itoa(c.Successes), strconv.Itoa(c.Claims), strconv.Itoa(c.Wrong),
+		strconv.Itoa(c.CannotTell), fmtChance(c.Chance), strconv.Itoa(c.Absent), strconv.Itoa(c.AbsentProven), c.ranks(), fmtMean(c.Clean),
+		fmtMean(c.Shields), strconv.Itoa(c.Passes)}
 }
 
 // secretSampleTitle heads the victims' table.
@@ -72,7 +76,7 @@ func secretSampleTitle() string {
 
 // secretSampleNote says what the victims' table shows.
 var secretSampleNote = "A claim is " + strconv.Quote(content.VerdictClaim) + " (the secret, proven from U) or " + strconv.Quote(content.VerdictAbsent) +
-	" (no candidate can be the secret); " + strconv.Quote(content.VerdictRanked) + " claims nothing. A look-alike's secret is not among the candidates: one character longer than one (longer) or removed from those scored (neighbour)."
+	" (no candidate can be the secret); " + strconv.Quote(content.VerdictRanked) + " claims nothing. The attacker's answer is its claim, else the candidate the deepest scored block ranks first (a guess); the secret is recovered when the answer is the secret. A look-alike's secret is not among the candidates: one character longer than one (longer) or removed from those scored (neighbour)."
 
 // mdSecretSamples writes content recovery's first victims.
 func (s *Summary) mdSecretSamples(b *bytes.Buffer, redact bool) {

@@ -64,9 +64,10 @@ type Row struct {
 	// 1: proven absent), rounded to 3 decimals.
 	PromptExcess *float64 `json:"prompt_excess,omitempty"`
 	DecoyExcess  *float64 `json:"decoy_excess,omitempty"`
-	// Candidates and Rank are a ranking attack's (learned): the texts it ranked for this prompt
-	// (the prompt and the batch's decoys) and the prompt's place among them (1: first; a tie
-	// counts against it). 1/Candidates is a uniform guess's chance of success.
+	// Candidates and Rank are a ranking attack's (learned: the texts it ranked for this prompt,
+	// the prompt and the batch's decoys, and the prompt's place among them, 1: first, a tie
+	// counting against it; content: the candidates and the secret's place). 1/Candidates is a
+	// uniform guess's chance of success.
 	Candidates int `json:"candidates,omitempty"`
 	Rank       int `json:"prompt_rank,omitempty"`
 	// Template, Secret and SecretAbsent are content recovery's victim (a row of its own, its
@@ -76,11 +77,11 @@ type Row struct {
 	Template     string `json:"template,omitempty"`
 	Secret       string `json:"secret,omitempty"`
 	SecretAbsent string `json:"secret_absent,omitempty"`
-	// SetSize is the number of candidates scored (with the secret removed for AbsentNeighbour);
 	// Verdicts and Guesses are, per scored block, content's verdict on the victim (claim, not
 	// among the candidates, ranked first, not claimed) and the candidate it ranks first;
-	// SecretRanks the secret's rank there (1: first; a present secret only).
-	SetSize     int      `json:"set_size,omitempty"`
+	// SecretRanks the secret's rank there (1: first, ties broken at random; a secret among the
+	// candidates only). Candidates are the candidates scored (the secret removed for
+	// AbsentNeighbour) and Rank the deepest block's SecretRanks.
 	Verdicts    []string `json:"verdicts,omitempty"`
 	Guesses     []string `json:"guesses,omitempty"`
 	SecretRanks []int    `json:"secret_ranks,omitempty"`

@@ -66,9 +66,7 @@ type Cell struct {
 	Interval                             eval.Proportion
 	// Absent and AbsentProven count content recovery's look-alike victims (their secret not
 	// among the candidates) and those proven absent; their wrong claims are in Wrong.
-	// RankedFirst counts its other victims whose secret the deepest scored block ranks first, a
-	// guess.
-	Absent, AbsentProven, RankedFirst int
+	Absent, AbsentProven int
 	// TokenAcc and BagRecall are means over the prompts (NaN where no row has them); BagPrecision
 	// a mean over the batches.
 	TokenAcc, BagRecall, BagPrecision float64
@@ -92,7 +90,7 @@ type Cell struct {
 func (c Cell) Verdict(success string) string {
 	chance := ""
 	if !math.IsNaN(c.Chance) {
-		chance = "; chance level " + fmtFrac(c.Chance)
+		chance = "; chance level " + fmtChance(c.Chance)
 	}
 	switch {
 	case c.Prompts == 0:
@@ -208,9 +206,6 @@ func Summarize(d Deployment, rows []Row) (*Summary, error) {
 			c.Wrong += r.WrongClaims
 			c.batchStats(r, a)
 			continue
-		}
-		if r.Template != "" && len(r.Guesses) > 0 && r.Guesses[len(r.Guesses)-1] == r.Secret {
-			c.RankedFirst++
 		}
 		c.Prompts++
 		if r.Success {
