@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"slices"
+
+	"github.com/gelo-research/geloattack/baselines/attacks"
 )
 
 // Attack is one attack of the battery. It runs on one batch of one setting at a time and gives one
@@ -25,7 +27,7 @@ type Attack interface {
 	// apply is not run, and the report says why.
 	Check(d Deployment) error
 	// Run attacks one batch: u's prompts under u's setting. It returns a row per prompt, in the
-	// order of u.Prompts, with the batch's figures on each.
+	// order of u.Prompts, with the batch's figures on each (content: one row, u.Secret's victim).
 	Run(ctx context.Context, env *Env, u Unit) ([]Row, error)
 }
 
@@ -45,6 +47,8 @@ type Env struct {
 	DeployerRows func(block int, textID int64, rows []float32) ([]float32, error)
 	// learned is the learned attack's opened checkpoint (nil when it does not run).
 	learned *learnedModel
+	// secrets are content recovery's candidate sets (nil when it does not run).
+	secrets *secretSets
 }
 
 // Unit is one batch of one setting for one attack: the work between two appends to results.jsonl.
@@ -54,18 +58,35 @@ type Unit struct {
 	SettingIndex int
 	// AttackIndex is the attack's place in the deployment's attacker.attacks.
 	AttackIndex int
-	// Batch is the batch's number, Prompts its prompts.
+	// Batch is the batch's number, Prompts its prompts (content: the prompts its victim joins).
 	Batch   int
 	Prompts []Prompt
 	// Seed is the batch's sampler seed: the deployment's seed + Batch.
 	Seed uint64
+	// Secret is content recovery's victim (nil for the other attacks): a unit of content is one
+	// victim in a batch of the prompts, Batch its number among the template victims of the
+	// setting.
+	Secret *SecretVictim
 }
 
-// battery is every attack assess knows, in report order. Content recovery of secret templates on
-// a decoder's rows (baselines/content's recover, being extended to decoders) takes its place
-// after presence as "content" once it reads them: content.go holds its hook.
+// implementations are the attacks assess has code for, each named as in baselines/attacks.
+func implementations() []Attack {
+	return []Attack{decodeAttack{}, presenceAttack{}, contentAttack{}, learnedAttack{}}
+}
+
+// battery is every attack assess runs, in report order: the registry's assessed attacks
+// (attacks.Assessed, in its explicit order), each name bound to its implementation. A name
+// without one is left out (TestBatteryIsTheRegistrys checks there is none, and no implementation
+// the registry does not list).
 func battery() []Attack {
-	return []Attack{decodeAttack{}, presenceAttack{}, learnedAttack{}}
+	impl := implementations()
+	var out []Attack
+	for _, a := range attacks.Assessed() {
+		if i := slices.IndexFunc(impl, func(x Attack) bool { return x.Name() == a.Name }); i >= 0 {
+			out = append(out, impl[i])
+		}
+	}
+	return out
 }
 
 // Names lists the battery's attacks, in report order.

@@ -32,6 +32,8 @@ type Deployment struct {
 	Deployer Deployer `yaml:"deployer" json:"deployer"`
 	// Prompts are the texts the assessment puts through the deployment.
 	Prompts Prompts `yaml:"prompts" json:"prompts"`
+	// Secrets are the secret templates content recovery attacks (secrets.go).
+	Secrets Secrets `yaml:"secrets" json:"secrets"`
 	// Attacker is the attacks' budget.
 	Attacker Attacker `yaml:"attacker" json:"attacker"`
 	// Grid varies the shields around the deployment (the frontier).
@@ -181,6 +183,7 @@ func DefaultDeployment() Deployment {
 		Observe:  Observe{DType: DTypeNone, Rows: 1},
 		Deployer: Deployer{Precision: membership.PrecisionFP32},
 		Prompts:  Prompts{Count: 100, ValFrac: 0.1},
+		Secrets:  Secrets{Templates: DefaultSecretTemplates(), Victims: 100, AbsentVictims: 100},
 	}
 }
 
@@ -198,6 +201,8 @@ var Rules = field.Table[Deployment]{
 	{Key: "observe.rows", Bounds: field.Bounds{Min: 1e-6, Max: 1}, Get: func(d Deployment) float64 { return d.Observe.Rows }},
 	{Key: "prompts.count", Bounds: field.Bounds{Int: true, Min: 1, Max: 1 << 20}, Get: func(d Deployment) float64 { return float64(d.Prompts.Count) }},
 	{Key: "prompts.val_frac", Bounds: field.Bounds{Min: 0, Max: 1, MinOpen: true, MaxOpen: true}, Get: func(d Deployment) float64 { return d.Prompts.ValFrac }},
+	{Key: "secrets.victims", Bounds: field.Bounds{Int: true, Min: 1, Max: 1 << 20}, Get: func(d Deployment) float64 { return float64(d.Secrets.Victims) }},
+	{Key: "secrets.absent_victims", Bounds: field.Bounds{Int: true, Min: 1, Max: 1 << 20, Zero: "none"}, Get: func(d Deployment) float64 { return float64(d.Secrets.AbsentVictims) }},
 	{Key: "attacker.beam", Bounds: field.Bounds{Int: true, Min: 1, Max: 1 << 16, Zero: "4 per text"}, Get: func(d Deployment) float64 { return float64(d.Attacker.Beam) }},
 	{Key: "attacker.rank_bag", Bounds: field.Bounds{Int: true, Min: 1, Max: 1 << 20, Zero: "the whole bag"}, Get: func(d Deployment) float64 { return float64(d.Attacker.RankBag) }},
 	{Key: "attacker.max_steps", Bounds: field.Bounds{Int: true, Min: 1, Max: 1 << 20, Zero: "n_obs or the model's context, the less"}, Get: func(d Deployment) float64 { return float64(d.Attacker.MaxSteps) }},
@@ -245,11 +250,12 @@ func (d Deployment) Validate() error {
 	}
 	add(checkBlocks("offload.blocks", d.Offload.Blocks))
 	add(checkBlocks("attacker.blocks", d.Attacker.Blocks))
+	errs = append(errs, d.Secrets.validate()...)
 	for i, name := range d.Attacker.Attacks {
 		key := fmt.Sprintf("attacker.attacks[%d]", i)
 		switch {
-		case name == contentName:
-			add(field.Errorf(key, "content recovery of secret templates on a decoder's rows is not in the battery yet (recover is being extended to decoders; assess/content.go is its hook): want one of %v", Names()))
+		case name == contentName && len(d.Secrets.Templates) == 0:
+			add(field.Errorf(key, "%s needs secret templates (secrets.templates)", contentName))
 		case !slices.Contains(Names(), name):
 			add(field.Errorf(key, "%q, want one of %v", name, Names()))
 		case slices.Index(d.Attacker.Attacks, name) < i:
@@ -336,9 +342,10 @@ func (d Deployment) Resolve(blocks, width int) (Deployment, error) {
 		}
 	}
 	if len(d.Attacker.Attacks) == 0 {
-		// Every attack of the battery, the learned one only with its checkpoint.
+		// Every attack of the battery, the learned one only with its checkpoint, content only with
+		// secret templates.
 		for _, name := range Names() {
-			if name != learnedName || d.Attacker.Learned != "" {
+			if (name != learnedName || d.Attacker.Learned != "") && (name != contentName || len(d.Secrets.Templates) > 0) {
 				d.Attacker.Attacks = append(d.Attacker.Attacks, name)
 			}
 		}

@@ -38,7 +38,7 @@ func TestDeploymentFileIsStrict(t *testing.T) {
 		{"manifold", "shields: {kind: manifold}\n", "shields.kind: manifold is not assessed"},
 		{"bad dtype", "observe: {dtype: fp8}\n", "observe.dtype: \"fp8\", want none, bf16 or fp16"},
 		{"bad precision", "deployer: {precision: int8}\n", "deployer.precision: \"int8\""},
-		{"unknown attack", "attacker: {attacks: [decode, guess]}\n", "deployment d.yaml:1:30: attacker.attacks[1]: \"guess\", want one of [decode presence learned]"},
+		{"unknown attack", "attacker: {attacks: [decode, guess]}\n", "deployment d.yaml:1:30: attacker.attacks[1]: \"guess\", want one of [decode presence content learned]"},
 		{"repeated block", "offload: {blocks: [0, 1, 1]}\n", "offload.blocks[2]: block 1 is listed twice"},
 		{"negative block", "attacker: {blocks: [0, -1]}\n", "attacker.blocks[1]: -1"},
 		{"list for a value", "model: [a, b]\n", "model: [a, b], want a string"},
@@ -50,7 +50,22 @@ func TestDeploymentFileIsStrict(t *testing.T) {
 		{"grid kappa twice", "grid: {kappas: [100, 100]}\n", "grid.kappas[1]: 100 is listed twice"},
 		{"grid dtype", "grid: {observe_dtypes: [bf16, fp8]}\n", "grid.observe_dtypes[1]: \"fp8\", want none, bf16 or fp16"},
 		{"not a mapping", "- a\n- b\n", "is a mapping of keys"},
-		{"content not yet", "attacker: {attacks: [content]}\n", "attacker.attacks[0]: content recovery of secret templates on a decoder's rows is not in the battery yet"},
+		{"content without templates", "secrets: {templates: []}\nattacker: {attacks: [content]}\n", "attacker.attacks[0]: content needs secret templates (secrets.templates)"},
+		// A decoder's rows up to the secret's end are those of every longer secret: a slot with
+		// nothing after it is refused at load, at its key.
+		{"slot last", "secrets:\n  templates:\n    - {name: pin, pattern: 'my PIN is {x}', set: pin}\n",
+			"deployment d.yaml:3:28: secrets.templates[0].pattern: template \"my PIN is {x}\" ends with its slot {x}"},
+		{"slot last but space", "secrets:\n  templates:\n    - name: pin\n      set: pin\n      pattern: 'my PIN is {x}  '\n",
+			"deployment d.yaml:5:16: secrets.templates[0].pattern: template"},
+		{"two slots", "secrets: {templates: [{name: pin, pattern: '{x} and {x} ok', set: pin}]}\n", "secrets.templates[0].pattern: template \"{x} and {x} ok\": holds {x} 2 times"},
+		{"no slot", "secrets: {templates: [{name: pin, pattern: 'my PIN', set: pin}]}\n", "secrets.templates[0].pattern"},
+		{"unknown set", "secrets: {templates: [{name: pin, pattern: '{x} ok', set: iban}]}\n", "secrets.templates[0].set: \"iban\", want one of [pin date name]"},
+		{"bad template name", "secrets: {templates: [{name: 'My PIN', pattern: '{x} ok', set: pin}]}\n", "secrets.templates[0].name: \"My PIN\""},
+		{"template twice", "secrets: {templates: [{name: a, pattern: '{x} ok', set: pin}, {name: a, pattern: '{x} ok', set: date}]}\n", "secrets.templates[1].name: \"a\" is listed twice"},
+		{"one candidate", "secrets: {templates: [{name: a, pattern: '{x} ok', set: pin, candidates: 1}]}\n", "secrets.templates[0].candidates: 1, want an integer in [2, 16777216]"},
+		{"unknown template key", "secrets: {templates: [{name: a, pattern: '{x} ok', set: pin, slot: x}]}\n", "deployment d.yaml:1:"},
+		{"no victims", "secrets: {victims: 0}\n", "secrets.victims: 0, want an integer in [1, 1048576]"},
+		{"fractional look-alikes", "secrets: {absent_victims: 2.5}\n", "secrets.absent_victims: 2.5, want an integer"},
 		{"rank bag without rank", "attacker: {rank_bag: 5}\n", "attacker.rank_bag: 5 needs attacker.rank: true"},
 	} {
 		_, err := ParseDeployment("d.yaml", []byte(tc.src))
@@ -69,7 +84,7 @@ func TestResolve(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !reflect.DeepEqual(r.Offload.Blocks, []int{0, 1, 2}) || !reflect.DeepEqual(r.Attacker.Blocks, []int{0, 1}) ||
-		!reflect.DeepEqual(r.Attacker.Attacks, []string{"decode", "presence"}) || !reflect.DeepEqual(r.Grid.ShieldRows, []int{32, 64, 128}) ||
+		!reflect.DeepEqual(r.Attacker.Attacks, []string{"decode", "presence", "content"}) || !reflect.DeepEqual(r.Grid.ShieldRows, []int{32, 64, 128}) ||
 		!reflect.DeepEqual(r.Grid.ShieldScales, []float64{1, 3, 10}) {
 		t.Errorf("resolved: %+v", r)
 	}
@@ -87,6 +102,11 @@ func TestResolve(t *testing.T) {
 		t.Errorf("learned with a run: %v", err)
 	}
 	d.Attacker.Attacks, d.Attacker.Learned = nil, ""
+	// Without secret templates, content recovery is left out of the default battery.
+	d.Secrets.Templates = nil
+	if r, err := d.Resolve(3, 64); err != nil || !reflect.DeepEqual(r.Attacker.Attacks, []string{"decode", "presence"}) {
+		t.Errorf("no templates: attacks %v (%v)", r.Attacker.Attacks, err)
+	}
 	d.Model = ""
 	if _, err := d.Resolve(3, 64); err == nil || !strings.Contains(err.Error(), "model: required") {
 		t.Errorf("no model: %v", err)

@@ -5,7 +5,7 @@ package assess
 const Example = `# A GELO deployment to assess: geloattack assess -config THIS_FILE [-out DIR] [-grid]
 # (docs/assessing.md). Every key is optional but model, which -model may give instead; flags
 # override the file (-model, -prompts, -texts, -shield-frac, -shield-rows, -shield-scale,
-# -observe-dtype, -blocks, -attack-blocks, -deployer-precision, -learned).
+# -observe-dtype, -blocks, -attack-blocks, -deployer-precision, -learned, -victims).
 
 # The Hugging Face decoder directory: config.json, *.safetensors, tokenizer.json.
 model: /path/to/model
@@ -51,8 +51,27 @@ prompts:
   count: 100
   val_frac: 0.1
 
+secrets:
+  # Content recovery: each template is a prompt with a secret slot {x} and text after it (a
+  # decoder's rows up to the secret's end are also those of every longer secret, so the rows
+  # after the slot are what tell them apart; a template whose slot is last is refused). Each
+  # victim's filled template is sent in a batch with other prompts; the attacker, who knows the
+  # template and the candidate set, claims a secret only where U proves it. set: pin
+  # (0000-9999) | date (every day of 1925-2024, "March 5, 1987") | name (WordNet's person
+  # names, from the corpus directory); candidates: keep a seeded subset of this many (0: all).
+  # Every filled template must be shorter than batch.tokens_per_text. Empty: content does not run.
+  #   - {name: birth, pattern: "I was born on {x}, thanks", set: date}
+  #   - {name: name, pattern: "my name is {x}, thanks", set: name}
+  templates:
+    - {name: pin, pattern: "my PIN is {x}, thanks", set: pin, candidates: 0}
+  victims: 100         # victims per template whose secret is drawn from its set
+  # Victims per template whose secret is absent from the set but looks alike: alternately one
+  # character longer (a five-digit number for the PINs) and a candidate removed from those
+  # scored (its neighbours stay). Never to be claimed; 0: none.
+  absent_victims: 100
+
 attacker:
-  attacks: []        # the battery's attacks to run (decode, presence, learned); empty: all (learned with a run)
+  attacks: []        # the battery's attacks to run (decode, presence, content, learned); empty: all (learned with a run, content with templates)
   blocks: []         # offloaded blocks the attacker scores: 0 (the bag) and more (the order); empty: 0, 1
   beam: 0            # live prefixes of the order search; 0: 4 per text
   joint: false       # rank extensions by the sum of the scored blocks' evidence

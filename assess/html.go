@@ -57,6 +57,10 @@ func (s *Summary) HTML(redact bool) []byte {
 		}
 		b.WriteString("</table>\n")
 	}
+	if len(s.SecretSamples) > 0 {
+		fmt.Fprintf(&b, "<h2>%s</h2>\n<p>%s</p>\n", e(secretSampleTitle()), e(secretSampleNote))
+		htmlTable(&b, "id=\"secrets\"", secretSampleHeader, len(s.SecretSamples), func(i int) []string { return secretSampleCells(s.SecretSamples[i], redact) })
+	}
 	b.WriteString("<h2>Every setting: privacy against overhead</h2>\n<table id=\"settings\">\n<tr><th>setting</th><th>shield rows</th><th>shield scale</th><th>cond(A)</th><th>U observed in</th><th>rows per call (n + shields)</th><th>FLOPs (x plain)</th><th>overhead %</th>")
 	for _, a := range s.Attacks {
 		if a.NotApplicable == "" {
@@ -92,6 +96,11 @@ func (s *Summary) HTML(redact bool) []byte {
 	}
 	for _, a := range s.Attacks {
 		if a.NotApplicable != "" {
+			continue
+		}
+		if a.Attack == contentName {
+			fmt.Fprintf(&b, "<h3>Details: %s</h3>\n", e(a.Name))
+			htmlTable(&b, "class=\"details\"", contentDetailHeader, len(a.Cells), func(i int) []string { return a.Cells[i].contentDetails() })
 			continue
 		}
 		fmt.Fprintf(&b, "<h3>Details: %s</h3>\n<table class=\"details\">\n<tr><th>setting</th><th>prompts</th><th>successes</th><th>claims</th><th>wrong claims</th><th>token accuracy</th><th>bag recall</th><th>bag precision</th><th>rank per block</th><th>clean rows per call</th><th>shield rows per call</th><th>candidate passes</th></tr>\n", e(a.Name))

@@ -67,16 +67,19 @@ func Merge(out string, dirs []string, files *safefile.Files, redact bool) (*Summ
 	if err != nil {
 		return nil, err
 	}
-	per, count := d.Batch.TextsPerCall, d.Prompts.Count
 	var missing []string
+	want := 0
 	for si, st := range d.Settings() {
 		for ai, a := range attacks {
 			if a.Check(d) != nil {
 				continue
 			}
-			for p := 0; p < count; p++ {
-				if _, ok := byKey[key{si, ai, p / per, p % per}]; !ok {
-					missing = append(missing, fmt.Sprintf("%s/%s/batch %d", st.Name, a.Name(), p/per))
+			for _, sl := range slotsOf(d, a) {
+				want += sl.rows
+				for p := range sl.rows {
+					if _, ok := byKey[key{si, ai, sl.batch, p}]; !ok {
+						missing = append(missing, fmt.Sprintf("%s/%s/batch %d", st.Name, a.Name(), sl.batch))
+					}
 				}
 			}
 		}
@@ -86,8 +89,8 @@ func Merge(out string, dirs []string, files *safefile.Files, redact bool) (*Summ
 		return nil, fmt.Errorf("assess: -merge: %d batches are in no shard (%s ...): finish the shards (rerun each with -resume) and merge again",
 			len(missing), missing[0])
 	}
-	if len(byKey) != len(d.Settings())*countApplicable(d, attacks)*count {
-		return nil, fmt.Errorf("assess: -merge: the shards hold %d rows, want %d: rows beyond the plan", len(byKey), len(d.Settings())*countApplicable(d, attacks)*count)
+	if len(byKey) != want {
+		return nil, fmt.Errorf("assess: -merge: the shards hold %d rows, want %d: rows beyond the plan", len(byKey), want)
 	}
 	keys := make([]key, 0, len(byKey))
 	for k := range byKey {
@@ -116,15 +119,4 @@ func Merge(out string, dirs []string, files *safefile.Files, redact bool) (*Summ
 		return nil, err
 	}
 	return s, tx.Commit()
-}
-
-// countApplicable is the number of d's attacks that apply.
-func countApplicable(d Deployment, attacks []Attack) int {
-	n := 0
-	for _, a := range attacks {
-		if a.Check(d) == nil {
-			n++
-		}
-	}
-	return n
 }

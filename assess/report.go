@@ -36,6 +36,15 @@ func fmtFrac(x float64) string {
 	return strconv.FormatFloat(x, 'f', 3, 64)
 }
 
+// fmtChance writes a chance level: 3 decimals, or below 0.001 its 2 significant digits (1 in
+// 10,000 candidates is 0.0001, not 0.000).
+func fmtChance(x float64) string {
+	if x > 0 && x < 0.001 {
+		return strconv.FormatFloat(x, 'g', 2, 64)
+	}
+	return fmtFrac(x)
+}
+
 // fmtPct writes a percentage with 1 decimal.
 func fmtPct(x float64) string { return strconv.FormatFloat(x, 'f', 1, 64) }
 
@@ -81,7 +90,10 @@ func (c Cell) gridCell(undecided string) string {
 		s += fmt.Sprintf(", %d %s", c.CannotTell, undecided)
 	}
 	if !math.IsNaN(c.Chance) {
-		s += ", chance " + fmtFrac(c.Chance)
+		s += ", chance " + fmtChance(c.Chance)
+	}
+	if c.Absent > 0 {
+		s += fmt.Sprintf(", %d of %d look-alikes proven absent", c.AbsentProven, c.Absent)
 	}
 	return s
 }
@@ -169,12 +181,17 @@ func (s *Summary) Markdown(redact bool) []byte {
 		fmt.Fprintf(&b, "- **%s**: %s.\n", a.Name, mdText(a.Budget))
 	}
 	s.mdSamples(&b, redact)
+	s.mdSecretSamples(&b, redact)
 	s.mdSettings(&b)
 	for _, a := range s.Attacks {
 		if a.NotApplicable != "" {
 			continue
 		}
 		fmt.Fprintf(&b, "\n### Details: %s\n\n", a.Name)
+		if a.Attack == contentName {
+			mdTable(&b, contentDetailHeader, len(a.Cells), func(i int) []string { return a.Cells[i].contentDetails() })
+			continue
+		}
 		b.WriteString("| setting | prompts | successes | claims | wrong claims | token accuracy | bag recall | bag precision | rank per block | clean rows per call | shield rows per call | candidate passes |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 		for _, c := range a.Cells {
 			fmt.Fprintf(&b, "| %s | %d | %d | %d | %d | %s | %s | %s | %s | %s | %s | %d |\n", c.Setting.Name, c.Prompts, c.Successes, c.Claims, c.Wrong,
@@ -254,7 +271,7 @@ func (a AttackSummary) frontierText() string {
 	c := a.Cells[a.Frontier]
 	fails := "no success on any prompt"
 	if !math.IsNaN(c.Chance) {
-		fails = "its interval reaches its chance level " + fmtFrac(c.Chance) + ": no better than a uniform guess"
+		fails = "its interval reaches its chance level " + fmtChance(c.Chance) + ": no better than a uniform guess"
 	}
 	return fmt.Sprintf("the cheapest setting it fails at (%s) is %s: %s, %d wrong claims, at %s%% overhead (x%s the plain call's FLOPs).",
 		fails, c.Setting.Name, c.Interval, c.Wrong, fmtPct(c.Cost.Overhead()), fmtNum(c.Cost.Ratio()))

@@ -22,7 +22,9 @@ type Row struct {
 	// Attack is the attack's name.
 	Attack string `json:"attack"`
 	// Batch is the batch's number; Pos the prompt's place in it; Prompt its place in the
-	// assessment; TextID its id in the source.
+	// assessment; TextID its id in the source. A content victim's row: Batch its unit's number
+	// among the setting's victims, Pos 0, Prompt its number in its template, TextID
+	// gelo.VictimTextID.
 	Batch  int   `json:"batch"`
 	Pos    int   `json:"pos"`
 	Prompt int   `json:"prompt"`
@@ -62,11 +64,27 @@ type Row struct {
 	// 1: proven absent), rounded to 3 decimals.
 	PromptExcess *float64 `json:"prompt_excess,omitempty"`
 	DecoyExcess  *float64 `json:"decoy_excess,omitempty"`
-	// Candidates and Rank are a ranking attack's (learned): the texts it ranked for this prompt
-	// (the prompt and the batch's decoys) and the prompt's place among them (1: first; a tie
-	// counts against it). 1/Candidates is a uniform guess's chance of success.
+	// Candidates and Rank are a ranking attack's (learned: the texts it ranked for this prompt,
+	// the prompt and the batch's decoys, and the prompt's place among them, 1: first, a tie
+	// counting against it; content: the candidates and the secret's place). 1/Candidates is a
+	// uniform guess's chance of success.
 	Candidates int `json:"candidates,omitempty"`
 	Rank       int `json:"prompt_rank,omitempty"`
+	// Template, Secret and SecretAbsent are content recovery's victim (a row of its own, its
+	// filled template in Tokens and Text): the template's name, the secret (-redact hides it in
+	// the reports, with the text) and, for a look-alike whose secret is not among the
+	// candidates, how (AbsentLonger, AbsentNeighbour; "" when it is among them).
+	Template     string `json:"template,omitempty"`
+	Secret       string `json:"secret,omitempty"`
+	SecretAbsent string `json:"secret_absent,omitempty"`
+	// Verdicts and Guesses are, per scored block, content's verdict on the victim (claim, not
+	// among the candidates, ranked first, not claimed) and the candidate it ranks first;
+	// SecretRanks the secret's rank there (1: first, ties broken at random; a secret among the
+	// candidates only). Candidates are the candidates scored (the secret removed for
+	// AbsentNeighbour) and Rank the deepest block's SecretRanks.
+	Verdicts    []string `json:"verdicts,omitempty"`
+	Guesses     []string `json:"guesses,omitempty"`
+	SecretRanks []int    `json:"secret_ranks,omitempty"`
 	// Stats are the batch's figures, the same on every row of the batch.
 	Stats BatchStats `json:"batch_stats"`
 }

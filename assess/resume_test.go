@@ -12,14 +12,16 @@ import (
 
 // gridDeployment is a small grid on the tiny decoder: 12 prompts (3 batches) at the deployment,
 // at 64 shield rows (full rank on width 64) of scales 1 and 10, at cond(A) 100 and with U
-// observed in bf16; the battery is decode, presence and the learned attack (a checkpoint of a few
-// steps on a store of block 1).
+// observed in bf16; the battery is decode, presence, content recovery (a PIN template that fits
+// the 8 tokens, "1234." being BOS and 6 tokens; 100 PINs, 2 victims and 2 look-alikes) and the
+// learned attack (a checkpoint of a few steps on a store of block 1).
 func gridDeployment(t *testing.T) Deployment {
 	t.Helper()
 	model, texts := tinyDecoder(t)
 	d := tinyDeployment(model, texts, 12)
 	d.Grid = Grid{Enabled: true, ShieldRows: []int{64}, ShieldScales: []float64{1, 10}, Kappas: []float64{100},
 		ObserveDTypes: []string{DTypeBF16}}
+	d.Secrets = Secrets{Templates: []SecretTemplate{{Name: "pin", Pattern: "{x}.", Set: SetPIN, Candidates: 100}}, Victims: 2, AbsentVictims: 2}
 	d.Attacker.Learned = trainRun(t, extractStore(t, d, 1))
 	return d
 }
@@ -44,8 +46,8 @@ func TestResumeGivesTheSameBytes(t *testing.T) {
 	d := gridDeployment(t)
 	whole, res := run(t, d, Options{})
 	total := res.Total
-	if total != 5*3*3 {
-		t.Fatalf("plan of %d batches, want 45 (5 settings, 3 attacks, 3 batches)", total)
+	if total != 5*(3*3+4) {
+		t.Fatalf("plan of %d batches, want 65 (5 settings; 3 attacks of 3 batches, content's 4 victims)", total)
 	}
 	half := filepath.Join(t.TempDir(), "half")
 	ctx, cancel := context.WithCancel(context.Background())
@@ -110,7 +112,9 @@ func TestShardsMergeToOneRun(t *testing.T) {
 	var dirs []string
 	for i := range 2 {
 		dir, res := run(t, d, Options{Shard: Shard{Index: i, Count: 2}})
-		if want := []int{30, 15}[i]; res.Total != want {
+		// Per setting: batches 0 and 2 of three attacks and content's victims 0 and 2, then batch 1
+		// of three attacks and content's victims 1 and 3.
+		if want := []int{5 * (6 + 2), 5 * (3 + 2)}[i]; res.Total != want {
 			t.Errorf("shard %d/2: %d batches, want %d", i, res.Total, want)
 		}
 		dirs = append(dirs, dir)

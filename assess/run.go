@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -15,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gelo-research/geloattack/data/corpus"
 	"github.com/gelo-research/geloattack/internal/runlock"
 	"github.com/gelo-research/geloattack/internal/safefile"
 )
@@ -83,15 +85,54 @@ type Outcome struct {
 	Summary *Summary
 }
 
-// unit is a planned batch with its attack.
+// unit is a planned batch with its attack and the rows it writes.
 type unit struct {
 	Unit
 	attack Attack
+	rows   int
+}
+
+// slot is one unit of an attack at a setting as the deployment alone determines it: its batch
+// number, the rows it writes, the batch of prompts it sends and, for content recovery, its
+// victim. Run's plan and Merge's check of completeness both read it.
+type slot struct {
+	batch, rows, prompts int
+	secret               *SecretVictim
+}
+
+// slotsOf are attack a's units at one setting of d, in the order results.jsonl holds them: a
+// batch of texts per call prompts each (the last one shorter), or for content recovery one
+// victim each, template by template, its secrets' victims first, then its look-alikes; victim v
+// joins the prompts of full batch v mod (full batches), and its secret is drawn from its own seed.
+func slotsOf(d Deployment, a Attack) []slot {
+	per, count := d.Batch.TextsPerCall, d.Prompts.Count
+	var out []slot
+	if a.Name() != contentName {
+		for b := 0; b*per < count; b++ {
+			out = append(out, slot{batch: b, rows: min(per, count-b*per), prompts: b})
+		}
+		return out
+	}
+	full := max(1, count/per)
+	n := d.Secrets.Victims + d.Secrets.AbsentVictims
+	for ti := range d.Secrets.Templates {
+		for v := range n {
+			out = append(out, slot{batch: ti*n + v, rows: 1, prompts: v % full, secret: &SecretVictim{Template: ti, Victim: v,
+				Absent: absentKind(v, d.Secrets.Victims), Seed: secretSeed(d.Seed, ti, v)}})
+		}
+	}
+	return out
+}
+
+// secretSeed is the seed content.Run draws template ti's victim v's secret from: one stream per
+// (seed, template, victim), so every setting and block draws the same secret.
+func secretSeed(seed uint64, ti, v int) uint64 {
+	return rand.New(rand.NewPCG(seed, uint64(ti)<<32|uint64(v))).Uint64()
 }
 
 // plan lists the shard's units in the order results.jsonl holds them: settings, then attacks,
-// then batches, as Deployment.Settings and attacker.attacks order them. Attacks that do not apply
-// are left out.
+// then batches (slotsOf), as Deployment.Settings and attacker.attacks order them. Attacks that do
+// not apply are left out.
 func plan(d Deployment, t *Target, shard Shard) ([]unit, error) {
 	attacks, err := attacksOf(d)
 	if err != nil {
@@ -104,12 +145,12 @@ func plan(d Deployment, t *Target, shard Shard) ([]unit, error) {
 			if a.Check(d) != nil {
 				continue
 			}
-			for b := 0; b < t.Batches(per); b++ {
-				if !shard.owns(b) {
+			for _, sl := range slotsOf(d, a) {
+				if !shard.owns(sl.batch) {
 					continue
 				}
-				out = append(out, unit{Unit: Unit{Setting: s, SettingIndex: si, AttackIndex: ai, Batch: b,
-					Prompts: t.Batch(per, b), Seed: d.Seed + uint64(b)}, attack: a})
+				out = append(out, unit{Unit: Unit{Setting: s, SettingIndex: si, AttackIndex: ai, Batch: sl.batch,
+					Prompts: t.Batch(per, sl.prompts), Seed: d.Seed + uint64(sl.batch), Secret: sl.secret}, attack: a, rows: sl.rows})
 			}
 		}
 	}
@@ -156,6 +197,15 @@ func Run(ctx context.Context, d Deployment, opt Options) (*Outcome, error) {
 		}
 		defer learned.close()
 	}
+	var secrets *secretSets
+	if a, _ := Lookup(contentName); slices.Contains(d.Attacker.Attacks, contentName) && a.Check(d) == nil {
+		// The candidate sets are read, and every filled template checked against the batch,
+		// before anything is written; they are embedded on first use.
+		corpusDir, _ := corpus.DefaultCorpusDir()
+		if secrets, err = openSecrets(d, t, corpusDir); err != nil {
+			return nil, err
+		}
+	}
 	dep, err := d.Marshal()
 	if err != nil {
 		return nil, err
@@ -176,7 +226,7 @@ func Run(ctx context.Context, d Deployment, opt Options) (*Outcome, error) {
 		return nil, err
 	}
 	out := &Outcome{Deployment: d, Total: len(units), Skipped: skip, Done: skip}
-	env := &Env{Deployment: d, Target: t, Log: opt.Log, DeployerRows: opt.DeployerRows, learned: learned}
+	env := &Env{Deployment: d, Target: t, Log: opt.Log, DeployerRows: opt.DeployerRows, learned: learned, secrets: secrets}
 	prog := newProgress(opt.Progress, len(units), skip)
 	var runErr error
 	for _, u := range units[skip:] {
@@ -337,7 +387,7 @@ func resumePoint(files *safefile.Files, path string, units []unit) (int, error) 
 		if used == len(lines) {
 			break
 		}
-		n := len(u.Prompts)
+		n := u.rows
 		whole := true
 		for i := 0; i < n; i++ {
 			if used+i >= len(lines) {

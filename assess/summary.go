@@ -27,12 +27,20 @@ type Summary struct {
 	// Samples are the first prompts of the deployment's setting under the first attack that
 	// decodes text, with what it decoded.
 	Samples []Row
+	// SecretSamples are content recovery's first victims at the deployment's setting: per
+	// template its first SecretSampleSize whose secret is among the candidates, then its first
+	// SecretSampleSize look-alikes.
+	SecretSamples []Row
 }
 
-// AttackSummary is one attack over every setting.
+// AttackSummary is one attack over every setting; content recovery has one per template.
 type AttackSummary struct {
-	// Name, Success, Claimed, Undecided and Budget are the attack's (Attack).
-	Name, Success, Claimed, Undecided, Budget string
+	// Name is what the reports call it: the attack's name, with the template's for content
+	// recovery ("content (pin)"); Attack is the attack's name and Template the template's.
+	Name, Attack, Template string
+	// Success, Claimed, Undecided and Budget are the attack's (Attack; for a template, its own
+	// budget).
+	Success, Claimed, Undecided, Budget string
 	// NotApplicable says why the attack was not run ("" when it applies).
 	NotApplicable string
 	// Cells are the attack's figures per setting, in the order of Summary.Settings.
@@ -48,13 +56,17 @@ type Cell struct {
 	Setting Setting
 	Cost    Cost
 	HasCost bool
-	// Prompts are the prompts with a row, Expected the deployment's prompt count.
+	// Prompts are the prompts with a row, Expected the deployment's prompt count (content
+	// recovery: its victims whose secret is among the candidates, and secrets.victims).
 	Prompts, Expected int
 	// Successes, Claims, Wrong and CannotTell count the rows' success and claimed flags, wrong
 	// claims and cannot-tell flags; Interval is Successes of Prompts with its exact interval
 	// (zero when Prompts is 0).
 	Successes, Claims, Wrong, CannotTell int
 	Interval                             eval.Proportion
+	// Absent and AbsentProven count content recovery's look-alike victims (their secret not
+	// among the candidates) and those proven absent; their wrong claims are in Wrong.
+	Absent, AbsentProven int
 	// TokenAcc and BagRecall are means over the prompts (NaN where no row has them); BagPrecision
 	// a mean over the batches.
 	TokenAcc, BagRecall, BagPrecision float64
@@ -78,7 +90,7 @@ type Cell struct {
 func (c Cell) Verdict(success string) string {
 	chance := ""
 	if !math.IsNaN(c.Chance) {
-		chance = "; chance level " + fmtFrac(c.Chance)
+		chance = "; chance level " + fmtChance(c.Chance)
 	}
 	switch {
 	case c.Prompts == 0:
@@ -101,6 +113,9 @@ func (c Cell) ClaimsText(claimed, undecided string) string {
 	s := fmt.Sprintf("%d %s, %d wrong claims", c.Claims, claimed, c.Wrong)
 	if undecided != "" {
 		s += fmt.Sprintf("; %d %s", c.CannotTell, undecided)
+	}
+	if c.Absent > 0 {
+		s += fmt.Sprintf("; %d look-alikes (secret absent): %d proven absent", c.Absent, c.AbsentProven)
 	}
 	return s
 }
@@ -136,41 +151,62 @@ func Summarize(d Deployment, rows []Row) (*Summary, error) {
 		setIdx[st.Name] = i
 	}
 	atkIdx := map[string]int{}
-	for i, name := range d.Attacker.Attacks {
+	for _, name := range d.Attacker.Attacks {
 		a, ok := Lookup(name)
 		if !ok {
 			return nil, fmt.Errorf("assess: deployment names attack %q, want one of %v", name, Names())
 		}
-		as := AttackSummary{Name: name, Success: a.Success(), Claimed: a.Claimed(), Undecided: a.Undecided(), Budget: a.Budget(d), Frontier: -1}
+		as := AttackSummary{Name: name, Attack: name, Success: a.Success(), Claimed: a.Claimed(), Undecided: a.Undecided(), Budget: a.Budget(d), Frontier: -1}
 		if err := a.Check(d); err != nil {
 			as.NotApplicable = err.Error()
 		}
-		for _, st := range s.Settings {
-			c := Cell{Setting: st, Expected: d.Prompts.Count}
-			if s.D > 0 {
-				c.Cost, c.HasCost = CostOf(st, s.D, s.P), true
+		// Content recovery is reported per template.
+		parts := []AttackSummary{as}
+		if name == contentName && as.NotApplicable == "" {
+			parts = parts[:0]
+			for _, tm := range d.Secrets.Templates {
+				p := as
+				p.Name, p.Template, p.Budget = summaryName(name, tm.Name), tm.Name, contentBudget(d, tm)
+				parts = append(parts, p)
 			}
-			as.Cells = append(as.Cells, c)
 		}
-		s.Attacks = append(s.Attacks, as)
-		atkIdx[name] = i
+		for _, p := range parts {
+			expected := d.Prompts.Count
+			if name == contentName {
+				expected = d.Secrets.Victims
+			}
+			for _, st := range s.Settings {
+				c := Cell{Setting: st, Expected: expected}
+				if s.D > 0 {
+					c.Cost, c.HasCost = CostOf(st, s.D, s.P), true
+				}
+				p.Cells = append(p.Cells, c)
+			}
+			atkIdx[p.Name] = len(s.Attacks)
+			s.Attacks = append(s.Attacks, p)
+		}
 	}
-	type acc struct {
-		tokAcc, bagRec, bagPrec, chance float64
-		nTok, nBag, nPrec, nChance      int
-		shields, clean                  int
-	}
-	accs := make([][]acc, len(s.Attacks))
+	accs := make([][]cellSums, len(s.Attacks))
 	for i := range accs {
-		accs[i] = make([]acc, len(s.Settings))
+		accs[i] = make([]cellSums, len(s.Settings))
 	}
 	for n, r := range rows {
 		si, ok1 := setIdx[r.Setting.Name]
-		ai, ok2 := atkIdx[r.Attack]
+		ai, ok2 := atkIdx[summaryName(r.Attack, r.Template)]
 		if !ok1 || !ok2 || r.Setting != s.Settings[si] {
 			return nil, fmt.Errorf("assess: results row %d (%s, %s) is not of this deployment's settings and attacks", n+1, r.Setting.Name, r.Attack)
 		}
 		c, a := &s.Attacks[ai].Cells[si], &accs[ai][si]
+		if r.SecretAbsent != "" {
+			// A look-alike: no success to count, only its claims.
+			c.Absent++
+			if r.Claimed {
+				c.AbsentProven++
+			}
+			c.Wrong += r.WrongClaims
+			c.batchStats(r, a)
+			continue
+		}
 		c.Prompts++
 		if r.Success {
 			c.Successes++
@@ -194,27 +230,8 @@ func Summarize(d Deployment, rows []Row) (*Summary, error) {
 			a.chance += 1 / float64(r.Candidates)
 			a.nChance++
 		}
-		if r.Pos != 0 {
-			continue
-		}
-		// The batch's figures, once per batch.
-		st := r.Stats
-		c.Batches++
-		c.Passes += st.Passes
-		a.shields += st.Shields
-		a.clean += st.Clean
-		if st.BagPrecision != nil {
-			a.bagPrec += *st.BagPrecision
-			a.nPrec++
-		}
-		if c.Blocks == nil {
-			c.Blocks = append([]int(nil), st.Blocks...)
-			c.RankMin = append([]int(nil), st.Rank...)
-			c.RankMax = append([]int(nil), st.Rank...)
-		}
-		for k := range min(len(st.Rank), len(c.RankMin)) {
-			c.RankMin[k] = min(c.RankMin[k], st.Rank[k])
-			c.RankMax[k] = max(c.RankMax[k], st.Rank[k])
+		if r.Pos == 0 {
+			c.batchStats(r, a)
 		}
 	}
 	for ai := range s.Attacks {
@@ -237,7 +254,22 @@ func Summarize(d Deployment, rows []Row) (*Summary, error) {
 			}
 		}
 	}
-	// Samples: the deployment's setting under the first attack that decodes text.
+	// Samples: the deployment's setting under the first attack that decodes text; content
+	// recovery's first victims and look-alikes per template.
+	type sampleKey struct {
+		template string
+		absent   bool
+	}
+	taken := map[sampleKey]int{}
+	for _, r := range rows {
+		if r.Setting.Name != DeploymentSetting || r.Template == "" {
+			continue
+		}
+		if k := (sampleKey{r.Template, r.SecretAbsent != ""}); taken[k] < SecretSampleSize {
+			taken[k]++
+			s.SecretSamples = append(s.SecretSamples, r)
+		}
+	}
 	for _, r := range rows {
 		if r.Setting.Name != DeploymentSetting {
 			continue
@@ -266,6 +298,48 @@ func (c Cell) fails() bool {
 
 // SampleSize is how many prompts the reports show beside what the attack decoded.
 const SampleSize = 8
+
+// SecretSampleSize is how many victims, and how many look-alikes, of each template the reports
+// show with content recovery's verdicts.
+const SecretSampleSize = 4
+
+// summaryName is what the reports call attack's results: its name, and a content template's in
+// parentheses ("content (pin)").
+func summaryName(attack, template string) string {
+	if template == "" {
+		return attack
+	}
+	return attack + " (" + template + ")"
+}
+
+// cellSums are the sums behind a cell's means.
+type cellSums struct {
+	tokAcc, bagRec, bagPrec, chance float64
+	nTok, nBag, nPrec, nChance      int
+	shields, clean                  int
+}
+
+// batchStats adds the figures of r's batch to the cell, once per batch (its first row).
+func (c *Cell) batchStats(r Row, a *cellSums) {
+	st := r.Stats
+	c.Batches++
+	c.Passes += st.Passes
+	a.shields += st.Shields
+	a.clean += st.Clean
+	if st.BagPrecision != nil {
+		a.bagPrec += *st.BagPrecision
+		a.nPrec++
+	}
+	if c.Blocks == nil {
+		c.Blocks = append([]int(nil), st.Blocks...)
+		c.RankMin = append([]int(nil), st.Rank...)
+		c.RankMax = append([]int(nil), st.Rank...)
+	}
+	for k := range min(len(st.Rank), len(c.RankMin)) {
+		c.RankMin[k] = min(c.RankMin[k], st.Rank[k])
+		c.RankMax[k] = max(c.RankMax[k], st.Rank[k])
+	}
+}
 
 // mean is sum/n, NaN for n = 0.
 func mean(sum float64, n int) float64 {

@@ -27,11 +27,14 @@ type Prompt struct {
 	Text   string
 }
 
-// Tokenizer is what the reports need of the model's tokenizer: the text of token ids.
+// Tokenizer is what assess needs of the model's tokenizer: the prompts' token ids and their text,
+// and what content recovery's embedder checks (extraction.Tokenizer: its vocabulary and hash).
 type Tokenizer interface {
 	Encode(text string, addSpecial bool) ([]int, error)
 	Decode(ids []int) string
 	IsSpecial(id int) bool
+	VocabSize() int
+	Hash() string
 }
 
 // Target is what the attacks run against: the attacker's copy of the open weights (the deployer

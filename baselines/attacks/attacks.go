@@ -3,8 +3,9 @@
 // -attack NAME`, as a command of its own, in `geloattack assess`'s battery). The CLI binds each
 // entry to its flags and its run (cmd/geloattack's cliAttacks) and writes `baseline`'s -attack
 // help, its validation and its dispatch, and the summaries of `recover` and `decode`, from this
-// list; assess can list its battery from Assessed. The list holds no code of an attack, so it sits
-// low enough for both to import it (the runs are the CLI's and assess's).
+// list; assess lists its battery from Assessed, in the explicit report order of each entry's
+// Assess. The list holds no code of an attack, so it sits low enough for both to import it (the
+// runs are the CLI's and assess's).
 //
 // The learned attacks are trained by `geloattack train` (model.task); the list holds the one that
 // assess runs from a trained run (learned).
@@ -93,8 +94,10 @@ type Attack struct {
 	// the name of a command of its own with its own flags (which `baseline -attack NAME` selects
 	// too), or "" when only assess runs it.
 	Command string
-	// Assess says it is in `geloattack assess`'s battery, whose report order is this list's.
-	Assess bool
+	// Assess is the attack's place in `geloattack assess`'s battery (1 first): its reports list
+	// the attacks in this order, whatever the list's (help) order; 0: not in the battery. Each
+	// assessed attack has its own place.
+	Assess int
 }
 
 // all is the list, in the order the help names the attacks.
@@ -111,15 +114,17 @@ var all = []Attack{
 		Summary: "SOBI-style joint diagonalisation of U's rows, scored by |cos| to the clean rows against random rows"},
 	{Name: "anchor", Needs: Store, Output: RankedGuess, Command: Baseline,
 		Summary: "separation given k clean rows the attacker knows, scored by |cos| to the other clean rows"},
-	{Name: "content", Needs: Store | Model, Output: ProofClaims, Command: "recover",
+	// content is assessed on a decoder's rows (assess computes them from the deployment's model;
+	// recover reads a store's), after presence.
+	{Name: "content", Needs: Store | Model, Output: ProofClaims, Command: "recover", Assess: 3,
 		Summary: "sensitive-content recovery: rank candidate secrets of a templated victim text by row-space containment (residual, leverage, top-k)"},
-	{Name: "decode", Needs: Decoder, Output: ProofClaims, Command: "decode", Assess: true,
+	{Name: "decode", Needs: Decoder, Output: ProofClaims, Command: "decode", Assess: 1,
 		Summary: "prompt decoding: read whole prompts back from one GELO batch of a decoder, training-free"},
 	// presence's claims are exclusions: a text with a row above a bound every row of X meets is
 	// proven absent; no text is claimed present.
-	{Name: "presence", Needs: Decoder, Output: ProofClaims, Assess: true,
+	{Name: "presence", Needs: Decoder, Output: ProofClaims, Assess: 2,
 		Summary: "text presence: prove decoys absent by a row bound every row of the batch meets, at every scored block"},
-	{Name: "learned", Needs: Decoder | Trained, Output: RankedGuess, Assess: true,
+	{Name: "learned", Needs: Decoder | Trained, Output: RankedGuess, Assess: 4,
 		Summary: "learned text presence: a trained set transformer ranks each prompt among the batch's decoys"},
 }
 
@@ -148,14 +153,15 @@ func OnCLI() []Attack {
 	return out
 }
 
-// Assessed lists assess's battery, in report order.
+// Assessed lists assess's battery, in report order (Attack.Assess).
 func Assessed() []Attack {
 	var out []Attack
 	for _, a := range all {
-		if a.Assess {
+		if a.Assess > 0 {
 			out = append(out, a)
 		}
 	}
+	slices.SortStableFunc(out, func(a, b Attack) int { return a.Assess - b.Assess })
 	return out
 }
 

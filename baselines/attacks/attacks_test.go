@@ -12,10 +12,12 @@ func TestListIsTheCLIsAndAssesssOrder(t *testing.T) {
 	if got, want := Names(OnCLI()), []string{"rowspace", "fastica", "jade", "fobi", "jd", "anchor", "content", "decode"}; !slices.Equal(got, want) {
 		t.Errorf("OnCLI %v, want %v", got, want)
 	}
-	if got, want := Names(Assessed()), []string{"decode", "presence", "learned"}; !slices.Equal(got, want) {
+	// content comes before decode in the help and after presence in the reports: the order is
+	// the entries' Assess, not their place in the list.
+	if got, want := Names(Assessed()), []string{"decode", "presence", "content", "learned"}; !slices.Equal(got, want) {
 		t.Errorf("Assessed %v, want %v", got, want)
 	}
-	seen := map[string]bool{}
+	seen, places := map[string]bool{}, map[int]string{}
 	for _, a := range All() {
 		switch {
 		case a.Name == "" || seen[a.Name]:
@@ -26,8 +28,15 @@ func TestListIsTheCLIsAndAssesssOrder(t *testing.T) {
 			t.Errorf("%s needs nothing: every attack needs a store or a model", a.Name)
 		case a.Output != RankedGuess && a.Output != ProofClaims:
 			t.Errorf("%s: output %v", a.Name, a.Output)
-		case a.Command == "" && !a.Assess:
+		case a.Command == "" && a.Assess == 0:
 			t.Errorf("%s runs nowhere: no command and not in assess", a.Name)
+		case a.Assess < 0:
+			t.Errorf("%s: assess place %d", a.Name, a.Assess)
+		case a.Assess > 0 && places[a.Assess] != "":
+			t.Errorf("%s and %s share assess's place %d", places[a.Assess], a.Name, a.Assess)
+		}
+		if a.Assess > 0 {
+			places[a.Assess] = a.Name
 		}
 		seen[a.Name] = true
 		if b, ok := Lookup(a.Name); !ok || b != a {

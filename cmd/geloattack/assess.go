@@ -26,19 +26,22 @@ var cmdAssess = &Command{
 	Long: "Assesses a GELO deployment (docs/assessing.md). The deployment file (-example prints one with every\n" +
 		"key explained; the flags below override it, and -model DIR alone assesses a documented default) says\n" +
 		"what the deployer does: the model, the blocks GELO offloads, the batch of a call, the shields, the\n" +
-		"mixing, what the accelerator observes, the deployer's precision and the prompts (val-split texts of a\n" +
-		"source). Every attack of the battery (prompt decoding; text presence, proven absent or cannot tell;\n" +
-		"with -learned RUN the learned presence attack, a ranked guess beside its chance level) runs on every\n" +
-		"batch of prompts, and each batch's rows are appended to DIR/results.jsonl as it finishes: one line per\n" +
-		"prompt, attack and setting, the truth the reports are computed from. DIR/report.md and\n" +
-		"DIR/report.html (one file, tables and an inline SVG) give per attack a verdict with its exact 95%\n" +
-		"interval, never \"safe\": \"reads prompts exactly: k/n [lo, hi]\" or \"no success at this budget: 0/n\n" +
-		"[0, hi]\", the claims (proofs) and wrong claims, the attacker's budget, the decoded texts beside the\n" +
-		"true ones, and the cost of the setting (FLOPs of protocol/overhead's protected call). -grid adds\n" +
-		"settings of more shield rows and scales, of cond(A) and of the observed dtype, and marks, per attack,\n" +
-		"the cheapest setting it fails at: the frontier. Ctrl-C keeps what is done; -resume continues to the\n" +
-		"bytes of an uninterrupted run; -shard i/N runs every N-th batch, and -merge joins the shards'\n" +
-		"directories into one report equal to a single run's.",
+		"mixing, what the accelerator observes, the deployer's precision, the prompts (val-split texts of a\n" +
+		"source) and the secret templates (a PIN, a date, a name in a prompt). Every attack of the battery\n" +
+		"(prompt decoding; text presence, proven absent or cannot tell; content recovery of each template's\n" +
+		"secret, claimed only where U proves it, with look-alike victims whose secret is no candidate; with\n" +
+		"-learned RUN the learned presence attack, a ranked guess beside its chance level) runs on every\n" +
+		"batch of prompts (content: every victim in a batch of them), and each batch's rows are appended to\n" +
+		"DIR/results.jsonl as it finishes: one line per prompt (or victim), attack and setting, the truth the\n" +
+		"reports are computed from. DIR/report.md and DIR/report.html (one file, tables and an inline SVG)\n" +
+		"give per attack a verdict with its exact 95% interval, never \"safe\": \"reads prompts exactly: k/n\n" +
+		"[lo, hi]\" or \"no success at this budget: 0/n [0, hi]\", the claims (proofs) and wrong claims, the\n" +
+		"attacker's budget, the decoded texts beside the true ones (-redact hides them and the secrets), and\n" +
+		"the cost of the setting (FLOPs of protocol/overhead's protected call). -grid adds settings of more\n" +
+		"shield rows and scales, of cond(A) and of the observed dtype, and marks, per attack, the cheapest\n" +
+		"setting it fails at: the frontier. Ctrl-C keeps what is done; -resume continues to the bytes of an\n" +
+		"uninterrupted run; -shard i/N runs every N-th batch, and -merge joins the shards' directories into\n" +
+		"one report equal to a single run's.",
 	Flags:            assessFlags,
 	Args:             true,
 	SavesOnInterrupt: true,
@@ -54,7 +57,7 @@ func assessFlags(fs *flag.FlagSet) runFunc {
 		shardFlag = fs.String("shard", "", "run only shard i of N (i/N): batches i, i+N, ...; join the shards' directories with -merge")
 		grid      = fs.Bool("grid", false, "add the grid around the deployment (grid: in the file): shield rows x scales (default d/2, d, 2d x 1, 3, 10), then cond(A) (1, 100, 1e4) and the observed dtype (none, bf16, fp16) each alone; mark the frontier")
 		merge     = fs.Bool("merge", false, "join the assessment directories named after the flags (the shards of one assessment) into -out")
-		redact    = fs.Bool("redact", false, "leave the prompts' texts out of the reports (results.jsonl keeps them)")
+		redact    = fs.Bool("redact", false, "leave the prompts' texts and the secrets out of the reports (results.jsonl keeps them)")
 		verbose   = fs.Bool("v", false, "print each attack's stages within a batch")
 		model     = fs.String("model", "", "override model: the Hugging Face decoder directory (config.json, safetensors, tokenizer.json)")
 		texts     = fs.String("texts", "", "override prompts.texts: the texts SOURCE, as decode reads it (a scripts/fetch-data.sh directory, .jsonl, or one text per line)")
@@ -64,6 +67,7 @@ func assessFlags(fs *flag.FlagSet) runFunc {
 		precision = fs.String("deployer-precision", "", "override deployer.precision: fp32 | bf16 | fp16")
 		learned   = fs.String("learned", "", "override attacker.learned: a train RUN directory (task retrieval on a store extracted from this model at an offloaded block) for the learned presence attack, a ranked guess (added to attacker.attacks)")
 		prompts   = intFlag(fs, "prompts", 100, assess.Rules.Bounds("prompts.count"), "override prompts.count: the number of val-split prompts")
+		victims   = intFlag(fs, "victims", 100, assess.Rules.Bounds("secrets.victims"), "override secrets.victims: content recovery's victims per secret template")
 		rows      = intFlag(fs, "shield-rows", 0, assess.Rules.Bounds("shields.rows"), "override shields.rows: shield rows per call")
 		frac, scl float64
 	)
@@ -115,6 +119,9 @@ func assessFlags(fs *flag.FlagSet) runFunc {
 		}
 		if set("prompts") {
 			d.Prompts.Count = *prompts
+		}
+		if set("victims") {
+			d.Secrets.Victims = *victims
 		}
 		if set("shield-rows") {
 			d.Shields.Rows = *rows

@@ -105,6 +105,25 @@ func TestAssessCommand(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(out, assess.DeploymentFile)); err == nil {
 		t.Errorf("a refused -learned left %s", assess.DeploymentFile)
 	}
+	// Content recovery from the file's secret template, -victims overriding its count: one row per
+	// victim and look-alike, the verdict per template.
+	secrets := filepath.Join(dir, "secrets.yaml")
+	if err := os.WriteFile(secrets, []byte("batch: {tokens_per_text: 8}\nattacker: {attacks: [content]}\n"+
+		"secrets: {templates: [{name: pin, pattern: '{x}.', set: pin, candidates: 50}], victims: 5, absent_victims: 2}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cout := filepath.Join(dir, "content")
+	if err := runAssess(t, "-config", secrets, "-model", model, "-texts", texts, "-prompts", "8", "-victims", "3", "-out", cout); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := assess.ReadRows(filepath.Join(cout, assess.ResultsFile))
+	if err != nil || len(rows) != 3+2 {
+		t.Fatalf("content: %d rows (%v), want 3 victims and 2 look-alikes", len(rows), err)
+	}
+	if md, _ := os.ReadFile(filepath.Join(cout, assess.ReportMD)); !bytes.Contains(md, []byte("| content (pin) | recovers the secret: ")) ||
+		!bytes.Contains(md, []byte("| 3 of 3 |")) {
+		t.Errorf("content's verdict is not in the report:\n%s", md)
+	}
 	// The same command again: the directory is refused without -resume, continued with it.
 	if err := runAssess(t, append(common, "-out", one)...); err == nil || !strings.Contains(err.Error(), "-resume") {
 		t.Errorf("rerun into a finished assessment: %v", err)
@@ -125,6 +144,7 @@ func TestAssessRefusals(t *testing.T) {
 	}{
 		{[]string{"-config", bad}, "bad.yaml:3:3"},
 		{[]string{"-prompts", "0"}, "-prompts"},
+		{[]string{"-victims", "0"}, "-victims"},
 		{[]string{"-shield-frac", "2"}, "-shield-frac"},
 		{[]string{"-shard", "2/2", "-model", dir}, "shard"},
 		{[]string{"-blocks", "0,x", "-model", dir}, "-blocks"},
@@ -171,8 +191,14 @@ func TestAssessHTMLRendersInChromium(t *testing.T) {
 		t.Skipf("no %s (set GELOATTACK_REQUIRE_BROWSER=1 to require it)", chromium)
 	}
 	model, texts := assessModel(t)
-	out := filepath.Join(t.TempDir(), "a")
-	if err := runAssess(t, "-model", model, "-texts", texts, "-prompts", "4", "-out", out, "-attack-blocks", "0,1"); err != nil {
+	dir := t.TempDir()
+	out := filepath.Join(dir, "a")
+	// The default deployment but for a PIN template the tiny tokenizer's single letters fit in.
+	cfg := filepath.Join(dir, "deploy.yaml")
+	if err := os.WriteFile(cfg, []byte("secrets: {templates: [{name: pin, pattern: '{x}.', set: pin, candidates: 50}], victims: 2, absent_victims: 2}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := runAssess(t, "-config", cfg, "-model", model, "-texts", texts, "-prompts", "4", "-out", out, "-attack-blocks", "0,1"); err != nil {
 		t.Fatal(err)
 	}
 	// CI runs as root, where chromium needs --no-sandbox; a profile of its own in the test's
@@ -193,7 +219,8 @@ func TestAssessHTMLRendersInChromium(t *testing.T) {
 		}
 		t.Fatalf("chromium: %v\n%s", err, stderr)
 	}
-	for _, want := range []string{`<table id="verdicts">`, `<table id="settings">`, `<figure id="frontier">`, "<svg", "<circle", "<td>decode</td>"} {
+	for _, want := range []string{`<table id="verdicts">`, `<table id="secrets">`, `<table id="settings">`, `<figure id="frontier">`, "<svg", "<circle",
+		"<td>decode</td>", "<td>content (pin)</td>"} {
 		if !bytes.Contains(dom, []byte(want)) {
 			t.Errorf("the rendered DOM lacks %s", want)
 		}
