@@ -19,33 +19,13 @@ import (
 	"github.com/gelo-research/geloattack/data/corpus"
 	"github.com/gelo-research/geloattack/internal/runlock"
 	"github.com/gelo-research/geloattack/internal/safefile"
+	"github.com/gelo-research/geloattack/internal/shard"
 )
 
-// Shard is one of Count disjoint parts of an assessment: it runs batches Index, Index+Count, ...
-// of every setting and attack, so N shards cover every batch once, and Merge joins them.
-type Shard struct {
-	Index, Count int
-}
-
-// AllShards runs every batch.
-var AllShards = Shard{Index: 0, Count: 1}
-
-// String writes "i/N".
-func (s Shard) String() string { return fmt.Sprintf("%d/%d", s.Index, s.Count) }
-
-// owns reports whether batch b is the shard's.
-func (s Shard) owns(b int) bool { return b%s.Count == s.Index }
-
-// ParseShard reads "i/N" (0 <= i < N).
-func ParseShard(v string) (Shard, error) {
-	a, b, ok := strings.Cut(v, "/")
-	i, err1 := strconv.Atoi(strings.TrimSpace(a))
-	n, err2 := strconv.Atoi(strings.TrimSpace(b))
-	if !ok || err1 != nil || err2 != nil || n < 1 || i < 0 || i >= n {
-		return Shard{}, fmt.Errorf("shard %q: want i/N with 0 <= i < N, e.g. 0/4", v)
-	}
-	return Shard{Index: i, Count: n}, nil
-}
+// Shard is one of Count interleaved parts of an assessment (internal/shard): it runs batches
+// Index, Index+Count, ... of every setting and attack, so N shards cover every batch once, and
+// Merge joins them.
+type Shard = shard.Shard
 
 // Options says where and how Run works.
 type Options struct {
@@ -146,7 +126,7 @@ func plan(d Deployment, t *Target, shard Shard) ([]unit, error) {
 				continue
 			}
 			for _, sl := range slotsOf(d, a) {
-				if !shard.owns(sl.batch) {
+				if !shard.Owns(sl.batch) {
 					continue
 				}
 				out = append(out, unit{Unit: Unit{Setting: s, SettingIndex: si, AttackIndex: ai, Batch: sl.batch,
@@ -168,7 +148,7 @@ func Run(ctx context.Context, d Deployment, opt Options) (*Outcome, error) {
 		files = new(safefile.Files)
 	}
 	if opt.Shard.Count == 0 {
-		opt.Shard = AllShards
+		opt.Shard = shard.All()
 	}
 	if err := d.Validate(); err != nil {
 		return nil, fmt.Errorf("assess: deployment: %w", err)

@@ -15,6 +15,7 @@ import (
 	"github.com/gelo-research/geloattack/eval"
 	"github.com/gelo-research/geloattack/internal/runlock"
 	"github.com/gelo-research/geloattack/internal/safefile"
+	"github.com/gelo-research/geloattack/internal/shard"
 	"github.com/gelo-research/geloattack/runner"
 	"github.com/gelo-research/geloattack/train"
 )
@@ -97,9 +98,9 @@ func (s Summary) Count(o Outcome) int {
 func Run(ctx context.Context, sw *Sweep, o Options) (Summary, error) {
 	var sum Summary
 	if o.Shard == (Shard{}) {
-		o.Shard = All
+		o.Shard = shard.All()
 	}
-	if err := o.Shard.validate(); err != nil {
+	if err := o.Shard.Validate(); err != nil {
 		return sum, err
 	}
 	if err := checkChosen(o.Cells, len(sw.Cells), o.Shard); err != nil {

@@ -218,7 +218,7 @@ func TestShardsRunDisjointCellsAndShareThePlan(t *testing.T) {
 	seen := map[string]int{}
 	for i := 0; i < 3; i++ {
 		f := &fakeTrainer{}
-		if _, err := Run(context.Background(), sw, Options{Out: out, Shard: Shard{i, 3}, Train: f.train}); err != nil {
+		if _, err := Run(context.Background(), sw, Options{Out: out, Shard: Shard{Index: i, Count: 3}, Train: f.train}); err != nil {
 			t.Fatal(err)
 		}
 		for _, c := range f.calls {

@@ -133,7 +133,7 @@ func TestRunRefusesBadChosenCells(t *testing.T) {
 		o    Options
 		want string
 	}{
-		{Options{Cells: []int{0}, Shard: Shard{1, 2}}, "chosen cells and shard 1/2"},
+		{Options{Cells: []int{0}, Shard: Shard{Index: 1, Count: 2}}, "chosen cells and shard 1/2"},
 		{Options{Cells: []int{4}}, "want increasing indices in [0, 4)"},
 		{Options{Cells: []int{-1}}, "want increasing indices"},
 		{Options{Cells: []int{2, 1}}, "want increasing indices"},

@@ -4,51 +4,14 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/gelo-research/geloattack/internal/shard"
 )
 
-// Shard is one of Count disjoint parts of a sweep: it runs cells Index, Index+Count, ...
-// (0-based), so that N shards cover every cell exactly once and each gets every N-th cell of the
-// expansion order, mixing cheap and expensive settings evenly.
-type Shard struct {
-	// Index is the shard's number, 0 <= Index < Count.
-	Index int
-	// Count is the number of shards, >= 1.
-	Count int
-}
-
-// All is the shard that runs every cell.
-var All = Shard{Index: 0, Count: 1}
-
-// String writes the shard as "i/N".
-func (s Shard) String() string { return fmt.Sprintf("%d/%d", s.Index, s.Count) }
-
-// Owns reports whether cell i (0-based, in expansion order) belongs to the shard.
-func (s Shard) Owns(i int) bool { return i%s.Count == s.Index }
-
-func (s Shard) validate() error {
-	if s.Count < 1 || s.Index < 0 || s.Index >= s.Count {
-		return fmt.Errorf("shard %d/%d: want 0 <= index < count", s.Index, s.Count)
-	}
-	return nil
-}
-
-// ParseShard reads "i/N".
-func ParseShard(v string) (Shard, error) {
-	a, b, ok := strings.Cut(v, "/")
-	if !ok {
-		return Shard{}, fmt.Errorf("shard %q: want i/N, e.g. 0/4", v)
-	}
-	i, err1 := strconv.Atoi(strings.TrimSpace(a))
-	n, err2 := strconv.Atoi(strings.TrimSpace(b))
-	if err1 != nil || err2 != nil {
-		return Shard{}, fmt.Errorf("shard %q: want i/N with integers, e.g. 0/4", v)
-	}
-	s := Shard{Index: i, Count: n}
-	if err := s.validate(); err != nil {
-		return Shard{}, err
-	}
-	return s, nil
-}
+// Shard is one of Count interleaved parts of a sweep's cells (internal/shard): it runs cells
+// Index, Index+Count, ... of the expansion order, so N shards cover every cell exactly once and
+// each mixes cheap and expensive settings evenly.
+type Shard = shard.Shard
 
 // Environment variables that select a shard when no -shard flag is given.
 const (
@@ -94,7 +57,7 @@ func ShardFromEnv(getenv func(string) string, shards int) (Shard, string, error)
 			return Shard{}, "", fmt.Errorf("$SLURM_ARRAY_TASK_ID is set but not $SLURM_ARRAY_TASK_COUNT; pass -shards N")
 		}
 		s := Shard{Index: id - lo, Count: n}
-		if err := s.validate(); err != nil {
+		if err := s.Validate(); err != nil {
 			return Shard{}, "", fmt.Errorf("Slurm array task %d (min %d, count %d): %w; use a contiguous --array", id, lo, n, err)
 		}
 		return s, "Slurm job array", nil
@@ -114,7 +77,7 @@ func ShardFromEnv(getenv func(string) string, shards int) (Shard, string, error)
 			}
 		}
 		s := Shard{Index: idx, Count: n}
-		if err := s.validate(); err != nil {
+		if err := s.Validate(); err != nil {
 			return Shard{}, "", fmt.Errorf("Kubernetes Indexed Job index %d of %d: %w", idx, n, err)
 		}
 		return s, "Kubernetes Indexed Job", nil
@@ -122,5 +85,5 @@ func ShardFromEnv(getenv func(string) string, shards int) (Shard, string, error)
 	if shards > 1 {
 		return Shard{}, "", fmt.Errorf("-shards %d without a job index: pass -shard i/N, or run as a Slurm job array or a Kubernetes Indexed Job", shards)
 	}
-	return All, "", nil
+	return shard.All(), "", nil
 }

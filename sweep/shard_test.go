@@ -3,6 +3,8 @@ package sweep
 import (
 	"strings"
 	"testing"
+
+	"github.com/gelo-research/geloattack/internal/shard"
 )
 
 func TestShardsPartitionTheCells(t *testing.T) {
@@ -36,17 +38,6 @@ func TestShardsPartitionTheCells(t *testing.T) {
 	}
 }
 
-func TestParseShard(t *testing.T) {
-	if s, err := ParseShard("2/5"); err != nil || s != (Shard{2, 5}) {
-		t.Fatalf("2/5: %v %v", s, err)
-	}
-	for _, bad := range []string{"", "3", "5/5", "-1/3", "1/0", "a/b", "1/2/3"} {
-		if _, err := ParseShard(bad); err == nil {
-			t.Errorf("%q accepted", bad)
-		}
-	}
-}
-
 func TestShardFromEnv(t *testing.T) {
 	cases := []struct {
 		name   string
@@ -55,15 +46,15 @@ func TestShardFromEnv(t *testing.T) {
 		want   Shard
 		err    string
 	}{
-		{"nothing", nil, 0, All, ""},
-		{"slurm from 0", map[string]string{"SLURM_ARRAY_TASK_ID": "3", "SLURM_ARRAY_TASK_COUNT": "4", "SLURM_ARRAY_TASK_MIN": "0"}, 0, Shard{3, 4}, ""},
-		{"slurm from 1", map[string]string{"SLURM_ARRAY_TASK_ID": "3", "SLURM_ARRAY_TASK_COUNT": "4", "SLURM_ARRAY_TASK_MIN": "1"}, 0, Shard{2, 4}, ""},
-		{"slurm count flag", map[string]string{"SLURM_ARRAY_TASK_ID": "3"}, 6, Shard{3, 6}, ""},
+		{"nothing", nil, 0, shard.All(), ""},
+		{"slurm from 0", map[string]string{"SLURM_ARRAY_TASK_ID": "3", "SLURM_ARRAY_TASK_COUNT": "4", "SLURM_ARRAY_TASK_MIN": "0"}, 0, Shard{Index: 3, Count: 4}, ""},
+		{"slurm from 1", map[string]string{"SLURM_ARRAY_TASK_ID": "3", "SLURM_ARRAY_TASK_COUNT": "4", "SLURM_ARRAY_TASK_MIN": "1"}, 0, Shard{Index: 2, Count: 4}, ""},
+		{"slurm count flag", map[string]string{"SLURM_ARRAY_TASK_ID": "3"}, 6, Shard{Index: 3, Count: 6}, ""},
 		{"slurm no count", map[string]string{"SLURM_ARRAY_TASK_ID": "3"}, 0, Shard{}, "SLURM_ARRAY_TASK_COUNT"},
 		{"slurm sparse", map[string]string{"SLURM_ARRAY_TASK_ID": "9", "SLURM_ARRAY_TASK_COUNT": "4"}, 0, Shard{}, "contiguous"},
 		{"slurm garbage", map[string]string{"SLURM_ARRAY_TASK_ID": "x"}, 0, Shard{}, "not an integer"},
-		{"k8s flag", map[string]string{"JOB_COMPLETION_INDEX": "2"}, 3, Shard{2, 3}, ""},
-		{"k8s env", map[string]string{"JOB_COMPLETION_INDEX": "0", EnvShards: "5"}, 0, Shard{0, 5}, ""},
+		{"k8s flag", map[string]string{"JOB_COMPLETION_INDEX": "2"}, 3, Shard{Index: 2, Count: 3}, ""},
+		{"k8s env", map[string]string{"JOB_COMPLETION_INDEX": "0", EnvShards: "5"}, 0, Shard{Index: 0, Count: 5}, ""},
 		{"k8s no count", map[string]string{"JOB_COMPLETION_INDEX": "0"}, 0, Shard{}, EnvShards},
 		{"k8s out of range", map[string]string{"JOB_COMPLETION_INDEX": "3"}, 3, Shard{}, "index 3 of 3"},
 		{"shards without index", nil, 4, Shard{}, "without a job index"},

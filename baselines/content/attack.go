@@ -229,13 +229,17 @@ func Run(ctx context.Context, s *gelo.Sampler, emb *Embedder, opt Options) (*Res
 	}
 	if opt.Deployer != nil {
 		// The evaluation's check that Recompute covers this deployer: emb's own rows against its
-		// of the same (true) texts. No verdict reads it; the attacker could not compute it.
+		// of the same (true) texts. No verdict reads it; the attacker could not compute it. A
+		// deployer whose rows are of other tokens than emb's rows of the texts (assess's
+		// look-alikes and its deployer's cut of a victim) has no gap to measure: none is recorded.
 		own, err := emb.Embed(ctx, texts, 0, 0, nil)
 		if err != nil {
 			return nil, fmt.Errorf("content: victims, this repository's rows: %w", err)
 		}
-		if res.DeployerGap, err = RowGap(own, vrows); err != nil {
-			return nil, fmt.Errorf("content: victims: %w", err)
+		if sameLayout(own, vrows) {
+			if res.DeployerGap, err = RowGap(own, vrows); err != nil {
+				return nil, fmt.Errorf("content: victims: %w", err)
+			}
 		}
 	}
 

@@ -119,6 +119,20 @@ type Gap struct {
 	Rows   int     `json:"rows"`
 }
 
+// sameLayout reports whether a and b hold rows of the same tokens at the same positions, the
+// condition under which RowGap compares them.
+func sameLayout(a, b *Rows) bool {
+	if a.Len() != b.Len() || a.D != b.D || !slices.Equal(a.Off, b.Off) {
+		return false
+	}
+	for i := range a.Pos {
+		if !slices.Equal(a.Pos[i], b.Pos[i]) || !slices.Equal(a.IDs[i], b.IDs[i]) {
+			return false
+		}
+	}
+	return true
+}
+
 // RowGap compares a with b (the reference) row by row: both must hold the same texts' rows at the
 // same positions.
 func RowGap(a, b *Rows) (*Gap, error) {

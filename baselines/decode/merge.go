@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	"github.com/gelo-research/geloattack/internal/safefile"
+	"github.com/gelo-research/geloattack/internal/shard"
 )
 
 // Merge joins the output directories of the shards of one decode (`decode -shard i/N`) into out,
@@ -93,7 +94,7 @@ func Merge(out string, dirs []string, files *safefile.Files) (*Dir, error) {
 		return nil, fmt.Errorf("decode: merge: %d of %d batches are in no shard (batch %d first): finish the shards (rerun each with -resume) and merge again",
 			len(missing), rec.Batches, slices.Min(missing))
 	}
-	rec.Shard = AllBatches
+	rec.Shard = shard.All()
 	tx, err := files.BeginDir(out)
 	if err != nil {
 		return nil, fmt.Errorf("decode: merge: %w", err)

@@ -158,7 +158,7 @@ func (d *Dir) file(name string) string { return filepath.Join(d.path, name) }
 func (d *Dir) plan() []int64 {
 	var out []int64
 	for b := range int64(d.rec.Batches) {
-		if d.rec.Shard.Owns(b) {
+		if d.rec.Shard.Owns(int(b)) {
 			out = append(out, b)
 		}
 	}
@@ -237,7 +237,7 @@ func (d *Dir) Total() int { return len(d.plan()) }
 func (d *Dir) Done() int { return len(d.done) }
 
 // Pending reports whether batch b is still to run here: the shard's, and not in results.jsonl.
-func (d *Dir) Pending(b int64) bool { return d.rec.Shard.Owns(b) && !d.done[b] }
+func (d *Dir) Pending(b int64) bool { return d.rec.Shard.Owns(int(b)) && !d.done[b] }
 
 // Append adds a finished batch: its result to results.jsonl, then its wall time to timing.jsonl,
 // each fsynced (a crash between the two leaves a batch without its time, never the reverse).

@@ -8,7 +8,6 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +15,7 @@ import (
 	"github.com/gelo-research/geloattack/data"
 	"github.com/gelo-research/geloattack/data/gelo"
 	"github.com/gelo-research/geloattack/internal/safefile"
+	"github.com/gelo-research/geloattack/internal/shard"
 )
 
 // longRun is the toy run the output-directory tests decode: 5 batches of 4 texts, blocks 0 and 1,
@@ -32,7 +32,7 @@ func newLongRun() longRun {
 	cfg.Positives, cfg.ValFrac = gelo.Fixed(4), 0.3
 	opt := Options{Sampler: cfg, Split: data.Train, Batches: 5, Blocks: []int{0, 1}}
 	return longRun{m: newToy(200, 64, 3, 1), texts: sourceTexts(40, 200, 2), opt: opt,
-		rec: Record{Batches: 5, Shard: AllBatches, Settings: []Setting{{"model", "toy 200 x 64"}, {"beam", "0"}}}}
+		rec: Record{Batches: 5, Shard: shard.All(), Settings: []Setting{{"model", "toy 200 x 64"}, {"beam", "0"}}}}
 }
 
 // run decodes into dir (opened with resume) what the shard owes, cancelling after stopAfter
@@ -92,11 +92,11 @@ func sameFiles(t *testing.T, a, b string) {
 func TestResumeGivesTheUninterruptedRun(t *testing.T) {
 	l := newLongRun()
 	whole := filepath.Join(t.TempDir(), "whole")
-	if ran, err := l.run(t, whole, AllBatches, false, 0); err != nil || len(ran) != 5 {
+	if ran, err := l.run(t, whole, shard.All(), false, 0); err != nil || len(ran) != 5 {
 		t.Fatalf("uninterrupted run: ran %v, %v", ran, err)
 	}
 	killed := filepath.Join(t.TempDir(), "killed")
-	ran, err := l.run(t, killed, AllBatches, false, 2)
+	ran, err := l.run(t, killed, shard.All(), false, 2)
 	if !errors.Is(err, context.Canceled) || len(ran) != 2 {
 		t.Fatalf("cancelled run: ran %v, err %v; want 2 batches and context.Canceled", ran, err)
 	}
@@ -120,7 +120,7 @@ func TestResumeGivesTheUninterruptedRun(t *testing.T) {
 		t.Errorf("resumed directory: %d of %d done, notes %q; want 2 of 5 and the cut line noted", d.Done(), d.Total(), d.Notes)
 	}
 	d.Close()
-	ran, err = l.run(t, killed, AllBatches, true, 0)
+	ran, err = l.run(t, killed, shard.All(), true, 0)
 	if err != nil || len(ran) != 3 || ran[0] != 2 {
 		t.Fatalf("resumed run: ran %v, %v; want batches 2, 3, 4", ran, err)
 	}
@@ -207,7 +207,7 @@ func TestShardsMergeToOneRun(t *testing.T) {
 	l := newLongRun()
 	tmp := t.TempDir()
 	whole := filepath.Join(tmp, "whole")
-	if _, err := l.run(t, whole, AllBatches, false, 0); err != nil {
+	if _, err := l.run(t, whole, shard.All(), false, 0); err != nil {
 		t.Fatal(err)
 	}
 	var shards []string
@@ -231,12 +231,12 @@ func TestShardsMergeToOneRun(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, b := range ran {
-			if !sh.Owns(b) {
+			if !sh.Owns(int(b)) {
 				t.Errorf("shard %s ran batch %d", sh, b)
 			}
 		}
-		if len(ran) != sh.Batches(5) {
-			t.Errorf("shard %s ran %v, want %d batches", sh, ran, sh.Batches(5))
+		if len(ran) != sh.Items(5) {
+			t.Errorf("shard %s ran %v, want %d batches", sh, ran, sh.Items(5))
 		}
 	}
 	if _, err := Merge(filepath.Join(tmp, "partial"), shards[:2], nil); err == nil || !strings.Contains(err.Error(), "batch 2 first") {
@@ -312,33 +312,6 @@ func TestProgressETA(t *testing.T) {
 	for _, want := range []string{"decode: 2/4 batches (50%): batch 1: exact 1.00, token accuracy 1.00, 4 claims (4 right), 10.0 s; elapsed 10s, ETA 20s"} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("progress %q lacks %q", b.String(), want)
-		}
-	}
-}
-
-// Shard i/N owns the batches b with b mod N = i; ParseShard refuses what is not one.
-func TestShards(t *testing.T) {
-	for _, c := range []struct {
-		s    string
-		want []int64
-	}{{"0/3", []int64{0, 3}}, {"1/3", []int64{1, 4}}, {"2/3", []int64{2}}, {"0/1", []int64{0, 1, 2, 3, 4}}, {"6/7", nil}} {
-		s, err := ParseShard(c.s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var got []int64
-		for b := range int64(5) {
-			if s.Owns(b) {
-				got = append(got, b)
-			}
-		}
-		if !slices.Equal(got, c.want) || s.Batches(5) != len(c.want) || s.String() != c.s {
-			t.Errorf("shard %s: owns %v of 5 (Batches %d), want %v", c.s, got, s.Batches(5), c.want)
-		}
-	}
-	for _, bad := range []string{"3/3", "-1/2", "1", "a/2", "0/0"} {
-		if _, err := ParseShard(bad); err == nil {
-			t.Errorf("shard %q parsed", bad)
 		}
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/gelo-research/geloattack/internal/shard"
 )
 
 // Setting is one option of a run as its output directory records it: a name (the flag's, or what
@@ -78,7 +80,7 @@ func parseRecord(path string, b []byte) (Record, error) {
 	if err := strictUnmarshal(b, &v); err != nil {
 		return Record{}, fmt.Errorf("decode: %s: not a decode's options record: %w", path, err)
 	}
-	sh, err := ParseShard(v.Shard)
+	sh, err := shard.Parse(v.Shard)
 	if err != nil {
 		return Record{}, fmt.Errorf("decode: %s: %w", path, err)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/gelo-research/geloattack/data/corpus"
 	"github.com/gelo-research/geloattack/internal/field"
 	"github.com/gelo-research/geloattack/internal/safefile"
+	"github.com/gelo-research/geloattack/internal/shard"
 )
 
 var cmdAssess = &Command{
@@ -174,13 +175,13 @@ func assessFlags(fs *flag.FlagSet) runFunc {
 			}
 			return fmt.Errorf("assess: %w", err)
 		}
-		shard := assess.AllShards
+		part := shard.All()
 		if *shardFlag != "" {
-			if shard, err = assess.ParseShard(*shardFlag); err != nil {
+			if part, err = shard.Parse(*shardFlag); err != nil {
 				return fmt.Errorf("-shard: %w", err)
 			}
 		}
-		opt := assess.Options{Out: *out, Resume: *resume, Shard: shard, Redact: *redact, Progress: os.Stderr, Files: files}
+		opt := assess.Options{Out: *out, Resume: *resume, Shard: part, Redact: *redact, Progress: os.Stderr, Files: files}
 		if *verbose {
 			opt.Log = func(line string) { fmt.Fprintln(os.Stderr, "assess: "+line) }
 		}

@@ -27,6 +27,7 @@ import (
 	"github.com/gelo-research/geloattack/internal/field"
 	"github.com/gelo-research/geloattack/internal/fptol"
 	"github.com/gelo-research/geloattack/internal/safefile"
+	"github.com/gelo-research/geloattack/internal/shard"
 	"github.com/gelo-research/geloattack/models/hf"
 	"github.com/gelo-research/geloattack/models/llama"
 	"github.com/gelo-research/geloattack/runner"
@@ -339,20 +340,20 @@ func decodeFlags(fs *flag.FlagSet) runFunc {
 
 // longRunFlags checks -out, -resume and -shard together and returns the shard.
 func longRunFlags(out string, resume bool, shardFlag string, generation int) (decode.Shard, error) {
-	shard := decode.AllBatches
+	part := shard.All()
 	if shardFlag != "" {
 		var err error
-		if shard, err = decode.ParseShard(shardFlag); err != nil {
-			return shard, fmt.Errorf("decode: -shard: %w", err)
+		if part, err = shard.Parse(shardFlag); err != nil {
+			return part, fmt.Errorf("decode: -shard: %w", err)
 		}
 	}
 	switch {
 	case (resume || shardFlag != "") && out == "":
-		return shard, errors.New("decode: -resume and -shard need -out DIR (the directory whose results.jsonl they continue or fill)")
+		return part, errors.New("decode: -resume and -shard need -out DIR (the directory whose results.jsonl they continue or fill)")
 	case (resume || shardFlag != "") && generation > 0:
-		return shard, errors.New("decode: -resume and -shard apply to prompt decoding's batches, not -generation")
+		return part, errors.New("decode: -resume and -shard apply to prompt decoding's batches, not -generation")
 	}
-	return shard, nil
+	return part, nil
 }
 
 // checkOutDir refuses, before any work, an -out whose parent directory does not exist and an -out

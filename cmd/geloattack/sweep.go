@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/gelo-research/geloattack/internal/field"
+	"github.com/gelo-research/geloattack/internal/shard"
 	"github.com/gelo-research/geloattack/internal/termtext"
 	"github.com/gelo-research/geloattack/models/settransformer/modelcfg"
 	"github.com/gelo-research/geloattack/sweep"
@@ -104,15 +105,15 @@ func sweepFlags(flags *flag.FlagSet) runFunc {
 				return fmt.Errorf("-%w", err)
 			}
 		}
-		shard, source := sweep.All, ""
+		part, source := shard.All(), ""
 		switch {
 		case chosen != nil:
 		case *shardFlag != "":
-			if shard, err = sweep.ParseShard(*shardFlag); err != nil {
+			if part, err = shard.Parse(*shardFlag); err != nil {
 				return fmt.Errorf("-shard: %w", err)
 			}
 		default:
-			if shard, source, err = sweep.ShardFromEnv(os.Getenv, *shards); err != nil {
+			if part, source, err = sweep.ShardFromEnv(os.Getenv, *shards); err != nil {
 				return err
 			}
 		}
@@ -121,7 +122,7 @@ func sweepFlags(flags *flag.FlagSet) runFunc {
 			dir = filepath.Join("sweeps", sw.Name)
 		}
 		if *list {
-			return listCells(sw, dir, shard, chosen)
+			return listCells(sw, dir, part, chosen)
 		}
 		if chosen != nil {
 			if _, source, err := sweep.ShardFromEnv(os.Getenv, 0); err != nil || source != "" {
@@ -130,13 +131,13 @@ func sweepFlags(flags *flag.FlagSet) runFunc {
 			}
 		}
 		if source != "" {
-			fmt.Fprintf(os.Stderr, "sweep %s: shard %s from the %s environment\n", sw.Name, shard, source)
+			fmt.Fprintf(os.Stderr, "sweep %s: shard %s from the %s environment\n", sw.Name, part, source)
 		}
-		_, err = sweep.Run(ctx, sw, sweep.Options{Out: dir, Shard: shard, Cells: chosen, Progress: os.Stderr})
+		_, err = sweep.Run(ctx, sw, sweep.Options{Out: dir, Shard: part, Cells: chosen, Progress: os.Stderr})
 		if err != nil {
 			return err
 		}
-		what := "shard " + shard.String()
+		what := "shard " + part.String()
 		if chosen != nil {
 			what = fmt.Sprintf("%d chosen cells", len(chosen))
 		}
