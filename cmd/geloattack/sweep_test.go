@@ -113,7 +113,7 @@ func TestSweepCLIErrors(t *testing.T) {
 		t.Fatal("an invalid sweep created its output directory")
 	}
 	good := writeSweep(t, dir, tinySweep)
-	if out, err := cli(t, "sweep", "-config", good, "-shard", "2/2").CombinedOutput(); err == nil || !strings.Contains(string(out), "0 <= index < count") {
+	if out, err := cli(t, "sweep", "-config", good, "-shard", "2/2").CombinedOutput(); err == nil || !strings.Contains(string(out), "0 <= i < N") {
 		t.Fatalf("bad shard: %v\n%s", err, out)
 	}
 	out, err = cli(t, "sweep", "-config", good, "-out", filepath.Join(dir, "y"), "-shard", "1/2", "-list").CombinedOutput()
