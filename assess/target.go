@@ -2,7 +2,6 @@ package assess
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"path/filepath"
 
@@ -95,25 +94,8 @@ func OpenModel(d Deployment, files *safefile.Files) (*Target, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Target{Model: lm, LM: m, Tok: tok, TokHash: tok.Hash(), Name: modelName(files, d.Model), Architecture: cfg.Architecture,
+	return &Target{Model: lm, LM: m, Tok: tok, TokHash: tok.Hash(), Name: hf.ModelName(files, d.Model), Architecture: cfg.Architecture,
 		D: cfg.Hidden, P: (cfg.Heads + 2*cfg.KVHeads) * cfg.HeadDim, Blocks: cfg.Layers}, nil
-}
-
-// modelName names a decoder directory as `store extract` records it in meta.json: config.json's
-// _name_or_path, else the directory's name.
-func modelName(files *safefile.Files, dir string) string {
-	if raw, err := files.ReadNoFollow(filepath.Join(dir, hf.ConfigFile), safefile.ModelConfig); err == nil {
-		var c struct {
-			Name string `json:"_name_or_path"`
-		}
-		if json.Unmarshal(raw, &c) == nil && c.Name != "" {
-			return c.Name
-		}
-	}
-	if abs, err := filepath.Abs(dir); err == nil {
-		return filepath.Base(abs)
-	}
-	return dir
 }
 
 // LoadPrompts reads the prompts and fillers of a resolved deployment from its texts source:

@@ -575,7 +575,7 @@ func openDecoderEmbedder(modelDir string, meta store.Meta) (*content.Embedder, e
 	if err != nil {
 		return nil, fmt.Errorf("recover: %w", err)
 	}
-	if name := decoderModelName(modelDir); meta.Model != name {
+	if name := hf.ModelName(nil, modelDir); meta.Model != name {
 		return nil, fmt.Errorf("recover: store meta.json model %q does not name the decoder in %s (%q): extract candidates with the store's own model",
 			termtext.Escape(meta.Model), modelDir, termtext.Escape(name))
 	}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -229,7 +228,7 @@ func runDecoderExtract(ctx context.Context, a decoderExtract, openTok func(dir s
 	defer m.Close()
 	name := a.modelName
 	if name == "" {
-		name = decoderModelName(a.modelDir)
+		name = hf.ModelName(nil, a.modelDir)
 	}
 	special := store.SpecialKept
 	if a.dropSpecial {
@@ -279,22 +278,6 @@ func runDecoderExtract(ctx context.Context, a decoderExtract, openTok func(dir s
 	}
 	fmt.Fprintf(os.Stderr, ") in %s: %.0f tokens/s\n", st.Elapsed.Round(1e7), st.TokensPerSecond())
 	return nil
-}
-
-// decoderModelName is config.json's _name_or_path, else the directory name.
-func decoderModelName(dir string) string {
-	if raw, err := safefile.Read(filepath.Join(dir, hf.ConfigFile), safefile.ModelConfig); err == nil {
-		var c struct {
-			Name string `json:"_name_or_path"`
-		}
-		if json.Unmarshal(raw, &c) == nil && c.Name != "" {
-			return c.Name
-		}
-	}
-	if abs, err := filepath.Abs(dir); err == nil {
-		return filepath.Base(abs)
-	}
-	return dir
 }
 
 // decoderLayerMeaning says in words what a decoder store's rows are, for meta.json.

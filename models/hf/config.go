@@ -284,3 +284,22 @@ func parseRopeScaling(raw json.RawMessage) (llama.RopeScaling, error) {
 	}
 	return out, fmt.Errorf("rope_scaling.rope_type %q: not implemented (want default, linear or llama3)", kind)
 }
+
+// ModelName is what a decoder directory calls its model: config.json's _name_or_path, else the
+// directory's name. files reads config.json as the loader does, through links (a Hugging Face
+// cache's snapshot holds links to its blobs); nil is the door without a memory of inputs. Stores
+// record it (meta.json's model) and checks compare it.
+func ModelName(files *safefile.Files, dir string) string {
+	if raw, err := files.Read(filepath.Join(dir, ConfigFile), safefile.ModelConfig); err == nil {
+		var c struct {
+			Name string `json:"_name_or_path"`
+		}
+		if json.Unmarshal(raw, &c) == nil && c.Name != "" {
+			return c.Name
+		}
+	}
+	if abs, err := filepath.Abs(dir); err == nil {
+		return filepath.Base(abs)
+	}
+	return dir
+}
