@@ -57,6 +57,10 @@ func (certifiedSearch) read(ctx context.Context, a *attack, bag []int, nObs int)
 	return done, nil
 }
 
+// ExplainedFloor is the score, in decades of the recomputation bound, below which the certified
+// search's branch treats extensions as equally explained (1% of the bound).
+const ExplainedFloor = -2
+
 // certifiedStep is one prefix's step of the certified search, from its extensions e (by bag
 // token): the extensions kept (certified, within branch decades of the best), or, when none is
 // certified, the text nd ends as (nil for the empty prefix); rejected says some extension was not
@@ -72,10 +76,15 @@ func (a *attack) certifiedStep(nd node, e *extensions, bag []int) (kids []node, 
 		}
 		return nil, end, rejected
 	}
-	best := e.score[e.order[first]]
+	// Scores below ExplainedFloor are equal here: the recomputation bound is a worst case, and how
+	// far below it a true extension's rows fall is rounding noise that moves by decades with the
+	// BLAS kernel (true continuations at -4.2 and -2.4 decades on one batch), so the branch must
+	// not cut one true extension for lying nearer the bound than another.
+	level := func(i int) float64 { return max(e.score[i], ExplainedFloor) }
+	best := level(e.order[first])
 	var kept, out []int // kept: certified within branch of the best; out: the rest
 	for _, i := range e.order {
-		if certified(i) && e.score[i] <= best+a.branch {
+		if certified(i) && level(i) <= best+a.branch {
 			kept = append(kept, i)
 		} else {
 			out = append(out, i)
