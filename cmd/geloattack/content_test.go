@@ -268,16 +268,17 @@ func TestRecoverClaimsAPresentSecretPastItsNeighbours(t *testing.T) {
 	}
 }
 
-// decoderRecoverFixture writes a random-init Llama-2-shaped decoder (2 blocks, d 128, the lm
-// tests' byte-fallback tokenizer), a float16 store of its attn-input rows at block 1 with the
-// BOS rows dropped (`store extract -model`), and a candidate file of PINs beside a five-digit
-// extension of each. It returns the model directory, the store and the candidate file.
-func decoderRecoverFixture(t *testing.T) (modelDir, storeDir, set string) {
+// decoderRecoverFixture writes a random-init Llama-2-shaped decoder with weights of dtype (hf.F32,
+// hf.BF16: a bf16 deployer then runs the file's own weights, which the bf16 bound assumes; 2
+// blocks, d 128, the lm tests' byte-fallback tokenizer), a float16 store of its attn-input rows at
+// block 1 with the BOS rows dropped (`store extract -model`), and a candidate file of PINs beside
+// a five-digit extension of each. It returns the model directory, the store and the candidate file.
+func decoderRecoverFixture(t *testing.T, dtype string) (modelDir, storeDir, set string) {
 	t.Helper()
 	dir := t.TempDir()
 	writeTinyLM(t, dir, "1") // tokenizer.json and texts.txt
 	modelDir = filepath.Join(dir, "model")
-	if _, err := hf.Init(hf.InitOptions{Like: "llama2-7b", Layers: 2, Hidden: 128, Vocab: 300, Seed: 4, DType: hf.F32, Out: modelDir,
+	if _, err := hf.Init(hf.InitOptions{Like: "llama2-7b", Layers: 2, Hidden: 128, Vocab: 300, Seed: 4, DType: dtype, Out: modelDir,
 		Tokenizer: filepath.Join(dir, "tokenizer.json")}); err != nil {
 		t.Fatal(err)
 	}
@@ -300,7 +301,7 @@ func decoderRecoverFixture(t *testing.T) (modelDir, storeDir, set string) {
 // nothing is claimed; -deployer-precision bf16 sets rho through the store's block, and claims
 // nothing wrong.
 func TestRecoverAttacksADecoderStore(t *testing.T) {
-	md, st, set := decoderRecoverFixture(t)
+	md, st, set := decoderRecoverFixture(t, hf.F32)
 	base := []string{"-store", st, "-model", md, "-template", "my PIN is {x}", "-set", "file:" + set, "-victims", "6",
 		"-positives", "2", "-tokens-per-text", "48", "-quiet"}
 	out, err := cli(t, append([]string{"recover"}, base...)...).CombinedOutput()

@@ -3,9 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"encoding/json"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -13,40 +11,12 @@ import (
 	"testing"
 
 	"github.com/gelo-research/geloattack/baselines/content"
-	"github.com/gelo-research/geloattack/data/store"
 	"github.com/gelo-research/geloattack/internal/torchcheck"
 	"github.com/gelo-research/geloattack/models/hf"
 )
 
 // recoverDeployerVictims is how many victims the PyTorch deployer's test attacks.
 const recoverDeployerVictims = 16
-
-// bf16DecoderStore writes a random-init Llama-2-shaped decoder with bf16 weights (2 blocks, d 128,
-// the lm tests' byte-fallback tokenizer: a bf16 deployer then runs the file's own weights, which
-// the bf16 bound assumes), a float16 store of its attn-input rows at block 1 with the BOS rows
-// dropped, and the file of PINs beside a five-digit extension of each. It returns the model
-// directory, the store and the candidate file.
-func bf16DecoderStore(t *testing.T) (modelDir, storeDir, set string) {
-	t.Helper()
-	dir := t.TempDir()
-	writeTinyLM(t, dir, "1") // tokenizer.json and texts.txt
-	modelDir = filepath.Join(dir, "model")
-	if _, err := hf.Init(hf.InitOptions{Like: "llama2-7b", Layers: 2, Hidden: 128, Vocab: 300, Seed: 4, DType: hf.BF16, Out: modelDir,
-		Tokenizer: filepath.Join(dir, "tokenizer.json")}); err != nil {
-		t.Fatal(err)
-	}
-	storeDir = filepath.Join(dir, "store")
-	err := runDecoderExtract(context.Background(), decoderExtract{modelDir: modelDir, texts: filepath.Join(dir, "texts.txt"), out: storeDir,
-		dtype: store.Float16, norm: store.NormRaw, point: "attn-input", layer: 1, maxTokens: 64, dropSpecial: true}, openDecoderTokenizer)
-	if err != nil {
-		t.Fatal(err)
-	}
-	set = filepath.Join(dir, "pairs.txt")
-	if err := os.WriteFile(set, []byte("1603\n16037\n5821\n58213\n0475\n04755\n341\n3410\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return modelDir, storeDir, set
-}
 
 // verdicts counts a result's claims, wrong claims (a guess that is not the secret, or any claim of
 // an absent secret) and "not among the candidates" said of a present secret.
@@ -75,7 +45,7 @@ func verdicts(r *content.Result) (claims, wrong, notAmongPresent int) {
 // (another -seed), are refused.
 func TestRecoverAttacksPyTorchBF16Deployer(t *testing.T) {
 	script := torchcheck.Script(t, "../../bench/torch_deploy.py")
-	md, st, set := bf16DecoderStore(t)
+	md, st, set := decoderRecoverFixture(t, hf.BF16)
 	dir := t.TempDir()
 	base := []string{"-store", st, "-model", md, "-template", "my PIN is {x}", "-suffix", " ok", "-set", "file:" + set,
 		"-victims", strconv.Itoa(recoverDeployerVictims), "-positives", "2", "-tokens-per-text", "48"}
