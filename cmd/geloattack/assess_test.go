@@ -15,26 +15,6 @@ import (
 	"github.com/gelo-research/geloattack/models/hf"
 )
 
-// assessModel writes a random-init decoder (width 64, 2 blocks) with the lm tests' tokenizer and
-// texts; it returns the model directory and the texts file.
-func assessModel(t *testing.T) (model, texts string) {
-	t.Helper()
-	dir := t.TempDir()
-	writeTinyLM(t, dir, "1")
-	model = filepath.Join(dir, "model")
-	if _, err := hf.Init(hf.InitOptions{Like: "llama2-7b", Layers: 2, Hidden: 64, Vocab: 300, Seed: 2, DType: hf.F32, Out: model}); err != nil {
-		t.Fatal(err)
-	}
-	raw, err := os.ReadFile(filepath.Join(dir, "tokenizer.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(model, "tokenizer.json"), raw, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return model, filepath.Join(dir, "texts.txt")
-}
-
 func runAssess(t *testing.T, args ...string) error {
 	t.Helper()
 	return cmdAssess.run(context.Background(), "geloattack assess", args, io.Discard)
@@ -44,7 +24,7 @@ func runAssess(t *testing.T, args ...string) error {
 // flags override the file, the resolved deployment is written, and the verdicts are reported.
 // -shard 0/2 and 1/2 merged give the single run's report.
 func TestAssessCommand(t *testing.T) {
-	model, texts := assessModel(t)
+	model, texts := tinyDecoder(t, 2, hf.F32)
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "deploy.yaml")
 	// The file asks for scale 3 and bf16; the flags say scale 1 and float32.
@@ -190,7 +170,7 @@ func TestAssessHTMLRendersInChromium(t *testing.T) {
 		}
 		t.Skipf("no %s (set GELOATTACK_REQUIRE_BROWSER=1 to require it)", chromium)
 	}
-	model, texts := assessModel(t)
+	model, texts := tinyDecoder(t, 2, hf.F32)
 	dir := t.TempDir()
 	out := filepath.Join(dir, "a")
 	// The default deployment but for a PIN template the tiny tokenizer's single letters fit in.

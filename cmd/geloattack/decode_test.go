@@ -44,14 +44,15 @@ func TestPrintDecodeBagOnly(t *testing.T) {
 	}
 }
 
-// decodeFixture is a random-init Llama-family decoder (2 blocks of 64, the lm tests' byte-level
-// tokenizer) and its texts, for decode's command-level tests.
-func decodeFixture(t *testing.T) (model, texts string) {
+// tinyDecoder writes a random-init Llama-2-shaped decoder (2 blocks of 64, weights of dtype drawn
+// from seed) with the lm tests' byte-level tokenizer beside its weights; it returns the model
+// directory and the lm tests' texts, for the decoder commands' tests (decode, assess).
+func tinyDecoder(t *testing.T, seed uint64, dtype string) (model, texts string) {
 	t.Helper()
 	dir := t.TempDir()
 	writeTinyLM(t, dir, "1")
 	model = filepath.Join(dir, "model")
-	if _, err := hf.Init(hf.InitOptions{Like: "llama2-7b", Layers: 2, Hidden: 64, Vocab: 300, Seed: 4, Out: model}); err != nil {
+	if _, err := hf.Init(hf.InitOptions{Like: "llama2-7b", Layers: 2, Hidden: 64, Vocab: 300, Seed: seed, DType: dtype, Out: model}); err != nil {
 		t.Fatal(err)
 	}
 	raw, err := os.ReadFile(filepath.Join(dir, "tokenizer.json"))
@@ -88,7 +89,7 @@ func runDecode(t *testing.T, args ...string) (string, error) {
 // and summary.json byte-equal, the same table); a -resume with another -beam is refused naming
 // it; the table shows each true text beside the decoded one, and -redact hides both.
 func TestDecodeDirectoryShardsAndMerge(t *testing.T) {
-	model, texts := decodeFixture(t)
+	model, texts := tinyDecoder(t, 4, hf.BF16)
 	tmp := t.TempDir()
 	common := []string{"-model", model, "-texts", texts, "-max-texts", "40", "-max-tokens", "8", "-split", "train", "-batches", "3", "-quiet",
 		"-blocks", "0,1", "-shield-frac", "0.05", "-shield-scale", "10"}
