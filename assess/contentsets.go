@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"unicode"
 
 	"github.com/gelo-research/geloattack/baselines/content"
 	"github.com/gelo-research/geloattack/data/store"
@@ -135,7 +134,7 @@ func (s *secretSets) victim(v *SecretVictim, drawn string) (text, secret string,
 	alpha := content.Alphabet(s.values[v.Template])
 	var same, other []rune
 	for _, a := range alpha {
-		if charClass(a) == charClass(last) {
+		if content.CharClass(a) == content.CharClass(last) {
 			same = append(same, a)
 		} else {
 			other = append(other, a)
@@ -156,20 +155,4 @@ func (s *secretSets) victim(v *SecretVictim, drawn string) (text, secret string,
 func (s *secretSets) isCandidate(ti int, text string) bool {
 	_, ok := s.byText[ti][text]
 	return ok
-}
-
-// charClass is a character's kind for the longer look-alike: digit, upper case, lower case, space
-// or other (content's neighbours order their characters by the same kinds).
-func charClass(r rune) int {
-	switch {
-	case unicode.IsDigit(r):
-		return 0
-	case unicode.IsUpper(r):
-		return 1
-	case unicode.IsLower(r):
-		return 2
-	case unicode.IsSpace(r):
-		return 3
-	}
-	return 4
 }

@@ -117,7 +117,7 @@ func (s NeighbourSpec) Of(value string) []string {
 				continue
 			}
 			v := string(rs[:i]) + string(a) + string(rs[i+1:])
-			if class(a) == class(rs[i]) {
+			if CharClass(a) == CharClass(rs[i]) {
 				same = append(same, v)
 			} else {
 				other = append(other, v)
@@ -129,7 +129,7 @@ func (s NeighbourSpec) Of(value string) []string {
 		}
 		for _, a := range s.Alphabet {
 			v := string(rs[:i]) + string(a) + string(rs[i:])
-			if c := class(a); c == class(rs[i]) || c == class(before) {
+			if c := CharClass(a); c == CharClass(rs[i]) || c == CharClass(before) {
 				same = append(same, v)
 			} else {
 				other = append(other, v)
@@ -158,7 +158,7 @@ func (s NeighbourSpec) Of(value string) []string {
 func (s NeighbourSpec) byClass(a, b rune) []rune {
 	var same, other []rune
 	for _, r := range s.Alphabet {
-		if c := class(r); c == class(a) || c == class(b) {
+		if c := CharClass(r); c == CharClass(a) || c == CharClass(b) {
 			same = append(same, r)
 		} else {
 			other = append(other, r)
@@ -167,8 +167,9 @@ func (s NeighbourSpec) byClass(a, b rune) []rune {
 	return append(same, other...)
 }
 
-// class is a character's kind for Of's order: digit, upper case, lower case, space or other.
-func class(r rune) int {
+// CharClass is a character's kind for Of's order: digit, upper case, lower case, space or other
+// (0 to 4). assess's look-alike secrets extend a secret by a character of its last one's kind.
+func CharClass(r rune) int {
 	switch {
 	case unicode.IsDigit(r):
 		return 0
