@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"encoding/binary"
 	"fmt"
-	"math"
 	"slices"
 	"strings"
 
@@ -67,17 +66,11 @@ func (t Tensor) Float32sAt(first int, dst []float32) error {
 	raw := t.raw[first*size : (first+len(dst))*size]
 	switch t.DType {
 	case F32:
-		for i := range dst {
-			dst[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
-		}
+		numfmt.F32sFromLE(dst, raw)
 	case F16:
-		for i := range dst {
-			dst[i] = numfmt.F16ToF32(binary.LittleEndian.Uint16(raw[2*i:]))
-		}
+		numfmt.F16sFromLE(dst, raw)
 	case BF16:
-		for i := range dst {
-			dst[i] = numfmt.BF16ToF32(binary.LittleEndian.Uint16(raw[2*i:]))
-		}
+		numfmt.BF16sFromLE(dst, raw)
 	}
 	return nil
 }

@@ -1,10 +1,7 @@
 package llama
 
 import (
-	"encoding/binary"
 	"fmt"
-	"math"
-	"unsafe"
 
 	"github.com/gelo-research/geloattack/internal/numfmt"
 )
@@ -95,17 +92,6 @@ func storedMatrix(cols int, parts ...Stored) (matrix, error) {
 	return w, nil
 }
 
-// nativeLittleEndian reports whether the host stores numbers as a little-endian file does, so
-// that aligned bytes can be read as words in place.
-func nativeLittleEndian() bool {
-	return binary.NativeEndian.Uint16([]byte{1, 0}) == 1
-}
-
-// aligned reports whether b starts at a multiple of n bytes.
-func aligned(b []byte, n uintptr) bool {
-	return len(b) == 0 || uintptr(unsafe.Pointer(unsafe.SliceData(b)))%n == 0
-}
-
 // converts reports whether reading the matrix converts it (a forward pass goes through a scratch):
 // it is held as the file's bytes.
 func (w *matrix) converts() bool { return w.f32 == nil && w.rows > 0 }
@@ -127,43 +113,17 @@ func (w *matrix) convert(lo, hi int, dst []float32) {
 	}
 }
 
-// decode converts elements first.. of s into dst. Aligned bytes on a little-endian host are read
-// as 16- or 32-bit words in place (as fast as a copy); others are assembled byte by byte.
+// decode converts elements first.. of s into dst (numfmt's little-endian decoders).
 func decode(s Stored, first int, dst []float32) {
 	size := s.DType.Size()
 	raw := s.Raw[size*first : size*(first+len(dst))]
-	if len(dst) == 0 {
-		return
-	}
-	if nativeLittleEndian() && aligned(raw, uintptr(size)) {
-		at := unsafe.Pointer(unsafe.SliceData(raw))
-		switch s.DType {
-		case F32:
-			copy(dst, unsafe.Slice((*float32)(at), len(dst)))
-		case BF16:
-			for i, v := range unsafe.Slice((*uint16)(at), len(dst)) {
-				dst[i] = math.Float32frombits(uint32(v) << 16)
-			}
-		case F16:
-			for i, v := range unsafe.Slice((*uint16)(at), len(dst)) {
-				dst[i] = numfmt.F16ToF32(v)
-			}
-		}
-		return
-	}
 	switch s.DType {
 	case F32:
-		for i := range dst {
-			dst[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
-		}
+		numfmt.F32sFromLE(dst, raw)
 	case BF16:
-		for i := range dst {
-			dst[i] = numfmt.BF16ToF32(binary.LittleEndian.Uint16(raw[2*i:]))
-		}
+		numfmt.BF16sFromLE(dst, raw)
 	case F16:
-		for i := range dst {
-			dst[i] = numfmt.F16ToF32(binary.LittleEndian.Uint16(raw[2*i:]))
-		}
+		numfmt.F16sFromLE(dst, raw)
 	}
 }
 
