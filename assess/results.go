@@ -208,27 +208,3 @@ func ReadRows(path string) ([]Row, error) {
 	}
 	return rows, nil
 }
-
-// appendSync appends b to path and fsyncs it: one write per batch, so a killed run leaves at
-// most one cut line at the end (readResults leaves it out, Run's resume removes it).
-func appendSync(files *safefile.Files, path string, b []byte) error {
-	if err := files.CheckOutput(path); err != nil {
-		return fmt.Errorf("assess: %w", err)
-	}
-	f, err := safefile.OpenAppend(path, safefile.FileMode)
-	if err != nil {
-		return fmt.Errorf("assess: %w", err)
-	}
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return fmt.Errorf("assess: append %s: %w", path, err)
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return fmt.Errorf("assess: fsync %s: %w", path, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("assess: close %s: %w", path, err)
-	}
-	return nil
-}

@@ -227,14 +227,14 @@ func Run(ctx context.Context, d Deployment, opt Options) (*Outcome, error) {
 		if err != nil {
 			return out, err
 		}
-		if err := appendSync(files, resultsPath, b); err != nil {
-			return out, err
+		if err := files.AppendSync(resultsPath, b); err != nil {
+			return out, fmt.Errorf("assess: %w", err)
 		}
 		secs := time.Since(start).Seconds()
 		tl, _ := json.Marshal(map[string]any{"setting": u.Setting.Name, "attack": u.attack.Name(), "batch": u.Batch,
 			"seconds": strconv.FormatFloat(secs, 'f', 3, 64)})
-		if err := appendSync(files, filepath.Join(opt.Out, TimingFile), append(tl, '\n')); err != nil {
-			return out, err
+		if err := files.AppendSync(filepath.Join(opt.Out, TimingFile), append(tl, '\n')); err != nil {
+			return out, fmt.Errorf("assess: %w", err)
 		}
 		out.Done++
 		prog.batch(u, rows, secs)
