@@ -27,10 +27,10 @@ func libraries(t *testing.T) []*blas.Library {
 // single-threaded BLAS calls as callers run them: every GEMM's tiles are a function of its shape,
 // not of the workers. (OpenBLAS threading a call changes its bits with the thread count under
 // OPENBLAS_CORETYPE=Haswell, which is why the workers are the only parallelism.) The shapes take both splits (a packed batch of 197
-// rows against outputs of 128 to 688, one of 40 rows), F32 and BF16 weights (converted per tile),
+// rows against outputs of 128 to 1200, the gate/up projection cut in two column tiles; one of 40 rows), F32 and BF16 weights (converted per tile),
 // and the KV-cache and alternatives passes that decode's search makes.
 func TestWorkerCountInvariant(t *testing.T) {
-	c := Config{Architecture: "LlamaForCausalLM", VocabSize: 300, Hidden: 128, Intermediate: 344, Layers: 2,
+	c := Config{Architecture: "LlamaForCausalLM", VocabSize: 300, Hidden: 128, Intermediate: 600, Layers: 2,
 		Heads: 4, KVHeads: 2, HeadDim: 32, RMSEps: 1e-5, RopeTheta: 10000, MaxPositions: 256}
 	prevProcs := runtime.GOMAXPROCS(0)
 	defer runtime.GOMAXPROCS(prevProcs)
