@@ -242,8 +242,8 @@ func (c Config) WorkspaceBytes(maxTokens, maxLen, workers int, alternatives bool
 	return 4 * floats
 }
 
-// invFreq returns the rotary frequencies theta^(-2i/hd), i < hd/2, after rope scaling, in float64.
-func (c Config) invFreq() []float64 {
+// InvFreq returns the rotary frequencies theta^(-2i/hd), i < hd/2, after rope scaling, in float64.
+func (c Config) InvFreq() []float64 {
 	half := c.HeadDim / 2
 	out := make([]float64, half)
 	for i := range out {

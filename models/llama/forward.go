@@ -103,7 +103,7 @@ func (m *Model) ensureRope(ws *Workspace, n int) {
 		return
 	}
 	n = max(n, 2*have)
-	inv := m.Cfg.invFreq()
+	inv := m.Cfg.InvFreq()
 	cos, sin := make([]float32, n*half), make([]float32, n*half)
 	copy(cos, ws.cos)
 	copy(sin, ws.sin)

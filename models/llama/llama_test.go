@@ -109,7 +109,7 @@ func TestLlama3RopeScaling(t *testing.T) {
 	c := testConfig()
 	c.HeadDim, c.RopeTheta = 8, 10000
 	c.Rope = RopeScaling{Kind: RopeLlama3, Factor: 8, LowFreqFactor: 1, HighFreqFactor: 4, OriginalMaxPositions: 64}
-	got := c.invFreq()
+	got := c.InvFreq()
 	// Base frequencies 1, 0.1, 0.01, 0.001 have wavelengths 6.28, 62.8, 628, 6283; the band is
 	// [64/4, 64/1] = [16, 64]: the first is kept, the last two divided by 8, the second smoothed.
 	s := (64/(2*math.Pi/0.1) - 1) / (4 - 1)

@@ -1,0 +1,445 @@
+package causallm
+
+import (
+	"context"
+	"fmt"
+	"math"
+
+	"github.com/gelo-research/geloattack/engine"
+	"github.com/gelo-research/geloattack/models/llama"
+)
+
+// Decoder runs a checkpoint's decoder (the weights a llama.Model holds, blocks 0..Blocks()-1) on
+// an engine backend for inference: the forward pass that extraction, prompt decoding and content
+// recovery read rows from, with taps, a KV cache and batched alternatives. It is the training
+// model's forward (the same ops in the same order: Embedding rows, RMSNorm, q/k/v projections,
+// RoPE, attention, SwiGLU), generalised to what checkpoints carry: grouped-query attention, q/k/v
+// biases (Qwen2), q/k norms (Qwen3), an untied output projection and the rope scalings of
+// llama.Config. Each block runs on a fresh forward-only tape, so activations take one block's
+// memory; the residual stream crosses blocks on the host, where the taps read it anyway.
+// A Decoder is not safe for concurrent use.
+type Decoder struct {
+	cfg    llama.Config
+	w      *llama.Model
+	be     engine.Backend
+	tp     *engine.Tape
+	blocks []decBlock
+	norm   *engine.Tensor // (d), nil for a model of fewer blocks than Layers
+	head   *engine.Tensor // (vocab, d), the output projection; nil as norm is
+	rope   ropeCache
+	x, a   []float32 // (n, d) host rows: the residual stream and the tapped attention input
+}
+
+// decBlock is one block's weights on the backend (PyTorch layout, (out, in)).
+type decBlock struct {
+	attnNorm, mlpNorm *engine.Tensor // (d)
+	qkv               *engine.Tensor // (3q, d) stacked when q and k/v widths agree, else nil
+	q, k, v           *engine.Tensor // (q, d), (kv, d), (kv, d) when not stacked
+	qb, kb, vb        *engine.Tensor // (q), (kv), (kv) biases, nil without Config.QKVBias
+	qNorm, kNorm      *engine.Tensor // (hd), nil without Config.QKNorm
+	o                 *engine.Tensor // (d, q)
+	gateUp            *engine.Tensor // (2f, d): gate_proj, up_proj stacked
+	down              *engine.Tensor // (d, f)
+}
+
+// NewDecoder uploads the weights of w's blocks (float32 on the backend, converted from the
+// checkpoint's dtype once) and, when w holds every block, the final norm and output projection.
+func NewDecoder(be engine.Backend, w *llama.Model) (*Decoder, error) {
+	if err := checkInferenceBackend(be); err != nil {
+		return nil, err
+	}
+	c := w.Cfg
+	dc := &Decoder{cfg: c, w: w, be: be, tp: engine.NewTape(be)}
+	dc.tp.SetForwardOnly(true)
+	dc.rope.inv = c.InvFreq()
+	d, f, q, kv, hd := c.Hidden, c.Intermediate, c.QDim(), c.KVDim(), c.HeadDim
+	var host []float32
+	upload := func(name string, parts []llama.Part, blk int, shape ...int) (*engine.Tensor, error) {
+		t, err := engine.NewBuffer(be, name, shape...)
+		if err != nil {
+			return nil, fmt.Errorf("causallm: decoder: %s: %w", name, err)
+		}
+		host = grow(host, t.Size())
+		off := 0
+		for _, p := range parts {
+			rows, cols, err := w.Shape(p, blk)
+			if err == nil {
+				err = w.Read(p, blk, host[off:off+rows*cols])
+			}
+			if err != nil {
+				return nil, fmt.Errorf("causallm: decoder: %s: %w", name, err)
+			}
+			off += rows * cols
+		}
+		if off != t.Size() {
+			return nil, fmt.Errorf("causallm: decoder: %s: %d weights read for shape %v", name, off, shape)
+		}
+		if err := t.CopyFrom(host[:off]); err != nil {
+			return nil, fmt.Errorf("causallm: decoder: %s: %w", name, err)
+		}
+		return t, nil
+	}
+	var err error
+	one := func(dst **engine.Tensor, name string, p llama.Part, blk int, shape ...int) {
+		if err == nil {
+			*dst, err = upload(name, []llama.Part{p}, blk, shape...)
+		}
+	}
+	for l := 0; l < w.Blocks(); l++ {
+		var b decBlock
+		pre := fmt.Sprintf("model.layers.%d.", l)
+		one(&b.attnNorm, pre+"input_layernorm.weight", llama.AttnNorm, l, d)
+		if q == kv {
+			if err == nil {
+				b.qkv, err = upload(pre+"self_attn.qkv", []llama.Part{llama.QProj, llama.KProj, llama.VProj}, l, 3*q, d)
+			}
+		} else {
+			one(&b.q, pre+"self_attn.q_proj.weight", llama.QProj, l, q, d)
+			one(&b.k, pre+"self_attn.k_proj.weight", llama.KProj, l, kv, d)
+			one(&b.v, pre+"self_attn.v_proj.weight", llama.VProj, l, kv, d)
+		}
+		if c.QKVBias {
+			one(&b.qb, pre+"self_attn.q_proj.bias", llama.QBias, l, q)
+			one(&b.kb, pre+"self_attn.k_proj.bias", llama.KBias, l, kv)
+			one(&b.vb, pre+"self_attn.v_proj.bias", llama.VBias, l, kv)
+		}
+		if c.QKNorm {
+			one(&b.qNorm, pre+"self_attn.q_norm.weight", llama.QNorm, l, hd)
+			one(&b.kNorm, pre+"self_attn.k_norm.weight", llama.KNorm, l, hd)
+		}
+		one(&b.o, pre+"self_attn.o_proj.weight", llama.OProj, l, d, q)
+		one(&b.mlpNorm, pre+"post_attention_layernorm.weight", llama.MLPNorm, l, d)
+		if err == nil {
+			b.gateUp, err = upload(pre+"mlp.gate_up", []llama.Part{llama.GateProj, llama.UpProj}, l, 2*f, d)
+		}
+		one(&b.down, pre+"mlp.down_proj.weight", llama.DownProj, l, d, f)
+		if err != nil {
+			return nil, err
+		}
+		dc.blocks = append(dc.blocks, b)
+	}
+	if w.Blocks() == c.Layers {
+		one(&dc.norm, "model.norm.weight", llama.FinalNorm, -1, d)
+		one(&dc.head, "lm_head.weight", llama.LMHead, -1, c.VocabSize, d)
+		if err != nil {
+			return nil, err
+		}
+	}
+	return dc, nil
+}
+
+// checkInferenceBackend fails, naming the first missing kernel, when be cannot run the decoder's
+// forward pass (the attention over spans and the rotary embeddings).
+func checkInferenceBackend(be engine.Backend) error {
+	if _, err := engine.KernelOf[engine.RoPEKernels](be, engine.KernelRoPE); err != nil {
+		return fmt.Errorf("causallm: the decoder cannot run on %s: %w", be.Name(), err)
+	}
+	return nil
+}
+
+// Config is the decoder's architecture.
+func (dc *Decoder) Config() llama.Config { return dc.cfg }
+
+// Blocks is the number of decoder blocks the decoder runs (the checkpoint's, or fewer).
+func (dc *Decoder) Blocks() int { return len(dc.blocks) }
+
+// Backend is the backend the decoder computes on.
+func (dc *Decoder) Backend() engine.Backend { return dc.be }
+
+// Cache holds the rotated keys and the values of one sequence's processed prefix for every
+// block, on the decoder's backend.
+type Cache struct {
+	k, v []*engine.Tensor // per block: (capacity, kv)
+	n    int
+	cap  int
+}
+
+// NewCache allocates a cache for one sequence of up to capacity tokens.
+func (dc *Decoder) NewCache(capacity int) (*Cache, error) {
+	if capacity < 1 || capacity > dc.cfg.MaxLen() {
+		return nil, fmt.Errorf("causallm: cache of %d tokens: want 1 .. %d (the model's longest sequence)", capacity, dc.cfg.MaxLen())
+	}
+	c := &Cache{cap: capacity}
+	kv := dc.cfg.KVDim()
+	for l := range dc.blocks {
+		k, err := engine.NewBuffer(dc.be, fmt.Sprintf("cache.%d.k", l), capacity, kv)
+		if err != nil {
+			return nil, fmt.Errorf("causallm: cache: %w", err)
+		}
+		v, err := engine.NewBuffer(dc.be, fmt.Sprintf("cache.%d.v", l), capacity, kv)
+		if err != nil {
+			return nil, fmt.Errorf("causallm: cache: %w", err)
+		}
+		c.k, c.v = append(c.k, k), append(c.v, v)
+	}
+	return c, nil
+}
+
+// Len is the number of tokens the cache holds.
+func (c *Cache) Len() int { return c.n }
+
+// Cap is the number of tokens the cache can hold.
+func (c *Cache) Cap() int { return c.cap }
+
+// Reset empties the cache, keeping its memory.
+func (c *Cache) Reset() { c.n = 0 }
+
+// Truncate keeps the first n tokens (n <= Len), e.g. to branch from a shared prefix.
+func (c *Cache) Truncate(n int) error {
+	if n < 0 || n > c.n {
+		return fmt.Errorf("causallm: truncate a cache of %d tokens to %d", c.n, n)
+	}
+	c.n = n
+	return nil
+}
+
+// Clone is an independent copy of the cache (same capacity) on the decoder's backend.
+func (dc *Decoder) Clone(c *Cache) (*Cache, error) {
+	out, err := dc.NewCache(c.cap)
+	if err != nil {
+		return nil, err
+	}
+	kv := dc.cfg.KVDim()
+	if c.n > 0 {
+		for l := range c.k {
+			dc.be.Copy2D(out.k[l], 0, kv, c.k[l], 0, kv, c.n, kv, false)
+			dc.be.Copy2D(out.v[l], 0, kv, c.v[l], 0, kv, c.n, kv, false)
+		}
+	}
+	out.n = c.n
+	return out, nil
+}
+
+// Forward runs the decoder on a batch of token-id sequences, each on its own (positions 0..T-1, as
+// if alone: the batch is packed without padding and attention runs per sequence). tap, when not
+// nil, sees the rows (every sequence's, in order) at each point of each block; an error it returns
+// stops the pass and is returned wrapped. logits, when not nil, receives (rows, vocab) of a model
+// that holds every block.
+func (dc *Decoder) Forward(ctx context.Context, seqs [][]int32, tap llama.Tap, logits []float32) error {
+	var n int
+	for _, s := range seqs {
+		if len(s) == 0 || len(s) > dc.cfg.MaxLen() {
+			return fmt.Errorf("causallm: forward: a sequence of %d tokens: want 1 .. %d", len(s), dc.cfg.MaxLen())
+		}
+		n += len(s)
+	}
+	pos, first := make([]int32, 0, n), make([]int32, 0, n)
+	ids := make([]int32, 0, n)
+	for _, s := range seqs {
+		start := int32(len(pos))
+		for p, id := range s {
+			pos = append(pos, int32(p))
+			first = append(first, start)
+			ids = append(ids, id)
+		}
+	}
+	return dc.run(ctx, ids, pos, first, nil, false, tap, logits)
+}
+
+// ForwardNext runs the tokens ids at positions cache.Len().. of the sequence whose prefix the cache
+// holds, appending their keys and values to the cache; tap and logits as Forward's.
+func (dc *Decoder) ForwardNext(ctx context.Context, cache *Cache, ids []int32, tap llama.Tap, logits []float32) error {
+	if len(ids) == 0 || cache.n+len(ids) > cache.cap {
+		return fmt.Errorf("causallm: forward next: %d tokens after %d in a cache of %d", len(ids), cache.n, cache.cap)
+	}
+	pos, first := make([]int32, len(ids)), make([]int32, len(ids))
+	for i := range ids {
+		pos[i] = int32(cache.n + i)
+	}
+	return dc.run(ctx, ids, pos, first, cache, false, tap, logits)
+}
+
+// ForwardAlternatives runs every token of ids as the next token after the prefix the cache holds,
+// each on its own (row i is the prefix followed by ids[i]), all in one batch so that each weight
+// matrix is read once for all of them; the cache is left as it was. tap as Forward's.
+func (dc *Decoder) ForwardAlternatives(ctx context.Context, cache *Cache, ids []int32, tap llama.Tap) error {
+	if len(ids) == 0 || cache.n >= cache.cap {
+		return fmt.Errorf("causallm: forward alternatives: %d tokens after %d in a cache of %d", len(ids), cache.n, cache.cap)
+	}
+	pos, first := make([]int32, len(ids)), make([]int32, len(ids))
+	for i := range ids {
+		pos[i], first[i] = int32(cache.n), int32(i)
+	}
+	return dc.run(ctx, ids, pos, first, cache, true, tap, nil)
+}
+
+// run is the body of the three forwards: n = len(ids) rows at positions pos, row r attending to the
+// cache's tokens and to rows first[r]..r. Without alts the new keys and values join the cache.
+func (dc *Decoder) run(ctx context.Context, ids, pos, first []int32, cache *Cache, alts bool, tap llama.Tap, logits []float32) error {
+	c := dc.cfg
+	n, d := len(ids), c.Hidden
+	for _, id := range ids {
+		if id < 0 || int(id) >= c.VocabSize {
+			return fmt.Errorf("causallm: forward: token id %d outside the vocabulary of %d", id, c.VocabSize)
+		}
+	}
+	if logits != nil {
+		if dc.head == nil {
+			return fmt.Errorf("causallm: forward: logits need every block, the model holds %d of %d", len(dc.blocks), c.Layers)
+		}
+		if len(logits) != n*c.VocabSize {
+			return fmt.Errorf("causallm: forward: logits of %d values for %d rows of %d", len(logits), n, c.VocabSize)
+		}
+	}
+	dc.x, dc.a = grow(dc.x, n*d), grow(dc.a, n*d)
+	x := dc.x[:n*d] // (n, d): the residual stream
+	for r, id := range ids {
+		if err := dc.w.ReadRows(llama.Embedding, -1, int(id), int(id)+1, x[r*d:(r+1)*d]); err != nil {
+			return fmt.Errorf("causallm: forward: embedding of token %d: %w", id, err)
+		}
+	}
+	table := dc.rope.rows(pos, c.HeadDim) // (n, hd): cos | sin of each row's position
+	cached := 0
+	if cache != nil {
+		cached = cache.n
+	}
+	for l := range dc.blocks {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if tap != nil {
+			if err := tap(llama.Residual, l, x); err != nil {
+				return fmt.Errorf("forward: layer %d %s: %w", l, llama.Residual, err)
+			}
+		}
+		tp := dc.tp
+		tp.Reset()
+		xt := tp.Input(x, n, d)
+		a := tp.RMSNorm(xt, dc.blocks[l].attnNorm, float32(c.RMSEps)) // (n, d)
+		if tap != nil {
+			if err := dc.download(a, dc.a[:n*d]); err != nil {
+				return err
+			}
+			if err := tap(llama.AttnInput, l, dc.a[:n*d]); err != nil {
+				return fmt.Errorf("forward: layer %d %s: %w", l, llama.AttnInput, err)
+			}
+		}
+		var kc, vc *engine.Tensor
+		if cache != nil {
+			kc, vc = cache.k[l], cache.v[l]
+		}
+		k, v, y := dc.block(tp, &dc.blocks[l], xt, a, tp.Input(table, n, c.HeadDim), kc, vc, cached, first)
+		if cache != nil && !alts && tp.Err() == nil {
+			kv := c.KVDim()
+			dc.be.Copy2D(kc, cached*kv, kv, k, 0, kv, n, kv, false)
+			dc.be.Copy2D(vc, cached*kv, kv, v, 0, kv, n, kv, false)
+		}
+		if err := dc.download(y, x); err != nil {
+			return fmt.Errorf("causallm: forward: block %d: %w", l, err)
+		}
+	}
+	if cache != nil && !alts {
+		cache.n += n
+	}
+	if len(dc.blocks) < c.Layers {
+		if tap != nil {
+			if err := tap(llama.Residual, len(dc.blocks), x); err != nil {
+				return fmt.Errorf("forward: layer %d %s: %w", len(dc.blocks), llama.Residual, err)
+			}
+		}
+		return nil
+	}
+	tp := dc.tp
+	tp.Reset()
+	xn := tp.RMSNorm(tp.Input(x, n, d), dc.norm, float32(c.RMSEps)) // (n, d)
+	if err := dc.download(xn, dc.a[:n*d]); err != nil {
+		return err
+	}
+	if tap != nil {
+		if err := tap(llama.Residual, c.Layers, dc.a[:n*d]); err != nil {
+			return fmt.Errorf("forward: layer %d %s: %w", c.Layers, llama.Residual, err)
+		}
+	}
+	if logits != nil {
+		// logits: (n, vocab) = xn (n, d) . head^T (d, vocab)
+		if err := dc.download(tp.Linear(xn, dc.head), logits); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// block records one decoder block on tp: x (n, d) the residual stream, a = RMSNorm(x) its
+// attention input, table (n, hd) each row's rotation; kc, vc the cache's keys and values (nil
+// without a cache) of which the first cached rows are the prefix. It returns the new rows' rotated
+// keys and values (n, kv) and the block's output x + attention + MLP (n, d).
+func (dc *Decoder) block(tp *engine.Tape, b *decBlock, x, a, table, kc, vc *engine.Tensor, cached int, first []int32) (k, v, y *engine.Tensor) {
+	c := dc.cfg
+	n, hd, eps := x.Rows(), c.HeadDim, float32(c.RMSEps)
+	var q *engine.Tensor
+	if b.qkv != nil {
+		var qkv [3]*engine.Tensor // (n, q) each
+		tp.LinearStack(a, b.qkv, qkv[:])
+		q, k, v = qkv[0], qkv[1], qkv[2]
+	} else {
+		q, k, v = tp.Linear(a, b.q), tp.Linear(a, b.k), tp.Linear(a, b.v) // (n, q), (n, kv), (n, kv)
+	}
+	if b.qb != nil {
+		q, k, v = tp.BroadcastAdd(q, nil, b.qb), tp.BroadcastAdd(k, nil, b.kb), tp.BroadcastAdd(v, nil, b.vb)
+	}
+	if b.qNorm != nil {
+		// One RMSNorm over each head's hd values: (n*heads, hd).
+		q = tp.Reshape(tp.RMSNorm(tp.Reshape(q, n*c.Heads, hd), b.qNorm, eps), n, c.QDim())
+		k = tp.Reshape(tp.RMSNorm(tp.Reshape(k, n*c.KVHeads, hd), b.kNorm, eps), n, c.KVDim())
+	}
+	q, k = tp.RoPE(q, table, c.Heads), tp.RoPE(k, table, c.KVHeads)
+	att := tp.SpanAttention(q, k, v, kc, vc, cached, first, c.Heads, c.KVHeads) // (n, q)
+	x = tp.Add(x, tp.Linear(att, b.o))
+	h := tp.RMSNorm(x, b.mlpNorm, eps)
+	var gu [2]*engine.Tensor // (n, f) each
+	tp.LinearStack(h, b.gateUp, gu[:])
+	y = tp.Add(x, tp.Linear(tp.SwiGLU(gu[0], gu[1]), b.down))
+	return k, v, y
+}
+
+// download copies t to dst, first reporting the tape's error (an op refused).
+func (dc *Decoder) download(t *engine.Tensor, dst []float32) error {
+	if err := dc.tp.Err(); err != nil {
+		return fmt.Errorf("causallm: forward: %w", err)
+	}
+	return t.CopyTo(dst)
+}
+
+// ropeCache holds the rotation of every position asked so far, as cos | sin rows (pos, hd),
+// angles computed in float64 and rounded once (engine.RoPETable's rule, with the config's
+// scaled frequencies).
+type ropeCache struct {
+	inv   []float64
+	table []float32 // (have, hd)
+	rowsB []float32
+}
+
+// rows gathers the rotation of each position into an (n, hd) table.
+func (rc *ropeCache) rows(pos []int32, hd int) []float32 {
+	half := hd / 2
+	need := 0
+	for _, p := range pos {
+		need = max(need, int(p)+1)
+	}
+	have := len(rc.table) / hd
+	if need > have {
+		n := max(need, 2*have)
+		t := make([]float32, n*hd)
+		copy(t, rc.table)
+		for p := have; p < n; p++ {
+			for i, f := range rc.inv {
+				s, c := math.Sincos(float64(p) * f)
+				t[p*hd+i], t[p*hd+half+i] = float32(c), float32(s)
+			}
+		}
+		rc.table = t
+	}
+	rc.rowsB = grow(rc.rowsB, len(pos)*hd)
+	out := rc.rowsB[:len(pos)*hd]
+	for r, p := range pos {
+		copy(out[r*hd:(r+1)*hd], rc.table[int(p)*hd:int(p+1)*hd])
+	}
+	return out
+}
+
+func grow(buf []float32, n int) []float32 {
+	if cap(buf) < n {
+		return make([]float32, n)
+	}
+	return buf[:n]
+}

@@ -1,0 +1,220 @@
+package causallm_test
+
+import (
+	"context"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/gelo-research/geloattack/engine"
+	"github.com/gelo-research/geloattack/engine/cpu"
+	"github.com/gelo-research/geloattack/internal/fptol"
+	"github.com/gelo-research/geloattack/models/causallm"
+	"github.com/gelo-research/geloattack/models/llama"
+)
+
+// decoderFamilies are the architectures a checkpoint may carry: Llama-2 (MHA, untied), grouped
+// queries with tied embeddings and llama3 rope scaling, Qwen2 (q/k/v biases) and Qwen3 (q/k norms,
+// head_dim not hidden/heads).
+func decoderFamilies() map[string]llama.Config {
+	base := llama.Config{Architecture: "LlamaForCausalLM", VocabSize: 97, Hidden: 48, Intermediate: 80, Layers: 3,
+		Heads: 6, KVHeads: 6, HeadDim: 8, RMSEps: 1e-5, RopeTheta: 10000, MaxPositions: 64}
+	gqa := base
+	gqa.KVHeads, gqa.TiedEmbeddings, gqa.RopeTheta = 2, true, 500000
+	gqa.Rope = llama.RopeScaling{Kind: llama.RopeLlama3, Factor: 8, LowFreqFactor: 1, HighFreqFactor: 4, OriginalMaxPositions: 16}
+	qwen2 := base
+	qwen2.KVHeads, qwen2.QKVBias, qwen2.RMSEps, qwen2.RopeTheta = 3, true, 1e-6, 1e6
+	qwen3 := base
+	qwen3.KVHeads, qwen3.HeadDim, qwen3.QKNorm, qwen3.TiedEmbeddings = 2, 16, true, true
+	return map[string]llama.Config{"llama2": base, "gqa-llama3rope": gqa, "qwen2-bias": qwen2, "qwen3-qknorm": qwen3}
+}
+
+func newCPU(t *testing.T, workers int) engine.Backend {
+	t.Helper()
+	be, err := cpu.New(cpu.Config{Workers: workers})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { be.Close() })
+	return be
+}
+
+type taps map[[2]int][]float32 // (point, layer) -> rows
+
+func (tp taps) tap(p llama.Point, l int, x []float32) error {
+	tp[[2]int{int(p), l}] = append([]float32(nil), x...)
+	return nil
+}
+
+func tokens(seed uint64, vocab, n int) []int32 {
+	rng := rand.New(rand.NewPCG(seed, 7))
+	out := make([]int32, n)
+	for i := range out {
+		out[i] = int32(rng.IntN(vocab))
+	}
+	return out
+}
+
+func maxRel(a, b []float32) float64 {
+	var num, den float64
+	for i := range a {
+		num = math.Max(num, math.Abs(float64(a[i]-b[i])))
+		den = math.Max(den, math.Abs(float64(b[i])))
+	}
+	return num / math.Max(den, 1e-30)
+}
+
+// The engine decoder computes what the host forward of models/llama computes, tap for tap and
+// logit for logit, on every family: packed sequences of different lengths, with the bound of two
+// float32 evaluations of the chain (they sum in other orders: engine GEMMs and the fused kernels
+// against the host's BLAS calls). A wrong head mapping, rotation, bias or norm differs by O(1).
+func TestDecoderMatchesHostForward(t *testing.T) {
+	for name, c := range decoderFamilies() {
+		t.Run(name, func(t *testing.T) {
+			w, err := llama.Random(c, 3, 0.2, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			seqs := [][]int32{tokens(1, c.VocabSize, 11), tokens(2, c.VocabSize, 5), tokens(3, c.VocabSize, 17)}
+			n := 33
+			ws, err := w.NewWorkspace(n, 17, 2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, got := taps{}, taps{}
+			wl, gl := make([]float32, n*c.VocabSize), make([]float32, n*c.VocabSize)
+			if err := w.Forward(context.Background(), ws, seqs, want.tap, wl); err != nil {
+				t.Fatal(err)
+			}
+			dc, err := causallm.NewDecoder(newCPU(t, 2), w)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := dc.Forward(context.Background(), seqs, got.tap, gl); err != nil {
+				t.Fatal(err)
+			}
+			tol := fptol.Chain(6*c.Layers+1, max(c.Hidden, c.Intermediate, 17), fptol.Float32)
+			if len(got) != len(want) || len(want) != 2*c.Layers+1 {
+				t.Fatalf("%d taps, host forward %d, want %d", len(got), len(want), 2*c.Layers+1)
+			}
+			for k, x := range want {
+				if e := maxRel(got[k], x); e > tol {
+					t.Errorf("%s layer %d: differs from the host forward by %g (bound %g)", llama.Point(k[0]), k[1], e, tol)
+				}
+			}
+			if e := maxRel(gl, wl); e > tol {
+				t.Errorf("logits differ from the host forward by %g (bound %g)", e, tol)
+			}
+		})
+	}
+}
+
+// Through the cache: the prefix, then the rest one token at a time and as a chunk, gives the rows
+// of the whole sequence at once; alternatives give each candidate's row as if appended alone, and
+// leave the cache as it was.
+func TestDecoderCacheAndAlternatives(t *testing.T) {
+	for name, c := range decoderFamilies() {
+		t.Run(name, func(t *testing.T) {
+			w, err := llama.Random(c, 5, 0.2, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			dc, err := causallm.NewDecoder(newCPU(t, 2), w)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := context.Background()
+			seq := tokens(9, c.VocabSize, 12)
+			full := taps{}
+			if err := dc.Forward(ctx, [][]int32{seq}, full.tap, nil); err != nil {
+				t.Fatal(err)
+			}
+			d := c.Hidden
+			tol := fptol.Chain(6*c.Layers+1, max(c.Hidden, c.Intermediate, 12), fptol.Float32)
+			cache, err := dc.NewCache(16)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := dc.ForwardNext(ctx, cache, seq[:7], nil, nil); err != nil {
+				t.Fatal(err)
+			}
+			branch, err := dc.Clone(cache)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Alternatives after the 7-token prefix: candidate 0 is the true token 7.
+			alts := []int32{seq[7], 3, seq[7], 50}
+			alt := taps{}
+			if err := dc.ForwardAlternatives(ctx, cache, alts, alt.tap); err != nil {
+				t.Fatal(err)
+			}
+			if cache.Len() != 7 {
+				t.Fatalf("alternatives changed the cache to %d tokens", cache.Len())
+			}
+			for l := 0; l < c.Layers; l++ {
+				k := [2]int{int(llama.AttnInput), l}
+				if e := maxRel(alt[k][:d], full[k][7*d:8*d]); e > tol {
+					t.Errorf("layer %d: the true alternative's row differs from the full pass by %g (bound %g)", l, e, tol)
+				}
+				if e := maxRel(alt[k][2*d:3*d], alt[k][:d]); e != 0 {
+					t.Errorf("layer %d: the same candidate twice gives rows %g apart", l, e)
+				}
+				if e := maxRel(alt[k][d:2*d], full[k][7*d:8*d]); e < 1e-3 {
+					t.Errorf("layer %d: another candidate's row equals the true one's (%g)", l, e)
+				}
+			}
+			// The rest one token at a time on the clone, and as one chunk on the cache.
+			step := taps{}
+			for i := 7; i < len(seq); i++ {
+				one := taps{}
+				if err := dc.ForwardNext(ctx, branch, seq[i:i+1], one.tap, nil); err != nil {
+					t.Fatal(err)
+				}
+				for k, x := range one {
+					step[k] = append(step[k], x...)
+				}
+			}
+			chunk := taps{}
+			if err := dc.ForwardNext(ctx, cache, seq[7:], chunk.tap, nil); err != nil {
+				t.Fatal(err)
+			}
+			for l := 0; l < c.Layers; l++ {
+				k := [2]int{int(llama.AttnInput), l}
+				if e := maxRel(step[k], full[k][7*d:]); e > tol {
+					t.Errorf("layer %d: token by token differs from the full pass by %g (bound %g)", l, e, tol)
+				}
+				if e := maxRel(chunk[k], full[k][7*d:]); e > tol {
+					t.Errorf("layer %d: a chunk after the cache differs from the full pass by %g (bound %g)", l, e, tol)
+				}
+			}
+			if cache.Len() != len(seq) || branch.Len() != len(seq) {
+				t.Fatalf("caches hold %d and %d tokens, want %d", cache.Len(), branch.Len(), len(seq))
+			}
+		})
+	}
+}
+
+// Bad input is refused with the value named, before any work.
+func TestDecoderRefusesBadInput(t *testing.T) {
+	c := decoderFamilies()["llama2"]
+	w, err := llama.Random(c, 1, 0.2, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dc, err := causallm.NewDecoder(newCPU(t, 1), w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for i, call := range []func() error{
+		func() error { return dc.Forward(ctx, [][]int32{{1, 97}}, nil, nil) },
+		func() error { return dc.Forward(ctx, [][]int32{{}}, nil, nil) },
+		func() error { return dc.Forward(ctx, [][]int32{make([]int32, 65)}, nil, nil) },
+		func() error { return dc.Forward(ctx, [][]int32{{1, 2}}, nil, make([]float32, 5)) },
+		func() error { _, err := dc.NewCache(0); return err },
+	} {
+		if err := call(); err == nil {
+			t.Errorf("case %d: accepted", i)
+		}
+	}
+}
