@@ -23,15 +23,16 @@ type Decoder struct {
 	w      *llama.Model
 	be     engine.Backend
 	tp     *engine.Tape
-	blocks []decBlock
+	blocks []blockWeights
 	norm   *engine.Tensor // (d), nil for a model of fewer blocks than Layers
 	head   *engine.Tensor // (vocab, d), the output projection; nil as norm is
 	rope   ropeCache
 	x, a   []float32 // (n, d) host rows: the residual stream and the tapped attention input
 }
 
-// decBlock is one block's weights on the backend (PyTorch layout, (out, in)).
-type decBlock struct {
+// blockWeights is one decoder block's weights on a backend (PyTorch layout, (out, in)): the
+// training model's parameters or a checkpoint's weights uploaded by a Decoder.
+type blockWeights struct {
 	attnNorm, mlpNorm *engine.Tensor // (d)
 	qkv               *engine.Tensor // (3q, d) stacked when q and k/v widths agree, else nil
 	q, k, v           *engine.Tensor // (q, d), (kv, d), (kv, d) when not stacked
@@ -86,7 +87,7 @@ func NewDecoder(be engine.Backend, w *llama.Model) (*Decoder, error) {
 		}
 	}
 	for l := 0; l < w.Blocks(); l++ {
-		var b decBlock
+		var b blockWeights
 		pre := fmt.Sprintf("model.layers.%d.", l)
 		one(&b.attnNorm, pre+"input_layernorm.weight", llama.AttnNorm, l, d)
 		if q == kv {
@@ -318,7 +319,9 @@ func (dc *Decoder) run(ctx context.Context, ids, pos, first []int32, cache *Cach
 		if cache != nil {
 			kc, vc = cache.k[l], cache.v[l]
 		}
-		k, v, y := dc.block(tp, &dc.blocks[l], xt, a, tp.Input(table, n, c.HeadDim), kc, vc, cached, first)
+		k, v, y := layer(tp, c, &dc.blocks[l], xt, a, tp.Input(table, n, c.HeadDim), func(q, k, v *engine.Tensor) *engine.Tensor {
+			return tp.SpanAttention(q, k, v, kc, vc, cached, first, c.Heads, c.KVHeads) // (n, q)
+		})
 		if cache != nil && !alts && tp.Err() == nil {
 			kv := c.KVDim()
 			dc.be.Copy2D(kc, cached*kv, kv, k, 0, kv, n, kv, false)
@@ -359,12 +362,13 @@ func (dc *Decoder) run(ctx context.Context, ids, pos, first []int32, cache *Cach
 	return nil
 }
 
-// block records one decoder block on tp: x (n, d) the residual stream, a = RMSNorm(x) its
-// attention input, table (n, hd) each row's rotation; kc, vc the cache's keys and values (nil
-// without a cache) of which the first cached rows are the prefix. It returns the new rows' rotated
-// keys and values (n, kv) and the block's output x + attention + MLP (n, d).
-func (dc *Decoder) block(tp *engine.Tape, b *decBlock, x, a, table, kc, vc *engine.Tensor, cached int, first []int32) (k, v, y *engine.Tensor) {
-	c := dc.cfg
+// layer records one decoder block on tp, the one definition the training model and the Decoder
+// share: x (n, d) the residual stream, a = RMSNorm(x) its attention input, table (n, hd) or
+// (T, hd) each row's rotation (engine.RoPE), attend the attention of the rotated queries (n, q)
+// over keys and values (n, kv) (causal within each window when training; over the cache and a
+// span of rows when decoding). It returns the rotated keys and the values (for a cache) and the
+// block's output x + attention + MLP (n, d).
+func layer(tp *engine.Tape, c llama.Config, b *blockWeights, x, a, table *engine.Tensor, attend func(q, k, v *engine.Tensor) *engine.Tensor) (k, v, y *engine.Tensor) {
 	n, hd, eps := x.Rows(), c.HeadDim, float32(c.RMSEps)
 	var q *engine.Tensor
 	if b.qkv != nil {
@@ -383,8 +387,7 @@ func (dc *Decoder) block(tp *engine.Tape, b *decBlock, x, a, table, kc, vc *engi
 		k = tp.Reshape(tp.RMSNorm(tp.Reshape(k, n*c.KVHeads, hd), b.kNorm, eps), n, c.KVDim())
 	}
 	q, k = tp.RoPE(q, table, c.Heads), tp.RoPE(k, table, c.KVHeads)
-	att := tp.SpanAttention(q, k, v, kc, vc, cached, first, c.Heads, c.KVHeads) // (n, q)
-	x = tp.Add(x, tp.Linear(att, b.o))
+	x = tp.Add(x, tp.Linear(attend(q, k, v), b.o))
 	h := tp.RMSNorm(x, b.mlpNorm, eps)
 	var gu [2]*engine.Tensor // (n, f) each
 	tp.LinearStack(h, b.gateUp, gu[:])

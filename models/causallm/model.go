@@ -26,16 +26,6 @@ type Config = lmcfg.Model
 // the set models here do.
 const InitStd = 0.02
 
-// block is one decoder layer's weights (PyTorch layout, (out, in)).
-type block struct {
-	attnNorm *engine.Tensor // (d)
-	qkv      *engine.Tensor // (3d, d): q_proj, k_proj, v_proj stacked (engine.Params.Stack)
-	o        *engine.Tensor // (d, d)
-	mlpNorm  *engine.Tensor // (d)
-	gateUp   *engine.Tensor // (2f, d): gate_proj, up_proj stacked
-	down     *engine.Tensor // (d, f)
-}
-
 // Model is the trainable decoder on one backend. It is not safe for concurrent use: the forward
 // pass records on the model's one tape.
 type Model struct {
@@ -43,7 +33,7 @@ type Model struct {
 	vocab  int
 	ps     *engine.Params
 	embed  *engine.Tensor // (V, d), also the output projection
-	blocks []block
+	blocks []blockWeights // qkv and gateUp are engine.Params.Stack views of the named parts
 	norm   *engine.Tensor // (d)
 	rope   []float32      // (seq, hd): RoPETable of the training length
 	tape   *engine.Tape
@@ -80,7 +70,7 @@ func New(be engine.Backend, cfg Config, vocab int, seed uint64) (*Model, error) 
 	m.embed = add("model.embed_tokens.weight", InitStd, vocab, d)
 	for i := 0; i < cfg.Layers; i++ {
 		p := fmt.Sprintf("model.layers.%d.", i)
-		var b block
+		var b blockWeights
 		b.attnNorm = add(p+"input_layernorm.weight", 0, d)
 		q := add(p+"self_attn.q_proj.weight", InitStd, d, d)
 		k := add(p+"self_attn.k_proj.weight", InitStd, d, d)
@@ -180,20 +170,12 @@ func (m *Model) forward(windows []int32, B int) (*engine.Tensor, error) {
 	tp.Reset()
 	table := tp.Input(m.rope, T, hd) // (T, hd)
 	x := tp.Embedding(m.embed, in)   // (B*T, d)
+	arch := m.LlamaConfig()
 	for i := range m.blocks {
-		blk := &m.blocks[i]
-		a := tp.RMSNorm(x, blk.attnNorm, eps) // (B*T, d)
-		var qkv [3]*engine.Tensor             // (B*T, d) each
-		tp.LinearStack(a, blk.qkv, qkv[:])
-		q := tp.Reshape(tp.RoPE(qkv[0], table, c.Heads), B, T, d)
-		k := tp.Reshape(tp.RoPE(qkv[1], table, c.Heads), B, T, d)
-		v := tp.Reshape(qkv[2], B, T, d)
-		att := tp.Reshape(tp.CausalAttention(q, k, v, c.Heads, c.Heads), B*T, d)
-		x = tp.Add(x, tp.Linear(att, blk.o))
-		h := tp.RMSNorm(x, blk.mlpNorm, eps)
-		var gu [2]*engine.Tensor // (B*T, f) each
-		tp.LinearStack(h, blk.gateUp, gu[:])
-		x = tp.Add(x, tp.Linear(tp.SwiGLU(gu[0], gu[1]), blk.down))
+		a := tp.RMSNorm(x, m.blocks[i].attnNorm, eps) // (B*T, d)
+		_, _, x = layer(tp, arch, &m.blocks[i], x, a, table, func(q, k, v *engine.Tensor) *engine.Tensor {
+			return tp.Reshape(tp.CausalAttention(tp.Reshape(q, B, T, d), tp.Reshape(k, B, T, d), tp.Reshape(v, B, T, d), c.Heads, c.Heads), B*T, d)
+		})
 	}
 	x = tp.RMSNorm(x, m.norm, eps)
 	loss := tp.VocabCrossEntropy(x, m.embed, tgt) // (): mean over B*T tokens
