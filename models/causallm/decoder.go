@@ -25,9 +25,14 @@ type Decoder struct {
 	tp     *engine.Tape
 	blocks []blockWeights
 	norm   *engine.Tensor // (d), nil for a model of fewer blocks than Layers
-	head   *engine.Tensor // (vocab, d), the output projection; nil as norm is
-	rope   ropeCache
-	x, a   []float32 // (n, d) host rows: the residual stream and the tapped attention input
+	head   *engine.Tensor // (vocab, d), the output projection, placed on first use
+	// staged lists the weights converted per pass (F16/BF16 checkpoints on a host-memory
+	// backend); stagedOf[l] is block l's span of it (l = Layers: the final norm's).
+	staged     []stagedWeight
+	stagedOf   [][2]int
+	headStaged stagedWeight
+	rope       ropeCache
+	x, a       []float32 // (n, d) host rows: the residual stream and the tapped attention input
 }
 
 // blockWeights is one decoder block's weights on a backend (PyTorch layout, (out, in)): the
@@ -43,8 +48,16 @@ type blockWeights struct {
 	down              *engine.Tensor // (d, f)
 }
 
-// NewDecoder uploads the weights of w's blocks (float32 on the backend, converted from the
-// checkpoint's dtype once) and, when w holds every block, the final norm and output projection.
+// NewDecoder places the weights of w's blocks on be and, when w holds every block, the final norm
+// and the output projection. Where they go depends on where the backend computes and how the
+// checkpoint stores them:
+//   - host memory (the CPU backend), float32 weights: the decoder computes from w's own memory,
+//     no copy;
+//   - host memory, F16/BF16 weights: each pass converts a block's weights into one block's float32
+//     buffers just before the block runs (the conversion the host forward made per GEMM chunk), so
+//     the decoder holds one block of float32 and w's mapped file;
+//   - a device (CUDA): every weight is converted once and uploaded as float32, the precision of the
+//     engine's tensors (the GEMM precision of the backend decides how they are multiplied).
 func NewDecoder(be engine.Backend, w *llama.Model) (*Decoder, error) {
 	if err := checkInferenceBackend(be); err != nil {
 		return nil, err
@@ -53,80 +66,188 @@ func NewDecoder(be engine.Backend, w *llama.Model) (*Decoder, error) {
 	dc := &Decoder{cfg: c, w: w, be: be, tp: engine.NewTape(be)}
 	dc.tp.SetForwardOnly(true)
 	dc.rope.inv = c.InvFreq()
-	d, f, q, kv, hd := c.Hidden, c.Intermediate, c.QDim(), c.KVDim(), c.HeadDim
-	var host []float32
-	upload := func(name string, parts []llama.Part, blk int, shape ...int) (*engine.Tensor, error) {
-		t, err := engine.NewBuffer(be, name, shape...)
-		if err != nil {
-			return nil, fmt.Errorf("causallm: decoder: %s: %w", name, err)
-		}
-		host = grow(host, t.Size())
-		off := 0
-		for _, p := range parts {
-			rows, cols, err := w.Shape(p, blk)
-			if err == nil {
-				err = w.Read(p, blk, host[off:off+rows*cols])
-			}
-			if err != nil {
-				return nil, fmt.Errorf("causallm: decoder: %s: %w", name, err)
-			}
-			off += rows * cols
-		}
-		if off != t.Size() {
-			return nil, fmt.Errorf("causallm: decoder: %s: %d weights read for shape %v", name, off, shape)
-		}
-		if err := t.CopyFrom(host[:off]); err != nil {
-			return nil, fmt.Errorf("causallm: decoder: %s: %w", name, err)
-		}
-		return t, nil
-	}
+	_, host := be.(engine.HostMemory)
+	staging := map[string]*engine.Tensor{} // one buffer per block weight name pattern, shared by every block
 	var err error
-	one := func(dst **engine.Tensor, name string, p llama.Part, blk int, shape ...int) {
-		if err == nil {
-			*dst, err = upload(name, []llama.Part{p}, blk, shape...)
+	// place binds *dst to the weight that parts of block blk make, stacked by rows.
+	place := func(dst **engine.Tensor, key string, blk int, shape []int, parts ...llama.Part) {
+		if err != nil {
+			return
 		}
+		name := key
+		if blk >= 0 {
+			name = fmt.Sprintf("model.layers.%d.%s", blk, key)
+		}
+		size := 1
+		for _, s := range shape {
+			size *= s
+		}
+		if host {
+			if x, ok := w.Float32(parts[0], blk); ok && cap(x) >= size {
+				stacked := true
+				for i, p := range parts[1:] {
+					y, ok := w.Float32(p, blk)
+					off := 0
+					for _, q := range parts[:i+1] {
+						r, cl, _ := w.Shape(q, blk)
+						off += r * cl
+					}
+					stacked = stacked && ok && len(y) > 0 && &x[:cap(x)][off] == &y[0]
+				}
+				if stacked {
+					*dst, err = engine.ViewHost(be, name, x[:size:size], shape...)
+					return
+				}
+			}
+			t := staging[key]
+			if t == nil {
+				if t, err = engine.NewBuffer(be, "staged "+key, shape...); err != nil {
+					err = fmt.Errorf("causallm: decoder: %s: %w", name, err)
+					return
+				}
+				staging[key] = t
+			}
+			*dst = t
+			dc.staged = append(dc.staged, stagedWeight{t: t, parts: parts, blk: blk})
+			return
+		}
+		var t *engine.Tensor
+		if t, err = engine.NewBuffer(be, name, shape...); err == nil {
+			buf := make([]float32, size)
+			if err = readParts(w, parts, blk, buf); err == nil {
+				err = t.CopyFrom(buf)
+			}
+		}
+		if err != nil {
+			err = fmt.Errorf("causallm: decoder: %s: %w", name, err)
+		}
+		*dst = t
 	}
+	d, f, q, kv, hd := c.Hidden, c.Intermediate, c.QDim(), c.KVDim(), c.HeadDim
 	for l := 0; l < w.Blocks(); l++ {
 		var b blockWeights
-		pre := fmt.Sprintf("model.layers.%d.", l)
-		one(&b.attnNorm, pre+"input_layernorm.weight", llama.AttnNorm, l, d)
+		first := len(dc.staged)
+		place(&b.attnNorm, "input_layernorm.weight", l, []int{d}, llama.AttnNorm)
 		if q == kv {
-			if err == nil {
-				b.qkv, err = upload(pre+"self_attn.qkv", []llama.Part{llama.QProj, llama.KProj, llama.VProj}, l, 3*q, d)
-			}
+			place(&b.qkv, "self_attn.qkv", l, []int{3 * q, d}, llama.QProj, llama.KProj, llama.VProj)
 		} else {
-			one(&b.q, pre+"self_attn.q_proj.weight", llama.QProj, l, q, d)
-			one(&b.k, pre+"self_attn.k_proj.weight", llama.KProj, l, kv, d)
-			one(&b.v, pre+"self_attn.v_proj.weight", llama.VProj, l, kv, d)
+			place(&b.q, "self_attn.q_proj.weight", l, []int{q, d}, llama.QProj)
+			place(&b.k, "self_attn.k_proj.weight", l, []int{kv, d}, llama.KProj)
+			place(&b.v, "self_attn.v_proj.weight", l, []int{kv, d}, llama.VProj)
 		}
 		if c.QKVBias {
-			one(&b.qb, pre+"self_attn.q_proj.bias", llama.QBias, l, q)
-			one(&b.kb, pre+"self_attn.k_proj.bias", llama.KBias, l, kv)
-			one(&b.vb, pre+"self_attn.v_proj.bias", llama.VBias, l, kv)
+			place(&b.qb, "self_attn.q_proj.bias", l, []int{q}, llama.QBias)
+			place(&b.kb, "self_attn.k_proj.bias", l, []int{kv}, llama.KBias)
+			place(&b.vb, "self_attn.v_proj.bias", l, []int{kv}, llama.VBias)
 		}
 		if c.QKNorm {
-			one(&b.qNorm, pre+"self_attn.q_norm.weight", llama.QNorm, l, hd)
-			one(&b.kNorm, pre+"self_attn.k_norm.weight", llama.KNorm, l, hd)
+			place(&b.qNorm, "self_attn.q_norm.weight", l, []int{hd}, llama.QNorm)
+			place(&b.kNorm, "self_attn.k_norm.weight", l, []int{hd}, llama.KNorm)
 		}
-		one(&b.o, pre+"self_attn.o_proj.weight", llama.OProj, l, d, q)
-		one(&b.mlpNorm, pre+"post_attention_layernorm.weight", llama.MLPNorm, l, d)
-		if err == nil {
-			b.gateUp, err = upload(pre+"mlp.gate_up", []llama.Part{llama.GateProj, llama.UpProj}, l, 2*f, d)
-		}
-		one(&b.down, pre+"mlp.down_proj.weight", llama.DownProj, l, d, f)
+		place(&b.o, "self_attn.o_proj.weight", l, []int{d, q}, llama.OProj)
+		place(&b.mlpNorm, "post_attention_layernorm.weight", l, []int{d}, llama.MLPNorm)
+		place(&b.gateUp, "mlp.gate_up", l, []int{2 * f, d}, llama.GateProj, llama.UpProj)
+		place(&b.down, "mlp.down_proj.weight", l, []int{d, f}, llama.DownProj)
 		if err != nil {
 			return nil, err
 		}
 		dc.blocks = append(dc.blocks, b)
+		dc.stagedOf = append(dc.stagedOf, [2]int{first, len(dc.staged)})
 	}
 	if w.Blocks() == c.Layers {
-		one(&dc.norm, "model.norm.weight", llama.FinalNorm, -1, d)
-		one(&dc.head, "lm_head.weight", llama.LMHead, -1, c.VocabSize, d)
+		first := len(dc.staged)
+		place(&dc.norm, "model.norm.weight", -1, []int{d}, llama.FinalNorm)
+		// The output projection is only needed for logits: placed (and, staged, converted) lazily.
+		dc.stagedOf = append(dc.stagedOf, [2]int{first, len(dc.staged)})
 		if err != nil {
 			return nil, err
 		}
 	}
 	return dc, nil
+}
+
+// stagedWeight is a weight that a pass converts into a shared buffer before its block runs.
+type stagedWeight struct {
+	t     *engine.Tensor
+	parts []llama.Part
+	blk   int
+}
+
+// stage converts the staged weights of block l (the final norm's at l = Layers) into their
+// buffers.
+func (dc *Decoder) stage(l int) error {
+	span := dc.stagedOf[l]
+	for _, s := range dc.staged[span[0]:span[1]] {
+		x, _ := engine.HostSlice(s.t)
+		if err := readParts(dc.w, s.parts, s.blk, x); err != nil {
+			return fmt.Errorf("causallm: block %d: %w", l, err)
+		}
+	}
+	return nil
+}
+
+// headWeight places the output projection on first use.
+func (dc *Decoder) headWeight() (*engine.Tensor, error) {
+	if dc.head != nil {
+		if len(dc.headStaged.parts) > 0 {
+			x, _ := engine.HostSlice(dc.head)
+			if err := readParts(dc.w, dc.headStaged.parts, -1, x); err != nil {
+				return nil, fmt.Errorf("causallm: output projection: %w", err)
+			}
+		}
+		return dc.head, nil
+	}
+	c := dc.cfg
+	name, size := "lm_head.weight", c.VocabSize*c.Hidden
+	if x, ok := dc.w.Float32(llama.LMHead, -1); ok {
+		if _, host := dc.be.(engine.HostMemory); host {
+			t, err := engine.ViewHost(dc.be, name, x[:size:size], c.VocabSize, c.Hidden)
+			dc.head = t
+			return t, err
+		}
+	}
+	t, err := engine.NewBuffer(dc.be, name, c.VocabSize, c.Hidden)
+	if err != nil {
+		return nil, fmt.Errorf("causallm: output projection: %w", err)
+	}
+	if x, ok := engine.HostSlice(t); ok {
+		dc.head, dc.headStaged = t, stagedWeight{t: t, parts: []llama.Part{llama.LMHead}, blk: -1}
+		if err := readParts(dc.w, dc.headStaged.parts, -1, x); err != nil {
+			return nil, fmt.Errorf("causallm: output projection: %w", err)
+		}
+		return t, nil
+	}
+	buf := make([]float32, size)
+	if err := readParts(dc.w, []llama.Part{llama.LMHead}, -1, buf); err != nil {
+		return nil, fmt.Errorf("causallm: output projection: %w", err)
+	}
+	if err := t.CopyFrom(buf); err != nil {
+		return nil, fmt.Errorf("causallm: output projection: %w", err)
+	}
+	dc.head = t
+	return t, nil
+}
+
+// readParts converts the weights parts of block blk, stacked by rows, into dst.
+func readParts(w *llama.Model, parts []llama.Part, blk int, dst []float32) error {
+	off := 0
+	for _, p := range parts {
+		rows, cols, err := w.Shape(p, blk)
+		if err == nil && off+rows*cols > len(dst) {
+			err = fmt.Errorf("%d values do not fit %d", off+rows*cols, len(dst))
+		}
+		if err == nil {
+			err = w.Read(p, blk, dst[off:off+rows*cols])
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", p, err)
+		}
+		off += rows * cols
+	}
+	if off != len(dst) {
+		return fmt.Errorf("%d values read into %d", off, len(dst))
+	}
+	return nil
 }
 
 // checkInferenceBackend fails, naming the first missing kernel, when be cannot run the decoder's
@@ -275,7 +396,7 @@ func (dc *Decoder) run(ctx context.Context, ids, pos, first []int32, cache *Cach
 		}
 	}
 	if logits != nil {
-		if dc.head == nil {
+		if len(dc.blocks) < c.Layers {
 			return fmt.Errorf("causallm: forward: logits need every block, the model holds %d of %d", len(dc.blocks), c.Layers)
 		}
 		if len(logits) != n*c.VocabSize {
@@ -302,6 +423,9 @@ func (dc *Decoder) run(ctx context.Context, ids, pos, first []int32, cache *Cach
 			if err := tap(llama.Residual, l, x); err != nil {
 				return fmt.Errorf("forward: layer %d %s: %w", l, llama.Residual, err)
 			}
+		}
+		if err := dc.stage(l); err != nil {
+			return err
 		}
 		tp := dc.tp
 		tp.Reset()
@@ -342,6 +466,9 @@ func (dc *Decoder) run(ctx context.Context, ids, pos, first []int32, cache *Cach
 		}
 		return nil
 	}
+	if err := dc.stage(c.Layers); err != nil {
+		return err
+	}
 	tp := dc.tp
 	tp.Reset()
 	xn := tp.RMSNorm(tp.Input(x, n, d), dc.norm, float32(c.RMSEps)) // (n, d)
@@ -355,7 +482,11 @@ func (dc *Decoder) run(ctx context.Context, ids, pos, first []int32, cache *Cach
 	}
 	if logits != nil {
 		// logits: (n, vocab) = xn (n, d) . head^T (d, vocab)
-		if err := dc.download(tp.Linear(xn, dc.head), logits); err != nil {
+		head, err := dc.headWeight()
+		if err != nil {
+			return err
+		}
+		if err := dc.download(tp.Linear(xn, head), logits); err != nil {
 			return err
 		}
 	}

@@ -2,6 +2,7 @@ package causallm_test
 
 import (
 	"context"
+	"encoding/binary"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -9,6 +10,7 @@ import (
 	"github.com/gelo-research/geloattack/engine"
 	"github.com/gelo-research/geloattack/engine/cpu"
 	"github.com/gelo-research/geloattack/internal/fptol"
+	"github.com/gelo-research/geloattack/internal/numfmt"
 	"github.com/gelo-research/geloattack/models/causallm"
 	"github.com/gelo-research/geloattack/models/llama"
 )
@@ -216,5 +218,107 @@ func TestDecoderRefusesBadInput(t *testing.T) {
 		if err := call(); err == nil {
 			t.Errorf("case %d: accepted", i)
 		}
+	}
+}
+
+// deviceLike hides the CPU backend's host memory, as a device backend would: the decoder uploads
+// every weight once instead of computing from the model's memory.
+type deviceLike struct{ engine.Backend }
+
+func (d deviceLike) Unwrap() engine.Backend { return d.Backend }
+
+// storedBF16 is the model m's weights of blocks 0..blocks-1 rounded to bfloat16, once as BF16
+// bytes (a checkpoint the decoder converts block by block) and once as float32 values.
+func storedBF16(t *testing.T, m *llama.Model, blocks int) (stored, rounded *llama.Model) {
+	t.Helper()
+	c := m.Cfg
+	rounded, err := llama.New(c, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw := map[[2]int][]byte{}
+	for _, tn := range c.Tensors(c.Layers) {
+		x, err := m.Storage(tn.Part, tn.Block)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dst, err := rounded.Storage(tn.Part, tn.Block)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b []byte
+		for i, v := range x {
+			dst[i] = numfmt.RoundBF16(v)
+			b = binary.LittleEndian.AppendUint16(b, numfmt.F32ToBF16(v))
+		}
+		raw[[2]int{int(tn.Part), tn.Block}] = b
+	}
+	stored, err = llama.Assemble(c, nil, blocks, func(tn llama.Tensor) (llama.Stored, error) {
+		return llama.Stored{DType: llama.BF16, Raw: raw[[2]int{int(tn.Part), tn.Block}]}, nil
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return stored, rounded
+}
+
+// Where the weights live changes no bit: a BF16 checkpoint converted block by block into staging
+// buffers, the same values as float32 computed in place, and every weight uploaded once (a
+// device's way) give identical taps, logits and alternatives, also for a model of the first
+// blocks only.
+func TestDecoderPlacementsAgree(t *testing.T) {
+	for name, c := range decoderFamilies() {
+		t.Run(name, func(t *testing.T) {
+			m, err := llama.Random(c, 11, 0.2, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, blocks := range []int{c.Layers, 2} {
+				stored, rounded := storedBF16(t, m, blocks)
+				be := newCPU(t, 2)
+				var outs []taps
+				for i, dec := range []struct {
+					w  *llama.Model
+					be engine.Backend
+				}{{stored, be}, {rounded, be}, {rounded, deviceLike{be}}} {
+					dc, err := causallm.NewDecoder(dec.be, dec.w)
+					if err != nil {
+						t.Fatal(err)
+					}
+					got := taps{}
+					seqs := [][]int32{tokens(4, c.VocabSize, 9), tokens(5, c.VocabSize, 6)}
+					var logits []float32
+					if blocks == c.Layers {
+						logits = make([]float32, 15*c.VocabSize)
+					}
+					if err := dc.Forward(context.Background(), seqs, got.tap, logits); err != nil {
+						t.Fatalf("placement %d: %v", i, err)
+					}
+					got[[2]int{-1, 0}] = logits
+					cache, err := dc.NewCache(12)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if err := dc.ForwardNext(context.Background(), cache, seqs[0][:5], nil, nil); err != nil {
+						t.Fatal(err)
+					}
+					alt := taps{}
+					if err := dc.ForwardAlternatives(context.Background(), cache, []int32{1, 2, 3}, alt.tap); err != nil {
+						t.Fatal(err)
+					}
+					for k, x := range alt {
+						got[[2]int{k[0] + 10, k[1]}] = x
+					}
+					outs = append(outs, got)
+				}
+				for i, o := range outs[1:] {
+					for k, x := range outs[0] {
+						if maxRel(o[k], x) != 0 || len(o[k]) != len(x) {
+							t.Errorf("%d blocks, placement %d: %v differs from the staged BF16 checkpoint's", blocks, i+1, k)
+						}
+					}
+				}
+			}
+		})
 	}
 }

@@ -103,6 +103,24 @@ func (m *Model) Storage(p Part, blk int) ([]float32, error) {
 	return w.f32[lo*w.cols : hi*w.cols : hi*w.cols], nil
 }
 
+// Float32 is one weight's float32 values where the model holds them as float32 (New, Random, a
+// checkpoint's F32 tensors), ok false where it converts them when read (F16, BF16). The slice is
+// the model's own memory: read-only, valid while the model is. Its capacity runs to the end of the
+// matrix the part is stacked in (q_proj's: k_proj and v_proj follow; gate_proj's: up_proj), so a
+// caller may view the stack as one matrix.
+func (m *Model) Float32(p Part, blk int) (x []float32, ok bool) {
+	w, lo, hi, vec, err := m.locate(p, blk)
+	switch {
+	case err != nil:
+		return nil, false
+	case w == nil:
+		return vec, true
+	case w.f32 == nil:
+		return nil, false
+	}
+	return w.f32[lo*w.cols : hi*w.cols], true
+}
+
 // Read converts the whole of one weight to float32 into dst, which must hold its element count.
 func (m *Model) Read(p Part, blk int, dst []float32) error {
 	rows, _, err := m.Shape(p, blk)
