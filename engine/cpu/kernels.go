@@ -23,6 +23,7 @@ func (c *Backend) kernelTable() map[string]any {
 		engine.KernelCausalAttention: engine.CausalAttentionKernels{Forward: c.causalAttention, Backward: c.causalAttentionBackward},
 		engine.KernelEmbedding:       engine.EmbeddingKernels{Forward: c.embedding, Backward: c.embeddingBackward},
 		engine.KernelCrossEntropy:    engine.CrossEntropyKernels{Forward: c.crossEntropy, Backward: c.crossEntropyBackward},
+		engine.KernelSpanAttention:   engine.SpanAttentionKernel(c.spanAttention),
 	}
 }
 
