@@ -12,6 +12,7 @@ import (
 	"github.com/gelo-research/geloattack/engine/device"
 	"github.com/gelo-research/geloattack/extraction"
 	"github.com/gelo-research/geloattack/models/bert"
+	"github.com/gelo-research/geloattack/models/causallm"
 	"github.com/gelo-research/geloattack/models/llama"
 	"github.com/gelo-research/geloattack/models/settransformer"
 	"github.com/gelo-research/geloattack/runner"
@@ -114,8 +115,7 @@ type LearnedCheckpoint struct {
 type learnedModel struct {
 	model *settransformer.Model
 	be    engine.Backend
-	lm    *llama.Model
-	ws    *llama.Workspace
+	lm    *causallm.Decoder // on be
 	// special is the tokenizer's leading special tokens (BOS), which the embedding leaves out.
 	special []int
 }
@@ -184,7 +184,7 @@ func openLearned(d Deployment, t *Target) (*learnedModel, LearnedCheckpoint, err
 		device.Close(be)
 		return fail("%v", err)
 	}
-	ws, err := t.LM.NewWorkspace(d.Batch.TokensPerText, d.Batch.TokensPerText, 1)
+	lm, err := causallm.NewDecoder(be, t.LM)
 	if err != nil {
 		device.Close(be)
 		return fail("%v", err)
@@ -194,7 +194,7 @@ func openLearned(d Deployment, t *Target) (*learnedModel, LearnedCheckpoint, err
 		device.Close(be)
 		return fail("the tokenizer: %v", err)
 	}
-	return &learnedModel{model: model, be: be, lm: t.LM, ws: ws, special: special}, rec, nil
+	return &learnedModel{model: model, be: be, lm: lm, special: special}, rec, nil
 }
 
 // matchStore says how a store's meta.json does not describe rows of this deployment's model at
@@ -228,7 +228,8 @@ func matchStore(d Deployment, t *Target, meta store.Meta) error {
 // as extraction computes it: the mean of the final-norm rows over its tokens, the leading special
 // tokens left out (unless they are all it has), L2-normalised (bert.MeanNormalized).
 func (l *learnedModel) embedding(ctx context.Context, toks []int) ([]float32, error) {
-	d := l.lm.Cfg.Hidden
+	c := l.lm.Config()
+	d := c.Hidden
 	ids := make([]int32, len(toks))
 	for i, tok := range toks {
 		ids[i] = int32(tok)
@@ -238,8 +239,8 @@ func (l *learnedModel) embedding(ctx context.Context, toks []int) ([]float32, er
 		first = len(l.special)
 	}
 	out := make([]float32, d)
-	err := l.lm.Forward(ctx, l.ws, [][]int32{ids}, func(p llama.Point, layer int, x []float32) error {
-		if p == llama.Residual && layer == l.lm.Cfg.Layers {
+	err := l.lm.Forward(ctx, [][]int32{ids}, func(p llama.Point, layer int, x []float32) error {
+		if p == llama.Residual && layer == c.Layers {
 			bert.MeanNormalized(x, first, len(toks), d, out)
 		}
 		return nil

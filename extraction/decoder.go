@@ -10,7 +10,9 @@ import (
 
 	"github.com/gelo-research/geloattack/data/corpus"
 	"github.com/gelo-research/geloattack/data/store"
+	"github.com/gelo-research/geloattack/engine"
 	"github.com/gelo-research/geloattack/models/bert"
+	"github.com/gelo-research/geloattack/models/causallm"
 	"github.com/gelo-research/geloattack/models/llama"
 	"github.com/schollz/progressbar/v3"
 )
@@ -45,7 +47,8 @@ type DecoderOptions struct {
 	MaxTokens int
 	// BatchTokens is the token budget of one forward batch (0: 2048).
 	BatchTokens int
-	// Workers is the number of goroutines (0: GOMAXPROCS).
+	// Workers is the number of goroutines that tokenize (0: GOMAXPROCS); the decoder computes on
+	// its backend's workers.
 	Workers int
 	// DropBOS leaves the rows of the tokenizer's leading special tokens out of the store (they
 	// still take part in the forward pass). They are identical for every text: a causal model's
@@ -62,6 +65,17 @@ type DecoderOptions struct {
 	Float16 bool
 	// Progress, when not nil, receives a progress bar with tokens/s.
 	Progress io.Writer
+	// Backend runs the decoder (models/causallm.Decoder); nil: a CPU backend of GOMAXPROCS
+	// workers, whose results do not depend on that count.
+	Backend engine.Backend
+}
+
+// openDecoder is the decoder of m on be, or on a CPU backend of its own when be is nil.
+func openDecoder(m *llama.Model, be engine.Backend) (*causallm.Decoder, error) {
+	if be == nil {
+		return causallm.NewCPUDecoder(m)
+	}
+	return causallm.NewDecoder(be, m)
 }
 
 // DecoderStats summarises a decoder run.
@@ -191,16 +205,12 @@ func RunDecoder(ctx context.Context, m *llama.Model, tok Tokenizer, texts []corp
 			progressbar.OptionOnCompletion(func() { fmt.Fprintln(opt.Progress) }),
 		)
 	}
-	// Each worker makes single-threaded GEMM calls on its own rows (as Run does).
-	lib := m.Lib()
-	prev := lib.Threads()
-	lib.SetThreads(1)
-	defer lib.SetThreads(prev)
-
-	ws, err := m.NewWorkspace(budget, maxLen, workers)
+	dc, err := openDecoder(m, opt.Backend)
 	if err != nil {
-		return st, err
+		return st, fmt.Errorf("extract: %w", err)
 	}
+	defer dc.Close()
+	var offs []int                      // the first row of each text of the batch, then the row count
 	hidden := make([]float32, budget*d) // (tokens, d): the chosen rows of one batch
 	pooled := make([]float32, budget*d) // (texts, d)
 	var batchBOS []int
@@ -209,7 +219,7 @@ func RunDecoder(ctx context.Context, m *llama.Model, tok Tokenizer, texts []corp
 			copy(hidden, x)
 		}
 		if p == llama.Residual && layer == c.Layers {
-			meanRows(ws.Offsets(), batchBOS, x, d, pooled)
+			meanRows(offs, batchBOS, x, d, pooled)
 		}
 		return nil
 	}
@@ -227,10 +237,13 @@ func RunDecoder(ctx context.Context, m *llama.Model, tok Tokenizer, texts []corp
 			hi++
 		}
 		batchBOS = bos[lo:hi]
-		if err := m.Forward(ctx, ws, ids[lo:hi], tap, nil); err != nil {
+		offs = append(offs[:0], 0)
+		for _, t := range ids[lo:hi] {
+			offs = append(offs, offs[len(offs)-1]+len(t))
+		}
+		if err := dc.Forward(ctx, ids[lo:hi], tap, nil); err != nil {
 			return st, fmt.Errorf("extract: texts %d..%d: %w", lo, hi-1, err)
 		}
-		offs := ws.Offsets()
 		for i := lo; i < hi; i++ {
 			rows := hidden[offs[i-lo]*d : offs[i-lo+1]*d]
 			first := 0

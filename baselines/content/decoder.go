@@ -10,6 +10,7 @@ import (
 	"github.com/gelo-research/geloattack/data/corpus"
 	"github.com/gelo-research/geloattack/data/store"
 	"github.com/gelo-research/geloattack/extraction"
+	"github.com/gelo-research/geloattack/models/causallm"
 	"github.com/gelo-research/geloattack/models/llama"
 )
 
@@ -18,6 +19,7 @@ import (
 // candidate is scored).
 type decoder struct {
 	m   *llama.Model
+	dc  *causallm.Decoder // the forward pass of the next-token rows (NextRows)
 	tok extraction.Tokenizer
 	opt extraction.DecoderOptions
 }
@@ -67,7 +69,11 @@ func NewDecoderEmbedder(m *llama.Model, tok extraction.Tokenizer, meta store.Met
 	if maxTok == 0 || maxTok > c.MaxLen() {
 		maxTok = min(512, c.MaxLen()) // store extract's default when -max-tokens is left out
 	}
-	dec := &decoder{m: m, tok: tok, opt: extraction.DecoderOptions{Layer: meta.Layer, Point: p, MaxTokens: maxTok, DropBOS: drop, Norm: meta.Norm}}
+	dc, err := causallm.NewCPUDecoder(m)
+	if err != nil {
+		return nil, fmt.Errorf("content: %w", err)
+	}
+	dec := &decoder{m: m, dc: dc, tok: tok, opt: extraction.DecoderOptions{Layer: meta.Layer, Point: p, MaxTokens: maxTok, DropBOS: drop, Norm: meta.Norm}}
 	return &Embedder{fwd: dec, d: c.Hidden, layer: meta.Layer, fp16: meta.DType == store.Float16}, nil
 }
 

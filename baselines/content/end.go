@@ -146,15 +146,11 @@ func (e *decoder) next(ctx context.Context, text string) ([]float32, string, err
 		return nil, fmt.Sprintf("the claimed text has %d tokens, the store's max_tokens: a longer text is cut to the same rows", len(ids)), nil
 	}
 	d, v := e.m.Cfg.Hidden, e.tok.VocabSize()
-	ws, err := e.m.NewWorkspace(max(nextBatch, len(ids)+1), len(ids)+1, 0)
+	cache, err := e.dc.NewCache(len(ids) + 1)
 	if err != nil {
 		return nil, "", fmt.Errorf("content: next-token rows: %w", err)
 	}
-	cache, err := e.m.NewCache(len(ids) + 1)
-	if err != nil {
-		return nil, "", fmt.Errorf("content: next-token rows: %w", err)
-	}
-	if err := e.m.ForwardNext(ctx, ws, cache, ids, nil, nil); err != nil {
+	if err := e.dc.ForwardNext(ctx, cache, ids, nil, nil); err != nil {
 		return nil, "", fmt.Errorf("content: next-token rows of %q: %w", text, err)
 	}
 	out := make([]float32, v*d) // (V, d)
@@ -165,7 +161,7 @@ func (e *decoder) next(ctx context.Context, text string) ([]float32, string, err
 		for id := lo; id < hi; id++ {
 			alts = append(alts, int32(id))
 		}
-		err := e.m.ForwardAlternatives(ctx, ws, cache, alts, func(p llama.Point, layer int, x []float32) error {
+		err := e.dc.ForwardAlternatives(ctx, cache, alts, func(p llama.Point, layer int, x []float32) error {
 			if p != e.opt.Point || layer != e.opt.Layer {
 				return nil
 			}

@@ -6,13 +6,15 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/gelo-research/geloattack/models/causallm"
 	"github.com/gelo-research/geloattack/models/llama"
 )
 
-// Llama is a Model over the host decoder of models/llama: the attacker's copy of the open weights.
+// Llama is a Model over a Llama-family checkpoint (models/causallm's Decoder on a backend): the
+// attacker's copy of the open weights.
 type Llama struct {
 	m      *llama.Model
-	ws     *llama.Workspace // candidate batches (Extend) and single-token steps (Append)
+	dc     *causallm.Decoder
 	maxLen int
 	batch  int // candidates per ForwardAlternatives call
 }
@@ -21,15 +23,20 @@ type Llama struct {
 // each weight matrix once for a whole bag (at d 4096, 256 rows of activations are ~60 MB).
 const extendBatch = 256
 
-// NewLlama wraps m for texts of at most maxLen tokens.
+// NewLlama wraps m for texts of at most maxLen tokens, computing on a CPU backend of its own.
 func NewLlama(m *llama.Model, maxLen int) (*Llama, error) {
-	batch := max(maxLen, extendBatch)
-	ws, err := m.NewWorkspace(batch, maxLen, 0)
+	if maxLen < 1 || maxLen > m.Cfg.MaxLen() {
+		return nil, fmt.Errorf("decode: texts of %d tokens: want 1 .. %d (the model's longest sequence)", maxLen, m.Cfg.MaxLen())
+	}
+	dc, err := causallm.NewCPUDecoder(m)
 	if err != nil {
 		return nil, fmt.Errorf("decode: %w", err)
 	}
-	return &Llama{m: m, ws: ws, maxLen: maxLen, batch: batch}, nil
+	return &Llama{m: m, dc: dc, maxLen: maxLen, batch: max(maxLen, extendBatch)}, nil
 }
+
+// Close stops the decoder's backend; the weights stay the caller's.
+func (l *Llama) Close() error { return l.dc.Close() }
 
 // D is the hidden width.
 func (l *Llama) D() int { return l.m.Cfg.Hidden }
@@ -54,18 +61,16 @@ func (l *Llama) Rows(tokens []int, upto int) ([][]float32, error) {
 		ids[i] = int32(t)
 	}
 	out := make([][]float32, upto)
-	err := l.singleThreaded(func() error {
-		return l.m.Forward(context.Background(), l.ws, [][]int32{ids}, func(p llama.Point, layer int, x []float32) error {
-			if p != llama.AttnInput {
-				return nil
-			}
-			out[layer] = append([]float32(nil), x[:len(tokens)*d]...)
-			if layer == upto-1 {
-				return errEnough
-			}
+	err := l.dc.Forward(context.Background(), [][]int32{ids}, func(p llama.Point, layer int, x []float32) error {
+		if p != llama.AttnInput {
 			return nil
-		}, nil)
-	})
+		}
+		out[layer] = append([]float32(nil), x[:len(tokens)*d]...)
+		if layer == upto-1 {
+			return errEnough
+		}
+		return nil
+	}, nil)
 	if err != nil && !errors.Is(err, errEnough) {
 		return nil, err
 	}
@@ -100,16 +105,6 @@ func (l *Llama) Block0(lo, hi int, dst []float32) error {
 	return nil
 }
 
-// singleThreaded runs a forward pass with single-threaded BLAS calls (blas.Library.Serial), as
-// models/llama's GEMM tiles assume: the workspace's workers are the parallelism, and OpenBLAS
-// threading a tile's call splits it by its thread count (GOMAXPROCS by default), which changes
-// the bits of the result (measured with its Haswell kernels).
-func (l *Llama) singleThreaded(fn func() error) error {
-	var err error
-	l.m.Lib().Serial(func() { err = fn() })
-	return err
-}
-
 // MaxLen is the longest text the wrapper was sized for.
 func (l *Llama) MaxLen() int { return l.maxLen }
 
@@ -119,7 +114,7 @@ func (l *Llama) NewPrefix() Prefix { return &llamaPrefix{l: l} }
 // llamaPrefix keeps a KV cache of the prefix (nil while empty).
 type llamaPrefix struct {
 	l     *Llama
-	cache *llama.Cache
+	cache *causallm.Cache
 }
 
 func (p *llamaPrefix) Len() int {
@@ -133,7 +128,7 @@ func (p *llamaPrefix) ensure() error {
 	if p.cache != nil {
 		return nil
 	}
-	c, err := p.l.m.NewCache(p.l.maxLen)
+	c, err := p.l.dc.NewCache(p.l.maxLen)
 	if err != nil {
 		return err
 	}
@@ -159,20 +154,18 @@ func (p *llamaPrefix) Extend(cands []int, upto int, dst []float32) error {
 		for _, tok := range cands[lo:hi] {
 			ids = append(ids, int32(tok))
 		}
-		err := p.l.singleThreaded(func() error {
-			return p.l.m.ForwardAlternatives(context.Background(), p.l.ws, p.cache, ids, func(pt llama.Point, layer int, x []float32) error {
-				if pt != llama.AttnInput || layer == 0 {
-					return nil
-				}
-				for j := range ids {
-					c := lo + j
-					copy(dst[(c*(upto-1)+layer-1)*d:(c*(upto-1)+layer)*d], x[j*d:(j+1)*d])
-				}
-				if layer == upto-1 {
-					return errEnough
-				}
+		err := p.l.dc.ForwardAlternatives(context.Background(), p.cache, ids, func(pt llama.Point, layer int, x []float32) error {
+			if pt != llama.AttnInput || layer == 0 {
 				return nil
-			})
+			}
+			for j := range ids {
+				c := lo + j
+				copy(dst[(c*(upto-1)+layer-1)*d:(c*(upto-1)+layer)*d], x[j*d:(j+1)*d])
+			}
+			if layer == upto-1 {
+				return errEnough
+			}
+			return nil
 		})
 		if err != nil && !errors.Is(err, errEnough) {
 			return err
@@ -186,10 +179,11 @@ func (p *llamaPrefix) Append(tok int) (Prefix, error) {
 	if err := p.ensure(); err != nil {
 		return nil, err
 	}
-	c := p.cache.Clone()
-	if err := p.l.singleThreaded(func() error {
-		return p.l.m.ForwardNext(context.Background(), p.l.ws, c, []int32{int32(tok)}, nil, nil)
-	}); err != nil {
+	c, err := p.l.dc.Clone(p.cache)
+	if err != nil {
+		return nil, err
+	}
+	if err := p.l.dc.ForwardNext(context.Background(), c, []int32{int32(tok)}, nil, nil); err != nil {
 		return nil, err
 	}
 	return &llamaPrefix{l: p.l, cache: c}, nil

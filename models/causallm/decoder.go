@@ -6,6 +6,7 @@ import (
 	"math"
 
 	"github.com/gelo-research/geloattack/engine"
+	"github.com/gelo-research/geloattack/engine/cpu"
 	"github.com/gelo-research/geloattack/models/llama"
 )
 
@@ -33,6 +34,7 @@ type Decoder struct {
 	headStaged stagedWeight
 	rope       ropeCache
 	x, a       []float32 // (n, d) host rows: the residual stream and the tapped attention input
+	owned      bool      // Close closes be (NewCPUDecoder made it)
 }
 
 // blockWeights is one decoder block's weights on a backend (PyTorch layout, (out, in)): the
@@ -249,6 +251,35 @@ func readParts(w *llama.Model, parts []llama.Part, blk int, dst []float32) error
 	}
 	return nil
 }
+
+// NewCPUDecoder is NewDecoder on a CPU backend of its own (GOMAXPROCS workers, w's BLAS
+// library), which Close stops. Results do not depend on the worker count.
+func NewCPUDecoder(w *llama.Model) (*Decoder, error) {
+	be, err := cpu.New(cpu.Config{BLAS: w.Lib()})
+	if err != nil {
+		return nil, fmt.Errorf("causallm: decoder: %w", err)
+	}
+	dc, err := NewDecoder(be, w)
+	if err != nil {
+		be.Close()
+		return nil, err
+	}
+	dc.owned = true
+	return dc, nil
+}
+
+// Close stops the backend NewCPUDecoder made (nothing for a caller's backend); the weights stay
+// the caller's to close.
+func (dc *Decoder) Close() error {
+	if !dc.owned {
+		return nil
+	}
+	dc.owned = false
+	return dc.be.Close()
+}
+
+// Weights is the checkpoint the decoder computes from.
+func (dc *Decoder) Weights() *llama.Model { return dc.w }
 
 // checkInferenceBackend fails, naming the first missing kernel, when be cannot run the decoder's
 // forward pass (the attention over spans and the rotary embeddings).
