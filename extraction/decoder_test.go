@@ -9,6 +9,7 @@ import (
 
 	"github.com/gelo-research/geloattack/data/corpus"
 	"github.com/gelo-research/geloattack/data/store"
+	"github.com/gelo-research/geloattack/models/causallm"
 	"github.com/gelo-research/geloattack/models/llama"
 )
 
@@ -54,11 +55,12 @@ func decoderModel(t *testing.T) *llama.Model {
 // alone runs one text through Forward and returns its rows at (point, layer) and its final rows.
 func alone(t *testing.T, m *llama.Model, ids []int32, p llama.Point, layer int) (rows, final []float32) {
 	t.Helper()
-	ws, err := m.NewWorkspace(len(ids), len(ids), 1)
+	dc, err := causallm.NewCPUDecoder(m)
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = m.Forward(context.Background(), ws, [][]int32{ids}, func(q llama.Point, l int, x []float32) error {
+	defer dc.Close()
+	err = dc.Forward(context.Background(), [][]int32{ids}, func(q llama.Point, l int, x []float32) error {
 		if q == p && l == layer {
 			rows = slices.Clone(x)
 		}

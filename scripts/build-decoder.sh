@@ -57,7 +57,7 @@ if [[ ! -f "$MODEL/config.json" ]]; then
 fi
 
 if /usr/bin/python3 -c 'import torch' 2>/dev/null; then
-  (cd "$ROOT" && GELOATTACK_CROSSCHECK_MODEL="$MODEL" go test -count=1 -v -run '^TestTorchCrossCheckModelDir$' ./models/llama) |
+  (cd "$ROOT" && GELOATTACK_CROSSCHECK_MODEL="$MODEL" go test -count=1 -v -run '^TestTorchCrossCheckModelDir$' ./models/causallm) |
     grep -E 'worst relative|^(--- |ok|FAIL)' >&2
 else
   echo "build-decoder: /usr/bin/python3 has no torch; PyTorch cross-check skipped" >&2

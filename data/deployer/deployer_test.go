@@ -19,6 +19,7 @@ import (
 	"github.com/gelo-research/geloattack/data/store"
 	"github.com/gelo-research/geloattack/internal/fptol"
 	"github.com/gelo-research/geloattack/internal/torchcheck"
+	"github.com/gelo-research/geloattack/models/causallm"
 	"github.com/gelo-research/geloattack/models/hf"
 	"github.com/gelo-research/geloattack/models/llama"
 )
@@ -87,14 +88,18 @@ func geloRows(t testing.TB, m *llama.Model, texts []deployer.Text) map[string][]
 		total += len(x.Tokens)
 		longest = max(longest, len(x.Tokens))
 	}
-	ws, err := m.NewWorkspace(total, longest, 2)
+	dc, err := causallm.NewCPUDecoder(m)
 	if err != nil {
 		t.Fatal(err)
+	}
+	defer dc.Close()
+	offs := []int{0}
+	for _, s := range seqs {
+		offs = append(offs, offs[len(offs)-1]+len(s))
 	}
 	d, n := m.Cfg.Hidden, m.Cfg.Layers
 	out := map[string][][][]float32{deployer.AttnInput: make([][][]float32, n), deployer.Residual: make([][][]float32, n+1)}
 	tap := func(p llama.Point, layer int, x []float32) error {
-		offs := ws.Offsets()
 		per := make([][]float32, len(texts))
 		for i := range texts {
 			per[i] = slices.Clone(x[offs[i]*d : offs[i+1]*d])
@@ -102,7 +107,7 @@ func geloRows(t testing.TB, m *llama.Model, texts []deployer.Text) map[string][]
 		out[p.String()][layer] = per
 		return nil
 	}
-	if err := m.Forward(context.Background(), ws, seqs, tap, nil); err != nil {
+	if err := dc.Forward(context.Background(), seqs, tap, nil); err != nil {
 		t.Fatal(err)
 	}
 	return out

@@ -59,7 +59,7 @@ var Exceptions = map[[2]string]string{
 	// no non-test code runs up a floor.
 	{"data/deployer", "models/hf"}:    "test only: writes random-init checkpoints for the PyTorch deployer to run",
 	{"data/deployer", "models/llama"}: "test only: compares the PyTorch deployer's rows with the decoder forward",
-	{"engine", "models/llama"}:        "test only: the engine's language-model ops checked against the host decoder forward",
+	{"data/deployer", "models/causallm"}: "test only: the decoder forward (models/causallm's Decoder) whose rows the PyTorch deployer's are compared with",
 }
 
 // Forbidden lists, per package, packages that must not be linked at all (directly or

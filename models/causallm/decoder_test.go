@@ -66,51 +66,6 @@ func maxRel(a, b []float32) float64 {
 	return num / math.Max(den, 1e-30)
 }
 
-// The engine decoder computes what the host forward of models/llama computes, tap for tap and
-// logit for logit, on every family: packed sequences of different lengths, with the bound of two
-// float32 evaluations of the chain (they sum in other orders: engine GEMMs and the fused kernels
-// against the host's BLAS calls). A wrong head mapping, rotation, bias or norm differs by O(1).
-func TestDecoderMatchesHostForward(t *testing.T) {
-	for name, c := range decoderFamilies() {
-		t.Run(name, func(t *testing.T) {
-			w, err := llama.Random(c, 3, 0.2, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			seqs := [][]int32{tokens(1, c.VocabSize, 11), tokens(2, c.VocabSize, 5), tokens(3, c.VocabSize, 17)}
-			n := 33
-			ws, err := w.NewWorkspace(n, 17, 2)
-			if err != nil {
-				t.Fatal(err)
-			}
-			want, got := taps{}, taps{}
-			wl, gl := make([]float32, n*c.VocabSize), make([]float32, n*c.VocabSize)
-			if err := w.Forward(context.Background(), ws, seqs, want.tap, wl); err != nil {
-				t.Fatal(err)
-			}
-			dc, err := causallm.NewDecoder(newCPU(t, 2), w)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := dc.Forward(context.Background(), seqs, got.tap, gl); err != nil {
-				t.Fatal(err)
-			}
-			tol := fptol.Chain(6*c.Layers+1, max(c.Hidden, c.Intermediate, 17), fptol.Float32)
-			if len(got) != len(want) || len(want) != 2*c.Layers+1 {
-				t.Fatalf("%d taps, host forward %d, want %d", len(got), len(want), 2*c.Layers+1)
-			}
-			for k, x := range want {
-				if e := maxRel(got[k], x); e > tol {
-					t.Errorf("%s layer %d: differs from the host forward by %g (bound %g)", llama.Point(k[0]), k[1], e, tol)
-				}
-			}
-			if e := maxRel(gl, wl); e > tol {
-				t.Errorf("logits differ from the host forward by %g (bound %g)", e, tol)
-			}
-		})
-	}
-}
-
 // Through the cache: the prefix, then the rest one token at a time and as a chunk, gives the rows
 // of the whole sequence at once; alternatives give each candidate's row as if appended alone, and
 // leave the cache as it was.

@@ -76,12 +76,13 @@ func TestLossMatchesLlamaAfterHFRoundTrip(t *testing.T) {
 	for b := range seqs {
 		seqs[b] = win[b*(T+1) : b*(T+1)+T]
 	}
-	ws, err := back.NewWorkspace(B*T, T, 1)
+	dc, err := NewCPUDecoder(back)
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer dc.Close()
 	logits := make([]float32, B*T*V)
-	if err := back.Forward(context.Background(), ws, seqs, nil, logits); err != nil {
+	if err := dc.Forward(context.Background(), seqs, nil, logits); err != nil {
 		t.Fatal(err)
 	}
 	var want float64

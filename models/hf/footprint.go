@@ -18,7 +18,7 @@ type LoadFootprint struct {
 	// DTypes are the touched tensors' element types ("BF16"), most bytes first. A tensor that no
 	// header lists in F32, F16 or BF16 (the load will refuse it) counts as F32, the widest.
 	DTypes []string
-	// Scratch is the float32 bytes one workspace converts stored matrices through
+	// Scratch is the float32 bytes a decoder converts stored block matrices into per pass
 	// (llama.Model.ScratchBytes without logits): 0 for a float32 checkpoint.
 	Scratch int64
 }
@@ -59,19 +59,23 @@ func EstimateLoad(dir string, cfg llama.Config, blocks int) (LoadFootprint, erro
 	}
 	fp.DTypes = slices.SortedFunc(maps.Keys(bytes), func(a, b string) int { return cmp.Or(cmp.Compare(bytes[b], bytes[a]), cmp.Compare(a, b)) })
 	d, f, q, kv := cfg.Hidden, cfg.Intermediate, cfg.QDim(), cfg.KVDim()
-	for b := 0; b < blocks; b++ {
-		for _, m := range []struct {
-			elems int
-			parts []llama.Part
-		}{
-			{(q + 2*kv) * d, []llama.Part{llama.QProj, llama.KProj, llama.VProj}}, {d * q, []llama.Part{llama.OProj}},
-			{2 * f * d, []llama.Part{llama.GateProj, llama.UpProj}}, {d * f, []llama.Part{llama.DownProj}},
-		} {
+	// One float32 buffer per block matrix that some block stores as F16/BF16 (the Decoder's
+	// per-pass conversion, shared by the blocks).
+	for _, m := range []struct {
+		elems int
+		parts []llama.Part
+	}{
+		{(q + 2*kv) * d, []llama.Part{llama.QProj, llama.KProj, llama.VProj}}, {d * q, []llama.Part{llama.OProj}},
+		{2 * f * d, []llama.Part{llama.GateProj, llama.UpProj}}, {d * f, []llama.Part{llama.DownProj}},
+	} {
+		converts := false
+		for b := 0; b < blocks && !converts; b++ {
 			for _, p := range m.parts {
-				if dtype(tensorName(llama.Tensor{Part: p, Block: b})) != safetensors.F32 {
-					fp.Scratch = max(fp.Scratch, 4*int64(m.elems))
-				}
+				converts = converts || dtype(tensorName(llama.Tensor{Part: p, Block: b})) != safetensors.F32
 			}
+		}
+		if converts {
+			fp.Scratch += 4 * int64(m.elems)
 		}
 	}
 	return fp, nil

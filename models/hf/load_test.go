@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/gelo-research/geloattack/internal/safetensors"
+	"github.com/gelo-research/geloattack/models/causallm"
 	"github.com/gelo-research/geloattack/models/llama"
 )
 
@@ -18,16 +19,17 @@ import (
 func rows(t *testing.T, m *llama.Model) map[string][]float32 {
 	t.Helper()
 	seqs := [][]int32{{1, 7, 49, 3, 3, 20}, {0, 12}}
-	ws, err := m.NewWorkspace(8, 6, 2)
+	dc, err := causallm.NewCPUDecoder(m)
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer dc.Close()
 	out := map[string][]float32{}
 	var lg []float32
 	if m.Blocks() == m.Cfg.Layers {
 		lg = make([]float32, 8*m.Cfg.VocabSize)
 	}
-	err = m.Forward(context.Background(), ws, seqs, func(p llama.Point, l int, x []float32) error {
+	err = dc.Forward(context.Background(), seqs, func(p llama.Point, l int, x []float32) error {
 		out[p.String()+string(rune('0'+l))] = slices.Clone(x)
 		return nil
 	}, lg)

@@ -1,13 +1,11 @@
-// Package llama is a Llama-family decoder (Llama 2/3, Mistral, Qwen2, Qwen3) on the host: token
-// embedding, pre-norm blocks of RMSNorm, rotary grouped-query attention with causal masking and a
-// SwiGLU MLP, a final RMSNorm and a tied or untied output embedding. It is the one definition of
-// the forward pass that extraction uses and that training on the engine tape is to be
-// cross-checked against. Matrix products go through engine/blas in float32; weights keep the
-// PyTorch nn.Linear layout (out, in) and are held as float32 (New, Random, a checkpoint's F32
-// tensors) or as a checkpoint stores them (Assemble: F16 and BF16 bytes converted to float32 a
-// GEMM chunk at a time), so a bfloat16 checkpoint takes half the memory of a float32 copy and
-// only the blocks a command needs are read. Loading from a Hugging Face directory lives in
-// models/hf.
+// Package llama is what a Llama-family decoder (Llama 2/3, Mistral, Qwen2, Qwen3) is, apart from
+// how it computes: its architecture (Config, as config.json gives it: grouped-query attention,
+// q/k/v biases, q/k norms, tied or untied output, rope scalings), its weight tensors (Part,
+// Tensors, in Hugging Face's names and file order) and a checkpoint's weights (Model: float32 from
+// New, Random or a checkpoint's F32 tensors, or F16/BF16 bytes as the file stores them, converted
+// when read, of all blocks or the first k), with the points a forward pass taps (Point, Tap). The
+// forward pass is models/causallm's Decoder, on the engine; loading from a Hugging Face directory
+// lives in models/hf.
 package llama
 
 import (
@@ -211,12 +209,12 @@ func (c Config) LoadedParams(blocks int) int64 {
 // WeightBytes is the host memory of the model's weights in float32 (New allocates all of them).
 func (c Config) WeightBytes() int64 { return 4 * c.Params() }
 
-// ScratchBytes is the float32 scratch a workspace converts a model's stored block matrices
-// through when none of them reads in place: the largest, (q+2kv, d), (d, q), (2f, d) or (d, f)
-// (Model.ScratchBytes without logits).
+// ScratchBytes is the float32 a decoder converts one block's stored matrices into per pass when
+// none of them reads in place (models/causallm's Decoder on a CPU backend): q/k/v, o, gate/up and
+// down of one block (Model.ScratchBytes without logits).
 func (c Config) ScratchBytes() int64 {
 	d, f, q, kv := int64(c.Hidden), int64(c.Intermediate), int64(c.QDim()), int64(c.KVDim())
-	return 4 * max((q+2*kv)*d, d*q, 2*f*d)
+	return 4 * ((q+2*kv)*d + d*q + 2*f*d + d*f)
 }
 
 // BlockBytes is the host memory of the weights of one decoder block.

@@ -236,21 +236,23 @@ func sub(x []float32, lo, hi int) []float32 {
 	return x[lo:hi:hi]
 }
 
-// ScratchBytes is the float32 scratch a workspace converts stored matrices through: the largest
-// block matrix that is not float32 as stored (and, with logits, the output projection), 0 for a
-// float32 model.
+// ScratchBytes is the float32 a decoder converts this model's stored matrices into per pass
+// (models/causallm's Decoder on a CPU backend): one buffer per block matrix that some block holds
+// as F16/BF16 bytes, shared by the blocks, and with logits the output projection when it converts;
+// 0 for a float32 model.
 func (m *Model) ScratchBytes(logits bool) int64 {
-	var n int
-	for i := range m.blocks {
-		b := &m.blocks[i]
-		for _, w := range []*matrix{&b.qkv, &b.o, &b.gateUp, &b.down} {
+	var n int64
+	for j := range 4 {
+		for i := range m.blocks {
+			w := [...]*matrix{&m.blocks[i].qkv, &m.blocks[i].o, &m.blocks[i].gateUp, &m.blocks[i].down}[j]
 			if w.converts() {
-				n = max(n, w.rows*w.cols)
+				n += int64(w.rows) * int64(w.cols)
+				break
 			}
 		}
 	}
 	if logits && m.lmHead.converts() {
-		n = max(n, m.lmHead.rows*m.lmHead.cols)
+		n += int64(m.lmHead.rows) * int64(m.lmHead.cols)
 	}
-	return 4 * int64(n)
+	return 4 * n
 }

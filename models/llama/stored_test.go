@@ -1,11 +1,10 @@
 package llama
 
 import (
-	"context"
 	"encoding/binary"
+	"fmt"
 	"math"
 	"slices"
-	"strings"
 	"testing"
 
 	"github.com/gelo-research/geloattack/internal/numfmt"
@@ -102,67 +101,37 @@ func storedCopy(t *testing.T, m *Model, dt DType, lay layout, blocks int) (store
 	return stored, upFront, closed
 }
 
-// passes runs m through every kind of pass and returns every tap's rows and the logits, keyed by
-// pass: a packed batch of 100 tokens (row-split GEMMs where there are more rows than outputs) and
-// of 20 (column split), on 1 and 3 workers, then token by token through a KV cache and a batch of
-// alternatives after it.
+// passes reads every weight m holds as float32 (whole, and a few rows of each matrix), keyed by
+// part and block: what a forward pass computes from.
 func passes(t *testing.T, m *Model) map[string][]float32 {
 	t.Helper()
-	c := m.Cfg
-	ctx := context.Background()
 	out := map[string][]float32{}
-	record := func(pass string) Tap {
-		return func(p Point, l int, x []float32) error {
-			out[pass+"/"+p.String()+"/"+string(rune('0'+l))] = slices.Clone(x)
-			return nil
-		}
-	}
-	full := m.Blocks() == c.Layers
-	for _, workers := range []int{1, 3} {
-		for _, seqs := range [][][]int32{{ids(1, c.VocabSize, 60), ids(2, c.VocabSize, 40)}, {ids(3, c.VocabSize, 20)}} {
-			n, longest := 0, 0
-			for _, s := range seqs {
-				n, longest = n+len(s), max(longest, len(s))
-			}
-			ws, err := m.NewWorkspace(n, longest, workers)
-			if err != nil {
-				t.Fatal(err)
-			}
-			pass := "forward " + string(rune('0'+workers)) + string(rune('a'+len(seqs)))
-			var lg []float32
-			if full {
-				lg = make([]float32, n*c.VocabSize)
-			}
-			if err := m.Forward(ctx, ws, seqs, record(pass), lg); err != nil {
-				t.Fatal(err)
-			}
-			out[pass+"/logits"] = lg
-		}
-	}
-	ws, err := m.NewWorkspace(16, 16, 2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cache, err := m.NewCache(16)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, id := range ids(4, c.VocabSize, 6) {
-		if err := m.ForwardNext(ctx, ws, cache, []int32{id}, record("next"+string(rune('0'+i))), nil); err != nil {
+	for _, tn := range m.Cfg.Tensors(m.Blocks()) {
+		rows, cols, err := m.Shape(tn.Part, tn.Block)
+		if err != nil {
 			t.Fatal(err)
 		}
-	}
-	if err := m.ForwardAlternatives(ctx, ws, cache, []int32{0, 5, 96, 5, 40}, record("alternatives")); err != nil {
-		t.Fatal(err)
+		x := make([]float32, rows*cols)
+		if err := m.Read(tn.Part, tn.Block, x); err != nil {
+			t.Fatal(err)
+		}
+		key := fmt.Sprintf("%s/%d", tn.Part, tn.Block)
+		out[key] = x
+		if rows > 2 {
+			r := make([]float32, 2*cols)
+			if err := m.ReadRows(tn.Part, tn.Block, rows-2, rows, r); err != nil {
+				t.Fatal(err)
+			}
+			out[key+"/last rows"] = r
+		}
 	}
 	return out
 }
 
-// A model over stored weights gives, bit for bit, what the float32 model of the same values
-// gives, for F32, F16 and BF16 bytes, stacked as the writer lays them out, apart, or unaligned:
-// in every pass (packed batches split by rows or columns, 1 or 3 workers, KV cache, alternatives)
-// and at every tap and logit. F16 and BF16 bytes are read as stored (through a scratch) until
-// Close; F32 ones are copied, and released by Assemble.
+// A model over stored weights reads, bit for bit, the float32 values of the file's, for F32, F16
+// and BF16 bytes, stacked as the writer lays them out, apart, or unaligned: whole weights and row
+// ranges (a forward pass computes from nothing else; models/causallm checks the passes). F16 and
+// BF16 bytes are read as stored until Close; F32 ones are copied, and released by Assemble.
 func TestStoredEqualsFloat32(t *testing.T) {
 	c := testConfig()
 	c.QKVBias, c.QKNorm = true, true
@@ -190,37 +159,29 @@ func TestStoredEqualsFloat32(t *testing.T) {
 	}
 }
 
-// The scratch a workspace converts through is what ScratchBytes says: the largest block matrix
-// without logits, the output projection too with them.
+// ScratchBytes counts each block matrix once when any block holds it as stored bytes (the
+// decoder's per-pass buffers are shared by the blocks), the output projection with logits.
 func TestScratchBytes(t *testing.T) {
 	c := testConfig()
-	c.VocabSize = 400 // an output projection (400 x 48) larger than gate/up (160 x 48)
+	c.VocabSize = 400
 	m := randomModel(t, c, 22)
 	stored, _, _ := storedCopy(t, m, BF16, backToBack, c.Layers)
-	if got, want := stored.ScratchBytes(false), int64(4*2*c.Intermediate*c.Hidden); got != want || c.ScratchBytes() != want {
-		t.Errorf("ScratchBytes without logits %d, want %d (gate/up)", got, want)
+	d, f, q, kv := c.Hidden, c.Intermediate, c.QDim(), c.KVDim()
+	block := int64(4 * ((q+2*kv)*d + d*q + 3*f*d))
+	if got := stored.ScratchBytes(false); got != block || c.ScratchBytes() != block {
+		t.Errorf("ScratchBytes without logits %d (config %d), want %d", got, c.ScratchBytes(), block)
 	}
-	ws, err := stored.NewWorkspace(8, 8, 2)
-	if err != nil {
-		t.Fatal(err)
+	if got, want := stored.ScratchBytes(true), block+int64(4*c.VocabSize*d); got != want {
+		t.Errorf("ScratchBytes with logits %d, want %d", got, want)
 	}
-	seq := [][]int32{ids(5, c.VocabSize, 8)}
-	if err := stored.Forward(context.Background(), ws, seq, nil, nil); err != nil {
-		t.Fatal(err)
-	}
-	if got := 4 * int64(cap(ws.conv)); got != stored.ScratchBytes(false) {
-		t.Errorf("workspace scratch %d bytes after a pass without logits, ScratchBytes %d", got, stored.ScratchBytes(false))
-	}
-	if err := stored.Forward(context.Background(), ws, seq, nil, make([]float32, 8*c.VocabSize)); err != nil {
-		t.Fatal(err)
-	}
-	if got, want := 4*int64(cap(ws.conv)), stored.ScratchBytes(true); got != want || want != int64(4*c.VocabSize*c.Hidden) {
-		t.Errorf("workspace scratch %d bytes after a pass with logits, ScratchBytes %d", got, want)
+	f32, _, _ := storedCopy(t, m, F32, backToBack, c.Layers)
+	if got := f32.ScratchBytes(true); got != 0 {
+		t.Errorf("a float32 model's ScratchBytes %d, want 0", got)
 	}
 }
 
-// A model of the first blocks gives the full model's rows up to its last block's output, its
-// cache holds its blocks only, and it refuses what needs the rest: logits, the final norm.
+// A model of the first blocks holds the full model's weights of those blocks and refuses what
+// needs the rest: the final norm, later blocks.
 func TestFirstBlocksOnly(t *testing.T) {
 	c := testConfig()
 	c.Layers = 3
@@ -230,32 +191,13 @@ func TestFirstBlocksOnly(t *testing.T) {
 		t.Fatalf("Blocks %d, want 2", part.Blocks())
 	}
 	want, got := passes(t, m), passes(t, part)
+	if got["down_proj/1"] == nil || got["down_proj/2"] != nil || got["norm/-1"] != nil {
+		t.Fatalf("the 2-block model reads blocks other than 0 and 1: %d weights", len(got))
+	}
 	for k, g := range got {
-		if strings.HasSuffix(k, "/logits") {
-			if g != nil {
-				t.Errorf("%s: logits from 2 of 3 blocks", k)
-			}
-			continue
-		}
 		if !slices.Equal(g, want[k]) {
 			t.Errorf("%s differs from the full model's", k)
 		}
-	}
-	for _, k := range []string{"forward 1b/residual/2", "next0/residual/2", "alternatives/attn-input/1"} {
-		if got[k] == nil {
-			t.Errorf("no %s from the 2-block model", k)
-		}
-	}
-	if got["forward 1b/attn-input/2"] != nil || got["forward 1b/residual/3"] != nil {
-		t.Error("the 2-block model tapped block 2")
-	}
-	cache, err := part.NewCache(4)
-	if err != nil || len(cache.k) != 2 {
-		t.Fatalf("cache of %d layers (%v), want 2", len(cache.k), err)
-	}
-	ws, _ := part.NewWorkspace(4, 4, 1)
-	if err := part.Forward(context.Background(), ws, [][]int32{{1, 2}}, nil, make([]float32, 2*c.VocabSize)); err == nil || !strings.Contains(err.Error(), "logits") {
-		t.Errorf("logits of 2 of 3 blocks: %v", err)
 	}
 	if err := part.Read(FinalNorm, -1, make([]float32, c.Hidden)); err == nil {
 		t.Error("read the final norm of 2 of 3 blocks")

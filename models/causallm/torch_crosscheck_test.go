@@ -1,4 +1,4 @@
-package llama_test
+package causallm_test
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/gelo-research/geloattack/internal/torchcheck"
+	"github.com/gelo-research/geloattack/models/causallm"
 	"github.com/gelo-research/geloattack/models/hf"
 	"github.com/gelo-research/geloattack/models/llama"
 )
@@ -78,7 +79,7 @@ func writeRandomModel(t testing.TB, config map[string]any, seed uint64, dtype st
 	return dir, m
 }
 
-// capture runs Forward on one batch of texts and returns every tapped tensor under the reference
+// capture runs the engine Decoder's Forward on one batch of texts and returns every tapped tensor under the reference
 // script's names.
 func capture(t testing.TB, m *llama.Model, texts [][]int32, logits bool) map[string][]float32 {
 	t.Helper()
@@ -87,14 +88,18 @@ func capture(t testing.TB, m *llama.Model, texts [][]int32, logits bool) map[str
 		total += len(s)
 		longest = max(longest, len(s))
 	}
-	ws, err := m.NewWorkspace(total, longest, 2)
+	dc, err := causallm.NewCPUDecoder(m)
 	if err != nil {
 		t.Fatal(err)
+	}
+	defer dc.Close()
+	offs := []int{0}
+	for _, s := range texts {
+		offs = append(offs, offs[len(offs)-1]+len(s))
 	}
 	d := m.Cfg.Hidden
 	out := map[string][]float32{}
 	tap := func(p llama.Point, layer int, x []float32) error {
-		offs := ws.Offsets()
 		for i := range texts {
 			name := fmt.Sprintf("t%d.%s.%d", i, strings.ReplaceAll(p.String(), "-", "_"), layer)
 			out[name] = append([]float32(nil), x[offs[i]*d:offs[i+1]*d]...)
@@ -105,11 +110,11 @@ func capture(t testing.TB, m *llama.Model, texts [][]int32, logits bool) map[str
 	if logits {
 		lg = make([]float32, total*m.Cfg.VocabSize)
 	}
-	if err := m.Forward(context.Background(), ws, texts, tap, lg); err != nil {
+	if err := dc.Forward(context.Background(), texts, tap, lg); err != nil {
 		t.Fatal(err)
 	}
 	if logits {
-		offs, v := ws.Offsets(), m.Cfg.VocabSize
+		v := m.Cfg.VocabSize
 		for i := range texts {
 			out[fmt.Sprintf("t%d.logits", i)] = lg[offs[i]*v : offs[i+1]*v]
 		}
@@ -146,7 +151,7 @@ func TestTorchCrossCheck(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if dtype == hf.F32 && !equal(weight(t, m2, llama.Embedding, -1), weight(t, m, llama.Embedding, -1)) {
+			if dtype == hf.F32 && !equal(readWeight(t, m2, llama.Embedding, -1), readWeight(t, m, llama.Embedding, -1)) {
 				t.Fatal("F32 round trip changed the embedding")
 			}
 			compareWithTorch(t, script, dir, m2, randomTexts(5, m.Cfg.VocabSize, 1, 17, 40), tol)
@@ -214,8 +219,8 @@ func TestTorchCrossCheckModelDir(t *testing.T) {
 	compareWithTorch(t, script, dir, m, randomTexts(9, m.Cfg.VocabSize, 1, 23, m.Cfg.MaxLen()), 1e-5)
 }
 
-// weight is one weight of m as float32.
-func weight(t testing.TB, m *llama.Model, p llama.Part, blk int) []float32 {
+// readWeight is one weight of m as float32.
+func readWeight(t testing.TB, m *llama.Model, p llama.Part, blk int) []float32 {
 	t.Helper()
 	rows, cols, err := m.Shape(p, blk)
 	if err != nil {
