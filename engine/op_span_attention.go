@@ -37,10 +37,12 @@ const maxSpanRows = 1 << 24
 //   - N alternative next tokens (cached = the prefix, first[r] = r): each
 //     sees the prefix and itself only.
 //
-// Every backend sums keys in that order (cache rows, then the span), so on
-// the CPU the last N rows of a pass over P+N rows without a cache equal, bit
-// for bit, N rows after a cache of the first P (the keys and values being
-// the same). Forward only: it refuses a tape that is not forward-only
+// The three uses agree to rounding: the last N rows of a pass over P+N rows
+// without a cache equal N rows after a cache of the first P (the keys and
+// values being the same) up to the order of the sums; on the CPU, where
+// two calls make GEMMs of the same shapes (an alternative and that token
+// alone after the cache, a packed sequence and that sequence alone) they
+// agree bit for bit. Forward only: it refuses a tape that is not forward-only
 // (SetForwardOnly), because it has no backward. Appending the new k, v to
 // the cache is the caller's (CopyRows into buffers from NewBuffer).
 func (tp *Tape) SpanAttention(q, k, v, kc, vc *Tensor, cached int, first []int32, heads, kvHeads int) *Tensor {

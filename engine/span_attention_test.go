@@ -257,12 +257,14 @@ func TestSpanAttentionMatchesCausalAttention(t *testing.T) {
 	}
 }
 
-// TestSpanAttentionCacheConsistency: bit for bit, without a tolerance, as
-// the op sums every row's keys in one order (cache rows, then the span):
+// TestSpanAttentionCacheConsistency: the three uses agree with one another.
 //   - N rows after a cache of P equal the last N rows of P+N rows without a
-//     cache (ForwardNext against Forward);
-//   - each of N alternatives after a cache equals that token alone after it;
-//   - each packed sequence equals that sequence alone.
+//     cache (ForwardNext against Forward) within twice reference()'s bound:
+//     not bit for bit, as the GEMMs differ in shape ((N, P+N) scores against
+//     (P+N, P+N)), which changes the BLAS kernel's order of some sums;
+//   - bit for bit, where the GEMM calls are the same: each of N alternatives
+//     after a cache equals that token alone after it, and each packed
+//     sequence equals that sequence alone.
 func TestSpanAttentionCacheConsistency(t *testing.T) {
 	const P, N, heads, kvHeads, hd = 11, 6, 6, 3, 8
 	qw, kw := heads*hd, kvHeads*hd
@@ -270,16 +272,22 @@ func TestSpanAttentionCacheConsistency(t *testing.T) {
 	for _, be := range testBackends(t) {
 		whole := newSpanProblem(r, P+N, 0, 0, heads, kvHeads, hd, make([]int32, P+N))
 		all := whole.run(t, be)
+		_, bound := whole.reference()
 		next := spanProblem{N: N, P: P + 3, cached: P, heads: heads, kvHeads: kvHeads, hd: hd, first: make([]int32, N),
 			q: whole.q[P*qw:], k: whole.k[P*kw:], v: whole.v[P*kw:],
 			kc: append(slices.Clone(whole.k[:P*kw]), nanRows(3*kw)...), vc: append(slices.Clone(whole.v[:P*kw]), nanRows(3*kw)...)}
-		if got := next.run(t, be); !bitsEqual(got, all[P*qw:]) {
-			t.Fatalf("%s: %d rows after a cache of %d differ from rows %d.. of one pass", be.BLAS().Name()[:5], N, P, P)
+		got := next.run(t, be)
+		for i, x := range got {
+			e := P*qw + i
+			if d := math.Abs(float64(x - all[e])); !(d <= 2*bound[e]) {
+				t.Fatalf("%s: row %d after a cache of %d: o[%d] = %g, one pass %g: differ by %.3g > %.3g",
+					be.BLAS().Name()[:5], i/qw, P, i%qw, x, all[e], d, 2*bound[e])
+			}
 		}
 
 		alts := next
 		alts.first = []int32{0, 1, 2, 3, 4, 5}
-		got := alts.run(t, be)
+		got = alts.run(t, be)
 		for a := range N {
 			one := next
 			one.N, one.first = 1, []int32{0}
@@ -295,9 +303,11 @@ func TestSpanAttentionCacheConsistency(t *testing.T) {
 			packed.first[i] = P
 		}
 		got = packed.run(t, be)
+		firstSeq := spanProblem{N: P, heads: heads, kvHeads: kvHeads, hd: hd, first: make([]int32, P),
+			q: whole.q[:P*qw], k: whole.k[:P*kw], v: whole.v[:P*kw]}
 		second := spanProblem{N: N, heads: heads, kvHeads: kvHeads, hd: hd, first: make([]int32, N),
 			q: whole.q[P*qw:], k: whole.k[P*kw:], v: whole.v[P*kw:]}
-		if !bitsEqual(got[:P*qw], all[:P*qw]) || !bitsEqual(got[P*qw:], second.run(t, be)) {
+		if !bitsEqual(got[:P*qw], firstSeq.run(t, be)) || !bitsEqual(got[P*qw:], second.run(t, be)) {
 			t.Fatalf("%s: packed sequences differ from each sequence alone", be.BLAS().Name()[:5])
 		}
 		if bitsEqual(got[P*qw:], all[P*qw:]) {

@@ -106,6 +106,6 @@ if grep -q 'skipped: the device backend has no' "$log"; then
 	status=1
 fi
 grep -E '^\s*--- FAIL' "$log" | head -n 30 | sed 's/^/gpu-lm: /'
-grep -E 'largest error' "$log" | grep -E 'RoPE|CausalAttention|Embedding|CrossEntropy|LMTape' | sed 's/^ */gpu-lm: /' | tee -a "$out/summary.txt"
+grep -E 'largest error' "$log" | grep -E 'RoPE|CausalAttention|Embedding|CrossEntropy|LMTape|SpanAttention' | sed 's/^ */gpu-lm: /' | tee -a "$out/summary.txt"
 say "result: $([ $status -eq 0 ] && echo PASS || echo FAIL); $out holds lm.ptx, fresh-ptx/ and gpu-lm.log"
 exit $status

@@ -6,18 +6,21 @@ import (
 	"github.com/gelo-research/geloattack/engine"
 )
 
-// spanAttention is SpanAttention's kernel (engine.SpanAttentionKernel): one
-// piece per (query row, head), each computed whole by one worker in a fixed
-// order, so the output's bits do not depend on the worker count or on how
-// the pieces are cut. A piece follows models/llama's host attention step
-// for step, to agree with it to a few ulps: scores scale * (q . k) with the
-// dot product summed over the head's columns in order (the host's SGEMM
-// with alpha = scale), the host's max-subtracted softmax (exponentials and
-// their sum in float64, probabilities in float32), then o = sum_i p_i v_i in
-// float32, keys in order: cache rows 0..cached-1, then new rows
-// first[r]..r. The host's GEMM also adds the zero weights of the keys a
-// query does not see; here they are skipped, so a non-finite value in an
-// unseen row reaches no output.
+// spanAttention is SpanAttention's kernel (engine.SpanAttentionKernel). The
+// rows fall in spans (a row r with first[r] = r starts one); one piece is a
+// (span, kv head) pair, which gathers the keys and values its rows see
+// (cache rows 0..cached-1, then the span's rows) once for the query heads
+// of that kv head. Per query head it makes models/llama's host attention's
+// calls, so that the two differ by the BLAS kernel's rounding at most (not
+// checked here: engine's tests cannot import models/llama): S = scale Q K^T by
+// one GEMM over the span's t rows and all L = cached + t keys, the host's
+// max-subtracted softmax on row i's first cached+i+1 scores (exponentials
+// and their sum in float64) with the rest zeroed, O = P V by one GEMM.
+// Pieces and GEMM shapes depend on the problem's shape only and each
+// piece runs whole on one worker, so the bits do not depend on the worker
+// count. Cache rows from cached on and other spans' rows are never read; a
+// span's later rows enter with weight exactly 0 (so finite values there
+// change nothing, as in CausalAttention).
 //
 // o, q: (N, heads*hd); k, v: (N, kvHeads*hd); kc, vc: (P, kvHeads*hd) or nil
 // when cached is 0; first: (N).
@@ -27,68 +30,54 @@ func (c *Backend) spanAttention(o, q, k, v, kc, vc, first *engine.Tensor, cached
 	scale := float32(1 / math.Sqrt(float64(hd)))
 	qs, ks, vs, os, fs := f32(q), f32(k), f32(v), f32(o), f32(first)
 	kcs, vcs := f32(kc), f32(vc)
-	span := 0 // the longest span a row sees
+	starts := []int{} // span starts, then N
+	longest := 0
 	for r := range N {
-		span = max(span, r-int(fs[r])+1)
+		if int(fs[r]) == r {
+			starts = append(starts, r)
+		}
+		longest = max(longest, r-int(fs[r])+1)
 	}
-	c.parallelRows(N*heads, 2*(cached+span)*hd, func(w, lo, hi int) {
-		sc := c.scratchFor(w, cached+span)
+	starts = append(starts, N)
+	L := cached + longest // the most keys a piece has
+	need := longest * L   // scores (t, L)
+	if cached > 0 {
+		need += 2 * L * hd // gathered keys and values (L, hd)
+	}
+	c.parallelRows((len(starts)-1)*kvHeads, 2*group*longest*L*hd, func(w, lo, hi int) {
+		buf := c.scratchFor(w, need)
 		for piece := lo; piece < hi; piece++ {
-			r, j := piece/heads, piece%heads
-			g, f0 := j/group, int(fs[r])
-			s := sc[:cached+r-f0+1] // (cached + span of r) scores, then probabilities
-			qr := qs[r*qw+j*hd : r*qw+(j+1)*hd]
-			spanScores(s[:cached], qr, kcs, kw, g*hd, scale)
-			spanScores(s[cached:], qr, ks[f0*kw:], kw, g*hd, scale)
-			softmaxF64Sum(s)
-			out := os[r*qw+j*hd : r*qw+(j+1)*hd]
-			clear(out)
-			spanValues(out, s[:cached], vcs, kw, g*hd)
-			spanValues(out, s[cached:], vs[f0*kw:], kw, g*hd)
+			s, g := piece/kvHeads, piece%kvHeads
+			a, t := starts[s], starts[s+1]-starts[s]
+			n := cached + t
+			sc := buf[:t*n] // (t, n) scores, then probabilities
+			// keys, vals: (n, hd) with row stride ld: the span's rows of k and v
+			// as they are, or after a cache, cache and span rows gathered.
+			keys, vals, ld := ks[a*kw+g*hd:], vs[a*kw+g*hd:], kw
+			if cached > 0 {
+				keys, vals, ld = buf[longest*L:longest*L+n*hd], buf[longest*L+L*hd:longest*L+L*hd+n*hd], hd
+				for i := range n {
+					src, from := kcs, i*kw+g*hd
+					vsrc := vcs
+					if i >= cached {
+						src, vsrc, from = ks, vs, (a+i-cached)*kw+g*hd
+					}
+					copy(keys[i*hd:(i+1)*hd], src[from:from+hd])
+					copy(vals[i*hd:(i+1)*hd], vsrc[from:from+hd])
+				}
+			}
+			for j := g * group; j < (g+1)*group; j++ {
+				qo := a*qw + j*hd // Q_j, O_j: (t, hd), row stride qw
+				c.lib.Sgemm(false, true, t, n, hd, scale, qs[qo:], qw, keys, ld, 0, sc, n)
+				for i := range t {
+					row := sc[i*n : (i+1)*n]
+					softmaxF64Sum(row[:cached+i+1])
+					clear(row[cached+i+1:])
+				}
+				c.lib.Sgemm(false, false, t, hd, n, 1, sc, n, vals, ld, 0, os[qo:], qw)
+			}
 		}
 	})
-}
-
-// spanScores sets s[i] = scale * (q . key i), key i being keys[off+i*ld :
-// off+i*ld+len(q)]. Four keys at a time, so that four sums are in flight;
-// each sum still runs over the columns in order, so a score's bits do not
-// depend on which keys share its group.
-func spanScores(s, q, keys []float32, ld, off int, scale float32) {
-	hd := len(q)
-	i := 0
-	for ; i+4 <= len(s); i += 4 {
-		k0 := keys[off+i*ld : off+i*ld+hd]
-		k1 := keys[off+(i+1)*ld : off+(i+1)*ld+hd]
-		k2 := keys[off+(i+2)*ld : off+(i+2)*ld+hd]
-		k3 := keys[off+(i+3)*ld : off+(i+3)*ld+hd]
-		var a0, a1, a2, a3 float32
-		for c, x := range q {
-			a0 += x * k0[c]
-			a1 += x * k1[c]
-			a2 += x * k2[c]
-			a3 += x * k3[c]
-		}
-		s[i], s[i+1], s[i+2], s[i+3] = scale*a0, scale*a1, scale*a2, scale*a3
-	}
-	for ; i < len(s); i++ {
-		kr := keys[off+i*ld : off+i*ld+hd]
-		var a float32
-		for c, x := range q {
-			a += x * kr[c]
-		}
-		s[i] = scale * a
-	}
-}
-
-// spanValues adds sum_i p[i] * value i into out, value i being
-// vals[off+i*ld : off+i*ld+len(out)], in the order of i.
-func spanValues(out, p, vals []float32, ld, off int) {
-	for i, w := range p {
-		vr := vals[off+i*ld : off+i*ld+len(out)]
-		for c, x := range vr {
-			out[c] += w * x
-		}
-	}
 }
 
 // softmaxF64Sum replaces x by softmax(x) as models/llama's host softmax does:

@@ -199,7 +199,7 @@ func (b *Backend) Precision() string { return b.prec }
 func (b *Backend) Name() string {
 	s := b.dev.Name() + "; precision " + b.prec
 	if missing := b.missingOptional(); len(missing) > 0 {
-		s += fmt.Sprintf("; without %v (no %s)", missing, lmModule)
+		s += fmt.Sprintf("; without %v (entry points not in the loaded PTX: rebuild %s with scripts/build-ptx.sh)", missing, lmModule)
 	}
 	return s
 }

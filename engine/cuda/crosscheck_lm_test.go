@@ -57,6 +57,7 @@ var lmCaseKernels = []string{engine.KernelRoPE, engine.KernelCausalAttention, en
 var opCaseNeeds = map[string][]string{
 	"RoPE": lmCaseKernels, "CausalAttention": lmCaseKernels, "Embedding": lmCaseKernels,
 	"CrossEntropy": lmCaseKernels, "LMTape": lmCaseKernels,
+	"SpanAttention": {engine.KernelSpanAttention},
 }
 
 // ropeTable is engine.RoPETable or a failed check.
@@ -453,6 +454,13 @@ func brokenLMKernel(inner engine.Backend, fault string, k any) any {
 			}
 		}
 		return k
+	case engine.SpanAttentionKernel:
+		if fault == "SpanAttention ignores the cache" {
+			return engine.SpanAttentionKernel(func(o, q, kk, v, _, _, first *engine.Tensor, _, heads, kvHeads int) {
+				k(o, q, kk, v, nil, nil, first, 0, heads, kvHeads)
+			})
+		}
+		return k
 	default:
 		return k
 	}
@@ -460,7 +468,8 @@ func brokenLMKernel(inner engine.Backend, fault string, k any) any {
 
 // TestBackendLMKernelsCUDA: with lm.ptx loaded (embedded, or in the folder
 // GELOATTACK_CUDA_PTX names) the backend registers the four LM ops and
-// Name() does not list them as missing; without it the engine refuses each
+// Name() does not list them as missing (SpanAttention: registered exactly
+// when that lm.ptx has its entry point, else refused and listed); without it the engine refuses each
 // op with an error naming its kernel, and the test skips after checking
 // that (the ops' numbers are TestBackendCrossCheck*'s LM cases).
 func TestBackendLMKernelsCUDA(t *testing.T) {
@@ -483,8 +492,24 @@ func TestBackendLMKernelsCUDA(t *testing.T) {
 			t.Errorf("kernel %q not registered although lm.cu's entry points are loaded", k)
 		}
 	}
-	if strings.Contains(be.Name(), "without") {
-		t.Errorf("Name() %q lists missing kernels", be.Name())
+	// SpanAttention came after the first lm.ptx: one built before it lacks
+	// only that op, which is then refused while the four run.
+	span := slices.Contains(be.Device().Kernels(), "ga_span_attention")
+	if got := be.Kernel(engine.KernelSpanAttention) != nil; got != span {
+		t.Errorf("span_attention registered %v, ga_span_attention loaded %v", got, span)
+	}
+	if !span {
+		tp := engine.NewTape(be)
+		tp.SetForwardOnly(true)
+		x := tp.Input(make([]float32, 4), 1, 4)
+		tp.SpanAttention(x, x, x, nil, nil, 0, []int32{0}, 1, 1)
+		if err := tp.Err(); err == nil || !strings.Contains(err.Error(), `"span_attention"`) {
+			t.Errorf("SpanAttention without ga_span_attention: tape error %v, want one naming the kernel \"span_attention\"", err)
+		}
+		t.Logf("%s lacks ga_span_attention (built before it): SpanAttention is refused", lmModule)
+	}
+	if strings.Contains(be.Name(), "without") == span {
+		t.Errorf("Name() %q: lists missing kernels %v, want %v", be.Name(), strings.Contains(be.Name(), "without"), !span)
 	}
 }
 

@@ -428,6 +428,7 @@ var opCases = []opCase{
 	{"Embedding", caseEmbedding},
 	{"CrossEntropy", caseCrossEntropy},
 	{"LMTape", caseLMTape},
+	{"SpanAttention", caseSpanAttention}, // crosscheck_span_test.go
 }
 
 // checkBackendOps runs every op case on ref and dut, one subtest per op.
@@ -1463,6 +1464,7 @@ func checkDeterminism(r reporter, be engine.Backend) {
 		be.Gemm(false, true, 1, M, hh, hh, 1, xm, tp.Input(normals(hh*hh), hh, hh), 0.5, c)
 		out["Gemm"] = c.ToHost()
 		lmDeterminism(be, tp, normals, rng.IntN, out)
+		spanDeterminism(be, tp, normals, out)
 		if err := tp.Err(); err != nil {
 			r.Errorf("tape: %v", err)
 		}
@@ -1751,6 +1753,7 @@ func TestCrossCheckDetectsFaults(t *testing.T) {
 		{"CausalAttentionBackward drops dk", "CausalAttention,LMTape"},
 		{"EmbeddingBackward overwrites", "Embedding,LMTape"},
 		{"CrossEntropyBackward ignores dy", "CrossEntropy"},
+		{"SpanAttention ignores the cache", "SpanAttention"},
 	} {
 		t.Run(c.fault, func(t *testing.T) {
 			dut := &brokenBackend{Backend: newCPU(t, cpu.Config{}), fault: c.fault}

@@ -24,6 +24,7 @@ func (b *Backend) kernelTable() map[string]any {
 		engine.KernelCausalAttention: engine.CausalAttentionKernels{Forward: b.causalAttention, Backward: b.causalAttentionBackward},
 		engine.KernelEmbedding:       engine.EmbeddingKernels{Forward: b.embedding, Backward: b.embeddingBackward},
 		engine.KernelCrossEntropy:    engine.CrossEntropyKernels{Forward: b.crossEntropy, Backward: b.crossEntropyBackward},
+		engine.KernelSpanAttention:   engine.SpanAttentionKernel(b.spanAttention),
 	}
 }
 

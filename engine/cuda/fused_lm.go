@@ -8,10 +8,10 @@ import (
 )
 
 // The language model's kernels (kernels/lm.cu, module lm.ptx) are optional
-// at load time: until lm.ptx is built on a GPU machine and committed, a
-// backend whose PTX lacks them leaves the four ops unregistered, and the
-// engine refuses those ops with its error naming the kernel (never a
-// silent CPU fallback).
+// at load time, each op on its own: a backend whose PTX lacks an op's entry
+// points (lm.ptx not built yet, or built before the op's kernel was added)
+// leaves that op unregistered, and the engine refuses it with its error
+// naming the kernel (never a silent CPU fallback).
 
 // lmModule is the PTX file of kernels/lm.cu.
 const lmModule = "lm.ptx"
@@ -23,6 +23,7 @@ var optionalKernels = map[string][]string{
 	engine.KernelCausalAttention: {"ga_causal_softmax", "ga_causal_recompute_p", "ga_causal_softmax_bwd"},
 	engine.KernelEmbedding:       {"ga_embedding", "ga_embedding_bwd"},
 	engine.KernelCrossEntropy:    {"ga_xent", "ga_xent_bwd"},
+	engine.KernelSpanAttention:   {"ga_span_attention"},
 }
 
 // usableKernels is table without the optional kernels whose entry points
@@ -241,4 +242,32 @@ func (b *Backend) crossEntropyBackward(logits, lse, targets, dy *engine.Tensor, 
 	}
 	defer b.end()
 	b.launch("ga_xent_bwd", gridFor(n), blk, ptr(logits), ptr(lse), ptr(targets), ptr(dy), scale, int32(logits.Dim(1)), int64(n))
+}
+
+// spanMaxHeadDim is the widest head ga_span_attention takes (GA_SPAN_MAX_HD
+// in lm.cu: each lane of a warp holds hd/32 columns in registers).
+const spanMaxHeadDim = 256
+
+// spanAttention is SpanAttention's kernel (engine.SpanAttentionKernel): one
+// block per (query row, head), an online softmax per warp over its share of
+// the keys, merged in warp order (lm.cu). o, q: (N, heads*hd); k, v: (N,
+// kvHeads*hd); kc, vc: (P, kvHeads*hd) or nil when cached is 0; first: (N).
+func (b *Backend) spanAttention(o, q, k, v, kc, vc, first *engine.Tensor, cached, heads, kvHeads int) {
+	N, qw := q.Dim(0), q.Dim(1)
+	hd := qw / heads
+	if N == 0 || !b.begin() {
+		return
+	}
+	defer b.end()
+	if hd > spanMaxHeadDim {
+		b.fail(fmt.Errorf("span attention: head width %d: the CUDA kernel takes at most %d", hd, spanMaxHeadDim))
+		return
+	}
+	if int64(N)*int64(heads) >= 1<<31 || int64(cached)+int64(N) >= 1<<31 {
+		b.fail(fmt.Errorf("span attention of %d rows, %d heads after %d cached: too large for one launch", N, heads, cached))
+		return
+	}
+	scale := float32(1 / math.Sqrt(float64(hd)))
+	b.launch("ga_span_attention", Dim3{X: uint32(N * heads)}, blk, ptr(o), ptr(q), ptr(k), ptr(v), ptr(kc), ptr(vc), ptr(first),
+		int32(cached), int32(heads), int32(kvHeads), int32(hd), scale)
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gelo-research/geloattack/engine"
 	"github.com/gelo-research/geloattack/engine/cpu"
 )
 
@@ -59,8 +60,9 @@ func TestFusedKernelTable(t *testing.T) {
 }
 
 // TestOptionalKernels checks, without a GPU, the load-time rule for lm.cu's
-// kernels: the four language-model ops are registered exactly when the
-// embedded PTX holds lm.ptx (all of its entry points), and a module with
+// kernels: each language-model op is registered exactly when the embedded
+// PTX holds all of its entry points (an lm.ptx built before an op's kernel
+// was added lacks that op's and registers the others), and a module with
 // only some of an op's entry points is refused.
 func TestOptionalKernels(t *testing.T) {
 	table := (&Backend{}).kernelTable()
@@ -73,8 +75,10 @@ func TestOptionalKernels(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	optionalEntry := map[string]bool{}
 	for name, entries := range optionalKernels {
 		for _, e := range entries {
+			optionalEntry[e] = true
 			if !strings.Contains(string(lm), " "+e+"(") {
 				t.Errorf("optional kernel %q: entry point %s not in kernels/lm.cu", name, e)
 			}
@@ -93,26 +97,38 @@ func TestOptionalKernels(t *testing.T) {
 	if err != nil {
 		t.Fatalf("embedded PTX: %v", err)
 	}
-	_, haveLM := ptx[lmModule]
-	for name := range optionalKernels {
-		if _, ok := got[name]; ok != haveLM {
-			t.Errorf("embedded PTX (%s present: %v): kernel %q registered %v", lmModule, haveLM, name, ok)
+	var missing []string
+	for name, entries := range optionalKernels {
+		all := true
+		for _, e := range entries {
+			all = all && loaded[e]
+		}
+		if _, ok := got[name]; ok != all {
+			t.Errorf("embedded PTX: kernel %q registered %v, its entry points %v loaded %v", name, ok, entries, all)
+		}
+		if !all {
+			missing = append(missing, name)
 		}
 	}
-	if len(got) != len(table)-len(optionalKernels) && len(got) != len(table) {
-		t.Errorf("%d kernels registered of %d", len(got), len(table))
+	if len(got) != len(table)-len(missing) {
+		t.Errorf("%d kernels registered of %d, %d optional ones missing", len(got), len(table), len(missing))
 	}
-	t.Logf("embedded PTX: %d modules, %s present: %v; %d of %d fused kernels registered", len(ptx), lmModule, haveLM, len(got), len(table))
+	slices.Sort(missing)
+	_, haveLM := ptx[lmModule]
+	t.Logf("embedded PTX: %d modules, %s present: %v; %d of %d fused kernels registered; missing %v", len(ptx), lmModule, haveLM, len(got), len(table), missing)
 
 	all := func(string) bool { return true }
 	if got, err := usableKernels(table, all); err != nil || len(got) != len(table) {
 		t.Errorf("every entry point loaded: %d of %d kernels, err %v", len(got), len(table), err)
 	}
-	none := func(e string) bool {
-		return !strings.HasPrefix(e, "ga_rope") && !strings.HasPrefix(e, "ga_causal") && !strings.HasPrefix(e, "ga_embedding") && !strings.HasPrefix(e, "ga_xent")
-	}
+	none := func(e string) bool { return !optionalEntry[e] }
 	if got, err := usableKernels(table, none); err != nil || len(got) != len(table)-len(optionalKernels) {
 		t.Errorf("no lm.cu entry point loaded: %d of %d kernels, err %v", len(got), len(table), err)
+	}
+	stale := func(e string) bool { return e != "ga_span_attention" } // lm.ptx from before SpanAttention
+	if got, err := usableKernels(table, stale); err != nil || len(got) != len(table)-1 || got[engine.KernelSpanAttention] != nil {
+		t.Errorf("lm.ptx without ga_span_attention: %d of %d kernels (span_attention registered: %v), err %v",
+			len(got), len(table), got[engine.KernelSpanAttention] != nil, err)
 	}
 	partial := func(e string) bool { return e != "ga_xent_bwd" }
 	if _, err := usableKernels(table, partial); err == nil || !strings.Contains(err.Error(), "ga_xent_bwd") {

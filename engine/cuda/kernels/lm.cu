@@ -182,3 +182,111 @@ extern "C" __global__ void ga_xent_bwd(float* logits, const float* lse, const fl
     logits[i] = v;
   }
 }
+
+// Span attention (op_span_attention.go; forward only, for inference): one
+// block per (query row r, head j), blockIdx.x = r*heads + j, launched with
+// GA_BLOCK threads (a multiple of 32 up to GA_BLOCK works: the host
+// emulation of TestSpanKernelEmulated runs fewer). Row r sees L = cached + r - first[r] + 1 keys of kv head
+// g = j / (heads/kvHeads): cache rows 0..cached-1 of kc, vc, then new rows
+// first[r]..r of k, v (first holds float32 row indices). Warp w of the
+// block's nw (blockDim.x/32, at most GA_SPAN_WARPS) takes keys w, w + nw,
+// ...; its lanes split the head's columns (lane c
+// holds columns c, c+32, ..., so hd <= GA_SPAN_MAX_HD), a score is a warp
+// sum (every lane gets it, so the branches below are warp-uniform), and
+// the warp keeps an online softmax over its keys: running max m, sum l of
+// exp(s - m) and acc = sum exp(s - m) v. The warps' (m, l, acc) are merged
+// in warp order through shared memory. Every sum has a fixed order: the
+// same bits run to run. A NaN or +Inf score makes the row's output NaN, a
+// -Inf score weighs 0, and a row of -Inf scores only is NaN (the CPU's
+// max-subtracted softmax gives the same).
+#define GA_SPAN_MAX_HD 256
+#define GA_SPAN_COLS (GA_SPAN_MAX_HD / 32)
+#define GA_SPAN_WARPS (GA_BLOCK / 32)
+
+extern "C" __global__ void ga_span_attention(float* o, const float* q, const float* k, const float* v,
+                                             const float* kc, const float* vc, const float* first, int cached,
+                                             int heads, int kvHeads, int hd, float scale) {
+  __shared__ float qs[GA_SPAN_MAX_HD];
+  __shared__ float wm[GA_SPAN_WARPS], wl[GA_SPAN_WARPS];
+  __shared__ int wbad[GA_SPAN_WARPS];
+  __shared__ float wacc[GA_SPAN_WARPS][GA_SPAN_MAX_HD];
+  long r = blockIdx.x / heads;
+  int j = (int)(blockIdx.x - r * heads);
+  int g = j / (heads / kvHeads);
+  int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+  long qw = (long)heads * hd, kw = (long)kvHeads * hd;
+  long f0 = (long)first[r];
+  long L = cached + (r - f0) + 1;
+  for (int c = threadIdx.x; c < hd; c += blockDim.x) qs[c] = q[r * qw + (long)j * hd + c];
+  __syncthreads();
+
+  float m = -INFINITY, l = 0.f, acc[GA_SPAN_COLS];
+  int bad = 0;
+#pragma unroll
+  for (int t = 0; t < GA_SPAN_COLS; t++) acc[t] = 0.f;
+  for (long i = warp; i < L; i += nw) {
+    const float* kr;
+    const float* vr;
+    if (i < cached) {
+      kr = kc + i * kw + (long)g * hd;
+      vr = vc + i * kw + (long)g * hd;
+    } else {
+      long row = f0 + (i - cached);
+      kr = k + row * kw + (long)g * hd;
+      vr = v + row * kw + (long)g * hd;
+    }
+    float d = 0.f;
+#pragma unroll
+    for (int t = 0; t < GA_SPAN_COLS; t++) {
+      int c = lane + 32 * t;
+      if (c < hd) d += qs[c] * kr[c];
+    }
+    float s = scale * ga_warp_sum(d);
+    if (isnan(s) || s == INFINITY) {
+      bad = 1;
+      continue;
+    }
+    if (s == -INFINITY) continue;  // weight 0
+    float p = 1.f, corr = 1.f;     // weight of this key and rescaling of the past, against the new max
+    if (s > m) {
+      corr = expf(m - s);  // 0 for the first key (m = -Inf)
+      m = s;
+    } else {
+      p = expf(s - m);
+    }
+    l = l * corr + p;
+#pragma unroll
+    for (int t = 0; t < GA_SPAN_COLS; t++) {
+      int c = lane + 32 * t;
+      if (c < hd) acc[t] = acc[t] * corr + p * vr[c];
+    }
+  }
+  if (lane == 0) {
+    wm[warp] = m;
+    wl[warp] = l;
+    wbad[warp] = bad;
+  }
+#pragma unroll
+  for (int t = 0; t < GA_SPAN_COLS; t++) {
+    int c = lane + 32 * t;
+    if (c < hd) wacc[warp][c] = acc[t];
+  }
+  __syncthreads();
+
+  float M = -INFINITY;
+  int anyBad = 0;
+  for (int w = 0; w < nw; w++) {
+    M = fmaxf(M, wm[w]);
+    anyBad |= wbad[w];
+  }
+  float Z = 0.f;  // 0 when no key had a finite score: the output is then 0 * Inf = NaN
+  for (int w = 0; w < nw; w++)
+    if (wm[w] != -INFINITY) Z += wl[w] * expf(wm[w] - M);
+  float inv = 1.f / Z;
+  for (int c = threadIdx.x; c < hd; c += blockDim.x) {
+    float sum = 0.f;
+    for (int w = 0; w < nw; w++)
+      if (wm[w] != -INFINITY) sum += wacc[w][c] * expf(wm[w] - M);
+    o[r * qw + (long)j * hd + c] = anyBad ? NAN : sum * inv;
+  }
+}
