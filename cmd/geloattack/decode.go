@@ -28,6 +28,7 @@ import (
 	"github.com/gelo-research/geloattack/internal/fptol"
 	"github.com/gelo-research/geloattack/internal/safefile"
 	"github.com/gelo-research/geloattack/internal/shard"
+	"github.com/gelo-research/geloattack/models/causallm"
 	"github.com/gelo-research/geloattack/models/hf"
 	"github.com/gelo-research/geloattack/models/llama"
 	"github.com/gelo-research/geloattack/runner"
@@ -566,7 +567,7 @@ func (p decodePlan) budget(modelDir string) runner.Budget {
 	}
 	b.Add(runner.StoredWeights(modelDir, c, p.deepest+1)...)
 	b.Add(
-		runner.Part{Name: "workspace", Bytes: c.WorkspaceBytes(max(p.maxTokens, 256), p.maxTokens, runtime.GOMAXPROCS(0), !p.bagOnly)},
+		runner.Part{Name: "workspace", Bytes: causallm.WorkspaceBytes(c, max(p.maxTokens, 256), p.maxTokens, runtime.GOMAXPROCS(0))},
 		runner.Part{Name: fmt.Sprintf("texts' rows (%d texts x %d tokens x d %d at %d blocks)", p.texts, p.maxTokens, d, nb),
 			Bytes: runner.Product(4, nb, int64(p.texts), int64(p.maxTokens), d)},
 		runner.Part{Name: fmt.Sprintf("GELO examples (n %d at %d blocks)", n, nb),

@@ -17,6 +17,7 @@ import (
 	"github.com/gelo-research/geloattack/extraction"
 	"github.com/gelo-research/geloattack/internal/field"
 	"github.com/gelo-research/geloattack/internal/safefile"
+	"github.com/gelo-research/geloattack/models/causallm"
 	"github.com/gelo-research/geloattack/models/hf"
 	"github.com/gelo-research/geloattack/models/llama"
 	"github.com/gelo-research/geloattack/runner"
@@ -329,7 +330,7 @@ func extractBudget(a decoderExtract, cfg llama.Config, vocab int, src *corpus.So
 	}
 	b.Add(runner.Part{Name: fmt.Sprintf("token ids (at most %d)", tokens), Bytes: 4 * tokens},
 		runner.Part{Name: fmt.Sprintf("workspace (%d tokens a batch, %d workers)", batch, workers),
-			Bytes: cfg.WorkspaceBytes(batch, truncate, workers, false) + 8*int64(batch)*int64(cfg.Hidden)})
+			Bytes: causallm.WorkspaceBytes(cfg, batch, truncate, workers) + 8*int64(batch)*int64(cfg.Hidden)})
 	if a.dedup == "exact" {
 		b.Add(runner.Part{Name: "dedup prefix trie", Bytes: 32 * tokens})
 	}

@@ -278,6 +278,20 @@ func (dc *Decoder) Close() error {
 	return dc.be.Close()
 }
 
+// StagingBytes is the float32 buffers the decoder converts stored block weights into per pass
+// (0 when it computes from the checkpoint's float32 weights in place or holds them uploaded).
+func (dc *Decoder) StagingBytes() int64 {
+	seen := map[*engine.Tensor]bool{}
+	var n int64
+	for _, s := range dc.staged {
+		if !seen[s.t] {
+			seen[s.t] = true
+			n += 4 * int64(s.t.Size())
+		}
+	}
+	return n
+}
+
 // Weights is the checkpoint the decoder computes from.
 func (dc *Decoder) Weights() *llama.Model { return dc.w }
 
@@ -607,4 +621,38 @@ func grow(buf []float32, n int) []float32 {
 		return make([]float32, n)
 	}
 	return buf[:n]
+}
+
+// WorkspaceBytes bounds what a Decoder holds besides its weights for passes of at most rows rows
+// over sequences (or a cache and a span) of at most maxLen tokens, on a CPU backend of workers
+// workers: one block's activations on its tape (each block runs on a fresh one; the tape's arena
+// grows by doubling chunks, so it may hold up to twice the activations and a first chunk of
+// 1 MiB), the host rows of the residual stream and the tapped attention input, the rotation rows
+// and table, and each worker's attention scratch (scores of up to maxLen queries over maxLen keys,
+// and the keys and values a span after a cache gathers). Logits are the caller's.
+func WorkspaceBytes(c llama.Config, rows, maxLen, workers int) int64 {
+	n, t, hd := int64(rows), int64(maxLen), int64(c.HeadDim)
+	host := 2*int64(c.Hidden) + hd
+	scratch := int64(max(workers, 1)) * (t*t + 2*t*hd)
+	return 2*ActivationBytes(c, rows) + 4<<20 + 4*(n*host+t*hd+scratch)
+}
+
+// ActivationBytes is one block's activations on a Decoder's tape for a pass of rows rows.
+func ActivationBytes(c llama.Config, rows int) int64 {
+	d, f, q, kv, hd := int64(c.Hidden), int64(c.Intermediate), int64(c.QDim()), int64(c.KVDim()), int64(c.HeadDim)
+	// Per row: the input x and its attention norm; q, k, v (and their biases, q/k norms,
+	// rotations); the attention output, o's product and the sum; the MLP norm, gate|up, the
+	// activation, down's product and the sum; the rotation row and span start.
+	perRow := 7*d + 5*q + 7*kv + 3*f + hd + int64(c.Heads+c.KVHeads) + 4
+	return 4 * int64(rows) * perRow
+}
+
+// TapeBytes is what the decoder's tape holds (its arena's chunks) and the most one block's
+// activations took.
+func (dc *Decoder) TapeBytes() (held, peak int64) { return dc.tp.ArenaBytes() }
+
+// HostBytes is the host rows the decoder holds: the residual stream, the tapped input and the
+// rotation table and rows.
+func (dc *Decoder) HostBytes() int64 {
+	return 4 * int64(cap(dc.x)+cap(dc.a)+cap(dc.rope.table)+cap(dc.rope.rowsB))
 }

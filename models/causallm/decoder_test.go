@@ -277,3 +277,56 @@ func TestDecoderPlacementsAgree(t *testing.T) {
 		})
 	}
 }
+
+// The pre-flight's byte counts hold what a decoder allocates after plain, cached and alternative
+// passes at full length: its cache exactly (llama.Config.CacheBytes), the tape's peak within
+// ActivationBytes (at most twice), tape and host rows within WorkspaceBytes, and the staging
+// buffers of a BF16 checkpoint exactly (llama.Model.ScratchBytes).
+func TestDecoderBytesBoundAllocations(t *testing.T) {
+	for name, c := range decoderFamilies() {
+		t.Run(name, func(t *testing.T) {
+			m, err := llama.Random(c, 12, 0.2, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			stored, _ := storedBF16(t, m, c.Layers)
+			dc, err := causallm.NewDecoder(newCPU(t, 1), stored)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, want := dc.StagingBytes(), stored.ScratchBytes(false); got != want || want == 0 {
+				t.Errorf("staging buffers %d bytes, ScratchBytes %d", got, want)
+			}
+			const maxLen = 16
+			ctx := context.Background()
+			seq := tokens(13, c.VocabSize, maxLen)
+			if err := dc.Forward(ctx, [][]int32{seq, seq}, nil, nil); err != nil {
+				t.Fatal(err)
+			}
+			cache, err := dc.NewCache(maxLen)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := dc.ForwardNext(ctx, cache, seq[:maxLen-1], nil, nil); err != nil {
+				t.Fatal(err)
+			}
+			if err := dc.ForwardAlternatives(ctx, cache, append(seq, seq...), nil); err != nil {
+				t.Fatal(err)
+			}
+			if got, want := 4*int64(cache.Cap()*c.KVDim()*2*len(cacheLayers(dc))), c.CacheBytes(maxLen); got != want {
+				t.Errorf("cache holds %d bytes, CacheBytes %d", got, want)
+			}
+			held, peak := dc.TapeBytes()
+			act := causallm.ActivationBytes(c, 2*maxLen)
+			t.Logf("tape peak %d bytes, activations estimated %d (x%.2f); arena holds %d", peak, act, float64(act)/float64(peak), held)
+			if act < peak || act > 2*peak {
+				t.Errorf("ActivationBytes %d, the tape's peak %d: want peak <= estimate <= 2 x peak", act, peak)
+			}
+			if total, est := held+dc.HostBytes(), causallm.WorkspaceBytes(c, 2*maxLen, maxLen, 1); total > est {
+				t.Errorf("the decoder holds %d bytes (tape %d, host %d), WorkspaceBytes %d", total, held, dc.HostBytes(), est)
+			}
+		})
+	}
+}
+
+func cacheLayers(dc *causallm.Decoder) []int { return make([]int, dc.Blocks()) }

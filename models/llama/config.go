@@ -220,24 +220,10 @@ func (c Config) ScratchBytes() int64 {
 // BlockBytes is the host memory of the weights of one decoder block.
 func (c Config) BlockBytes() int64 { return 4 * c.blockParams() }
 
-// CacheBytes is what NewCache(capacity) allocates: keys and values of every layer.
+// CacheBytes is what a decoder's cache of capacity tokens holds (models/causallm's
+// Decoder.NewCache): keys and values of every layer, float32.
 func (c Config) CacheBytes(capacity int) int64 {
 	return 8 * int64(c.Layers) * int64(capacity) * int64(c.KVDim())
-}
-
-// WorkspaceBytes bounds what NewWorkspace(maxTokens, maxLen, workers) holds once every kind of
-// pass has run: the activation buffers of maxTokens rows, the rotary tables of maxLen positions,
-// each worker's attention scores (at most maxLen x maxLen) and, when alternatives is true
-// (ForwardAlternatives), every row's keys and values over a prefix of up to maxLen tokens.
-func (c Config) WorkspaceBytes(maxTokens, maxLen, workers int, alternatives bool) int64 {
-	t, n := int64(maxTokens), int64(maxLen)
-	d, f := int64(c.Hidden), int64(c.Intermediate)
-	q, kv := int64(c.QDim()), int64(c.KVDim())
-	floats := t*(3*d+q+2*kv+q+3*f+1) + n*int64(c.HeadDim) + int64(max(workers, 1))*n*n
-	if alternatives {
-		floats += 2 * t * n * kv
-	}
-	return 4 * floats
 }
 
 // InvFreq returns the rotary frequencies theta^(-2i/hd), i < hd/2, after rope scaling, in float64.
