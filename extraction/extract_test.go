@@ -13,6 +13,7 @@ import (
 	"github.com/gelo-research/geloattack/engine/blas"
 	"github.com/gelo-research/geloattack/internal/safetensors"
 	"github.com/gelo-research/geloattack/models/bert"
+	"github.com/gelo-research/geloattack/models/bert/berttest"
 )
 
 // memSink keeps every text it is given.
@@ -40,7 +41,8 @@ func (s *memSink) AddText(id int64, text string, hasText bool, tokenIDs []int32,
 // tinySetup gives the tiny test model with a toy tokenizer over its 20-token vocabulary.
 func tinySetup(t *testing.T) (*bert.Model, *wordpiece.Tokenizer) {
 	t.Helper()
-	m, err := bert.LoadModel(writeTinyModel(t, tinyConfig, "", safetensors.F32, 3), blas.Default())
+	cfg := berttest.Tiny()
+	m, err := bert.LoadModel(berttest.Write(t, cfg, berttest.Exact(cfg, 3), "", safetensors.F32), blas.Default())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,12 +106,22 @@ func TestRunMatchesSingleTextForward(t *testing.T) {
 	}
 }
 
+// maxDiff is the largest |a_i - b_i| over the shorter length.
 func maxDiff(a, b []float32) float64 {
 	var d float64
 	for i := range min(len(a), len(b)) {
 		d = math.Max(d, math.Abs(float64(a[i])-float64(b[i])))
 	}
 	return d
+}
+
+// dot is a . b in float64.
+func dot(a, b []float32) float64 {
+	var s float64
+	for i := range a {
+		s += float64(a[i]) * float64(b[i])
+	}
+	return s
 }
 
 func TestRunOptions(t *testing.T) {
@@ -200,7 +212,7 @@ func TestRunOptions(t *testing.T) {
 // TestMiniLMRunReproducesPublished runs the whole pipeline (several texts per batch, the layer
 // rows of one layer, the pooled embedding) and checks one published similarity through it.
 func TestMiniLMRunReproducesPublished(t *testing.T) {
-	m, tok := loadMiniLM(t)
+	m, tok, _ := berttest.MiniLM(t)
 	texts := []corpus.Text{{ID: 1, Text: "The weather is lovely today."}, {ID: 2, Text: "It's so sunny outside!"}, {ID: 3, Text: "He drove to the stadium."}}
 	sink := &memSink{}
 	if _, err := Run(context.Background(), m, tok, texts, Options{Layer: 6, MaxTokens: 256, BatchTokens: 512}, sink); err != nil {

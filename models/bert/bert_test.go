@@ -1,39 +1,21 @@
-package bert
+package bert_test
 
 import (
 	"context"
+	"maps"
 	"math"
-	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
-	"github.com/gelo-research/geloattack/data/corpus"
 	"github.com/gelo-research/geloattack/data/wordpiece"
+	"github.com/gelo-research/geloattack/internal/safetensors"
+	"github.com/gelo-research/geloattack/models/bert"
+	"github.com/gelo-research/geloattack/models/bert/berttest"
 )
 
-// loadMiniLM loads the cached all-MiniLM-L6-v2 model and tokenizer, or skips the test.
-func loadMiniLM(t testing.TB) (*Model, *wordpiece.Tokenizer) {
-	t.Helper()
-	dir, err := corpus.DefaultModelDir()
-	if err != nil {
-		t.Skipf("no model cache: %v", err)
-	}
-	if _, err := os.Stat(filepath.Join(dir, "config.json")); err != nil {
-		t.Skipf("model not downloaded (%v); run scripts/fetch-data.sh model", err)
-	}
-	m, err := LoadModel(dir, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tok, err := wordpiece.Load(filepath.Join(dir, "tokenizer.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m, tok
-}
-
 // embedTexts returns the sentence embeddings of texts, (len(texts), h).
-func embedTexts(t testing.TB, m *Model, tok *wordpiece.Tokenizer, texts []string) []float32 {
+func embedTexts(t testing.TB, m *bert.Model, tok *wordpiece.Tokenizer, texts []string) []float32 {
 	t.Helper()
 	seqs := make([][]int32, len(texts))
 	total := 0
@@ -68,7 +50,7 @@ func dot(a, b []float32) float64 {
 // The published values have 4 decimals; the weights here are the fp16 copy of the model, so the
 // test asks for agreement to 3 decimals (|diff| < 5e-4).
 func TestMiniLMPublishedSimilarities(t *testing.T) {
-	m, tok := loadMiniLM(t)
+	m, tok, _ := berttest.MiniLM(t)
 	h := m.Hidden()
 	check := func(a, b []string, want [][]float64) {
 		t.Helper()
@@ -101,4 +83,33 @@ func TestMiniLMPublishedSimilarities(t *testing.T) {
 			{0.2838, -0.0029, 0.1310},
 			{0.2277, -0.0136, -0.0327},
 		})
+}
+
+// TestTensorsNameTheCheckpoint: bert.Tensors of the MiniLM's config.json names every tensor of
+// its published checkpoint, with the file's shapes, but the three the forward pass never reads.
+func TestTensorsNameTheCheckpoint(t *testing.T) {
+	m, _, dir := berttest.MiniLM(t)
+	hdr, err := safetensors.ReadHeader(filepath.Join(dir, "model.fp16.safetensors"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	inFile := map[string][]int{}
+	for _, info := range hdr.Tensors {
+		inFile[info.Name] = info.Shape
+	}
+	specs := bert.Tensors(m.Cfg)
+	if want := 5 + 16*m.Cfg.NumLayers; len(specs) != want {
+		t.Errorf("%d tensors listed, want 5 embedding tensors and 16 a block: %d", len(specs), want)
+	}
+	for _, s := range specs {
+		shape, ok := inFile[s.Name]
+		if !ok || !slices.Equal(shape, s.Shape) {
+			t.Errorf("%s %v: the checkpoint has %v (present: %v)", s.Name, s.Shape, shape, ok)
+		}
+		delete(inFile, s.Name)
+	}
+	unread := slices.Sorted(maps.Keys(inFile))
+	if want := []string{"embeddings.position_ids", "pooler.dense.bias", "pooler.dense.weight"}; !slices.Equal(unread, want) {
+		t.Errorf("tensors of the checkpoint not listed: %v, want %v", unread, want)
+	}
 }
