@@ -34,14 +34,6 @@ func embedTexts(t testing.TB, m *bert.Model, tok *wordpiece.Tokenizer, texts []s
 	return pooled
 }
 
-func dot(a, b []float32) float64 {
-	var s float64
-	for i := range a {
-		s += float64(a[i]) * float64(b[i])
-	}
-	return s
-}
-
 // TestMiniLMPublishedSimilarities reproduces the cosine similarities that the sentence-transformers
 // documentation prints for all-MiniLM-L6-v2:
 //   - https://sbert.net/docs/sentence_transformer/usage/usage.html (quickstart: weather/sunny/stadium)
@@ -57,11 +49,11 @@ func TestMiniLMPublishedSimilarities(t *testing.T) {
 		ea := embedTexts(t, m, tok, a)
 		eb := embedTexts(t, m, tok, b)
 		for i := range a {
-			if n := dot(ea[i*h:(i+1)*h], ea[i*h:(i+1)*h]); math.Abs(n-1) > 1e-5 {
+			if n := berttest.Dot(ea[i*h:(i+1)*h], ea[i*h:(i+1)*h]); math.Abs(n-1) > 1e-5 {
 				t.Errorf("|emb(%q)|^2 = %v, want 1", a[i], n)
 			}
 			for j := range b {
-				got := dot(ea[i*h:(i+1)*h], eb[j*h:(j+1)*h])
+				got := berttest.Dot(ea[i*h:(i+1)*h], eb[j*h:(j+1)*h])
 				t.Logf("cos(%q, %q) = %.4f (published %.4f)", a[i], b[j], got, want[i][j])
 				if math.Abs(got-want[i][j]) >= 5e-4 {
 					t.Errorf("cos(%q, %q) = %.5f, published %.4f", a[i], b[j], got, want[i][j])

@@ -286,11 +286,3 @@ func TestLoadModelRejects(t *testing.T) {
 		t.Error("empty directory accepted")
 	}
 }
-
-func maxDiff(a, b []float32) float64 {
-	var d float64
-	for i := range min(len(a), len(b)) {
-		d = math.Max(d, math.Abs(float64(a[i])-float64(b[i])))
-	}
-	return d
-}

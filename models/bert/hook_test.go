@@ -9,6 +9,7 @@ import (
 	"github.com/gelo-research/geloattack/engine/blas"
 	"github.com/gelo-research/geloattack/internal/safetensors"
 	"github.com/gelo-research/geloattack/models/bert"
+	"github.com/gelo-research/geloattack/models/bert/berttest"
 )
 
 // exactHook computes every projection as the forward pass would (one GEMM, then the bias) and
@@ -92,10 +93,10 @@ func TestLinearHook(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d := maxDiff(gotH, plainH); d > 1e-5 {
+	if d := berttest.MaxDiff(gotH, plainH); d > 1e-5 {
 		t.Errorf("exact hook: hidden states differ by %g", d)
 	}
-	if d := maxDiff(gotP, plainP); d > 1e-5 {
+	if d := berttest.MaxDiff(gotP, plainP); d > 1e-5 {
 		t.Errorf("exact hook: embeddings differ by %g", d)
 	}
 	var want []bert.Projection
@@ -123,7 +124,7 @@ func TestLinearHook(t *testing.T) {
 	if len(sc.calls) != 4 || sc.calls[0].Layer != 2 {
 		t.Errorf("block-2 hook calls %v", sc.calls)
 	}
-	if d := maxDiff(gotH, plainH); d < 1e-3 {
+	if d := berttest.MaxDiff(gotH, plainH); d < 1e-3 {
 		t.Errorf("scaling V of block 2 changed the output by only %g", d)
 	}
 
