@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gelo-research/geloattack/data/corpus"
+	"github.com/gelo-research/geloattack/models/bert/berttest"
 )
 
 // cpuTime is the process's user + system CPU time so far.
@@ -29,7 +30,7 @@ func (d *discardSink) AddText(_ int64, _ string, _ bool, ids []int32, _ []float3
 // BenchmarkExtractMiniLM measures end-to-end extraction throughput (tokens/s) of all-MiniLM-L6-v2
 // on the first 300 texts of the cached corpus, in wall-clock tokens/s and tokens per CPU-second. It needs scripts/fetch-data.sh to have run.
 func BenchmarkExtractMiniLM(b *testing.B) {
-	m, tok := loadMiniLM(b)
+	m, tok, _ := berttest.MiniLM(b)
 	dir, err := corpus.DefaultCorpusDir()
 	if err != nil {
 		b.Skip(err)

@@ -13,6 +13,7 @@ import (
 	"github.com/gelo-research/geloattack/engine/blas"
 	"github.com/gelo-research/geloattack/internal/safetensors"
 	"github.com/gelo-research/geloattack/models/bert"
+	"github.com/gelo-research/geloattack/models/bert/berttest"
 )
 
 // memSink keeps every text it is given.
@@ -40,7 +41,8 @@ func (s *memSink) AddText(id int64, text string, hasText bool, tokenIDs []int32,
 // tinySetup gives the tiny test model with a toy tokenizer over its 20-token vocabulary.
 func tinySetup(t *testing.T) (*bert.Model, *wordpiece.Tokenizer) {
 	t.Helper()
-	m, err := bert.LoadModel(writeTinyModel(t, tinyConfig, "", safetensors.F32, 3), blas.Default())
+	cfg := berttest.Tiny()
+	m, err := bert.LoadModel(berttest.Write(t, cfg, berttest.Exact(cfg, 3), "", safetensors.F32), blas.Default())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,22 +96,14 @@ func TestRunMatchesSingleTextForward(t *testing.T) {
 			if err := m.Forward(context.Background(), ws, [][]int32{want}, layer, hidden, pooled); err != nil {
 				t.Fatal(err)
 			}
-			if d := maxDiff(sink.rows[i], hidden); d > 1e-5 || len(sink.rows[i]) != len(hidden) {
+			if d := berttest.MaxDiff(sink.rows[i], hidden); d > 1e-5 || len(sink.rows[i]) != len(hidden) {
 				t.Errorf("layer %d text %d: rows differ from the text alone by %g (len %d vs %d)", layer, tx.ID, d, len(sink.rows[i]), len(hidden))
 			}
-			if d := maxDiff(sink.embs[i], pooled); d > 1e-5 {
+			if d := berttest.MaxDiff(sink.embs[i], pooled); d > 1e-5 {
 				t.Errorf("layer %d text %d: embedding differs from the text alone by %g", layer, tx.ID, d)
 			}
 		}
 	}
-}
-
-func maxDiff(a, b []float32) float64 {
-	var d float64
-	for i := range min(len(a), len(b)) {
-		d = math.Max(d, math.Abs(float64(a[i])-float64(b[i])))
-	}
-	return d
 }
 
 func TestRunOptions(t *testing.T) {
@@ -130,10 +124,10 @@ func TestRunOptions(t *testing.T) {
 	var rows int64
 	for i := range tinyTexts {
 		n := len(full.tokens[i])
-		if !slices.Equal(drop.tokens[i], full.tokens[i][1:n-1]) || maxDiff(drop.rows[i], full.rows[i][h:(n-1)*h]) != 0 || len(drop.rows[i]) != (n-2)*h {
+		if !slices.Equal(drop.tokens[i], full.tokens[i][1:n-1]) || berttest.MaxDiff(drop.rows[i], full.rows[i][h:(n-1)*h]) != 0 || len(drop.rows[i]) != (n-2)*h {
 			t.Errorf("text %d: drop-special did not remove exactly [CLS] and [SEP]", tinyTexts[i].ID)
 		}
-		if maxDiff(drop.embs[i], full.embs[i]) != 0 {
+		if berttest.MaxDiff(drop.embs[i], full.embs[i]) != 0 {
 			t.Errorf("text %d: drop-special changed the sentence embedding", tinyTexts[i].ID)
 		}
 		rows += int64(n - 2)
@@ -200,13 +194,13 @@ func TestRunOptions(t *testing.T) {
 // TestMiniLMRunReproducesPublished runs the whole pipeline (several texts per batch, the layer
 // rows of one layer, the pooled embedding) and checks one published similarity through it.
 func TestMiniLMRunReproducesPublished(t *testing.T) {
-	m, tok := loadMiniLM(t)
+	m, tok, _ := berttest.MiniLM(t)
 	texts := []corpus.Text{{ID: 1, Text: "The weather is lovely today."}, {ID: 2, Text: "It's so sunny outside!"}, {ID: 3, Text: "He drove to the stadium."}}
 	sink := &memSink{}
 	if _, err := Run(context.Background(), m, tok, texts, Options{Layer: 6, MaxTokens: 256, BatchTokens: 512}, sink); err != nil {
 		t.Fatal(err)
 	}
-	if got := dot(sink.embs[0], sink.embs[1]); math.Abs(got-0.6660) >= 5e-4 {
+	if got := berttest.Dot(sink.embs[0], sink.embs[1]); math.Abs(got-0.6660) >= 5e-4 {
 		t.Errorf("cos = %.4f, published 0.6660", got)
 	}
 	// Layer 6 is the last layer, so the stored rows' mean, normalised, is the sentence embedding.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 )
 
@@ -107,32 +108,132 @@ func strictUnmarshal(b []byte, v any) error {
 	return nil
 }
 
+// marshalFigures encodes plain, a copy of a result whose type has no MarshalJSON, as
+// encoding/json does but for fields, plain's figures that may be non-finite: they come last, in
+// fields' order, each a number or null, and then the "nonfinite" side object of the nulls (left
+// out when there are none). That is the layout a struct embedding plain beside one *float64 per
+// figure gave, which results.jsonl has always held; fields is the one list of those figures.
+func marshalFigures(plain any, fields []floatField) ([]byte, error) {
+	side := nonFinite(fields)
+	figures := make([]member, len(fields))
+	for i, f := range fields {
+		raw, err := json.Marshal(finite(*f.p)) // a number, or null
+		if err != nil {
+			return nil, err
+		}
+		figures[i] = member{f.key, raw}
+		*f.p = 0 // encoding/json refuses Inf and NaN; the key is dropped below
+	}
+	b, err := json.Marshal(plain)
+	if err != nil {
+		return nil, err
+	}
+	ms, err := members(b)
+	if err != nil {
+		return nil, err
+	}
+	ms = slices.DeleteFunc(ms, func(m member) bool { return containsKey(fields, m.key) })
+	ms = append(ms, figures...)
+	if side != nil {
+		raw, err := json.Marshal(side)
+		if err != nil {
+			return nil, err
+		}
+		ms = append(ms, member{"nonfinite", raw})
+	}
+	return object(ms)
+}
+
+// member is one key of a JSON object and its value.
+type member struct {
+	key string
+	raw json.RawMessage
+}
+
+// members are the members of the JSON object b, in order.
+func members(b []byte) ([]member, error) {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return nil, fmt.Errorf("not a JSON object (%v)", err)
+	}
+	var ms []member
+	for dec.More() {
+		key, err := dec.Token()
+		if err != nil {
+			return nil, err
+		}
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return nil, err
+		}
+		ms = append(ms, member{key.(string), raw}) // an object's keys are strings
+	}
+	return ms, nil
+}
+
+// object encodes ms as one JSON object, in their order.
+func object(ms []member) ([]byte, error) {
+	out := []byte{'{'}
+	for i, m := range ms {
+		key, err := json.Marshal(m.key)
+		if err != nil {
+			return nil, err
+		}
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = append(append(append(out, key...), ':'), m.raw...)
+	}
+	return append(out, '}'), nil
+}
+
+// unmarshalFigures decodes what marshalFigures wrote into plain, a pointer to a zero result of a
+// type without UnmarshalJSON whose figures that may be non-finite are fields, refusing a key plain
+// does not have; what names the result in a decoding error.
+func unmarshalFigures(b []byte, plain any, fields []floatField, what string) error {
+	var members map[string]json.RawMessage
+	if err := strictUnmarshal(b, &members); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	var side map[string]string
+	if raw, ok := members["nonfinite"]; ok {
+		if err := json.Unmarshal(raw, &side); err != nil {
+			return fmt.Errorf("%s: nonfinite: %w", what, err)
+		}
+		delete(members, "nonfinite")
+	}
+	rest, err := json.Marshal(members)
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	for _, f := range fields {
+		*f.p = math.NaN() // JSON holds no NaN: a figure still NaN after decoding was null or absent
+	}
+	if err := strictUnmarshal(rest, plain); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	values := make([]*float64, len(fields))
+	for i, f := range fields {
+		if !math.IsNaN(*f.p) {
+			values[i] = finite(*f.p)
+		}
+	}
+	return restore(fields, values, side)
+}
+
 // MarshalJSON writes an infinite Excess or Lead (a text of one step: nothing left out, or nothing
 // certified) as null, its value in "nonfinite".
 func (t Text) MarshalJSON() ([]byte, error) {
 	type plain Text
-	return json.Marshal(struct {
-		plain
-		Excess    *float64          `json:"excess"`
-		Lead      *float64          `json:"lead"`
-		NonFinite map[string]string `json:"nonfinite,omitempty"`
-	}{plain(t), finite(t.Excess), finite(t.Lead), nonFinite(t.floatFields())})
+	p := plain(t)
+	return marshalFigures(&p, (*Text)(&p).floatFields())
 }
 
 // UnmarshalJSON reads what MarshalJSON wrote, the non-finite figures included.
 func (t *Text) UnmarshalJSON(b []byte) error {
 	type plain Text
-	var v struct {
-		plain
-		Excess    *float64          `json:"excess"`
-		Lead      *float64          `json:"lead"`
-		NonFinite map[string]string `json:"nonfinite"`
-	}
-	if err := strictUnmarshal(b, &v); err != nil {
-		return fmt.Errorf("decoded text: %w", err)
-	}
-	*t = Text(v.plain)
-	return restore(t.floatFields(), []*float64{v.Excess, v.Lead}, v.NonFinite)
+	*t = Text{}
+	return unmarshalFigures(b, (*plain)(t), t.floatFields(), "decoded text")
 }
 
 // MarshalJSON writes an infinite margin (nothing to separate) and a figure not measured (NaN:
@@ -140,38 +241,14 @@ func (t *Text) UnmarshalJSON(b []byte) error {
 // "nonfinite".
 func (r BatchResult) MarshalJSON() ([]byte, error) {
 	type plain BatchResult
-	return json.Marshal(struct {
-		plain
-		BagMargin     *float64          `json:"bag_margin"`
-		OrderMargin   *float64          `json:"order_margin"`
-		BagMarginTopK *float64          `json:"bag_margin_topk"`
-		RankRecall    *float64          `json:"bag_rank_recall"`
-		RecallTopK    *float64          `json:"bag_rank_recall_topk"`
-		Exact         *float64          `json:"exact"`
-		TokenAcc      *float64          `json:"token_accuracy"`
-		NonFinite     map[string]string `json:"nonfinite,omitempty"`
-	}{plain(r), finite(r.BagMargin), finite(r.OrderMargin), finite(r.BagMarginTopK), finite(r.BagRankRecall), finite(r.BagRankRecallTopK),
-		finite(r.Exact), finite(r.TokenAcc), nonFinite(r.floatFields())})
+	p := plain(r)
+	return marshalFigures(&p, (*BatchResult)(&p).floatFields())
 }
 
 // UnmarshalJSON reads what MarshalJSON wrote, the non-finite figures included; a key that is not
 // a result's is refused.
 func (r *BatchResult) UnmarshalJSON(b []byte) error {
 	type plain BatchResult
-	var v struct {
-		plain
-		BagMargin     *float64          `json:"bag_margin"`
-		OrderMargin   *float64          `json:"order_margin"`
-		BagMarginTopK *float64          `json:"bag_margin_topk"`
-		RankRecall    *float64          `json:"bag_rank_recall"`
-		RecallTopK    *float64          `json:"bag_rank_recall_topk"`
-		Exact         *float64          `json:"exact"`
-		TokenAcc      *float64          `json:"token_accuracy"`
-		NonFinite     map[string]string `json:"nonfinite"`
-	}
-	if err := strictUnmarshal(b, &v); err != nil {
-		return fmt.Errorf("batch result: %w", err)
-	}
-	*r = BatchResult(v.plain)
-	return restore(r.floatFields(), []*float64{v.BagMargin, v.OrderMargin, v.BagMarginTopK, v.RankRecall, v.RecallTopK, v.Exact, v.TokenAcc}, v.NonFinite)
+	*r = BatchResult{}
+	return unmarshalFigures(b, (*plain)(r), r.floatFields(), "batch result")
 }

@@ -2,7 +2,6 @@ package decode
 
 import (
 	"cmp"
-	"encoding/json"
 	"math"
 	"slices"
 )
@@ -104,13 +103,6 @@ func (s *Summary) floatFields() []floatField {
 // values in "nonfinite", as BatchResult does.
 func (s Summary) MarshalJSON() ([]byte, error) {
 	type plain Summary
-	return json.Marshal(struct {
-		plain
-		Exact             *float64          `json:"exact"`
-		TokenAcc          *float64          `json:"token_accuracy"`
-		WorstBagMargin    *float64          `json:"worst_bag_margin"`
-		BagMarginTopK     *float64          `json:"bag_margin_topk"`
-		BagRankRecallTopK *float64          `json:"bag_rank_recall_topk"`
-		NonFinite         map[string]string `json:"nonfinite,omitempty"`
-	}{plain(s), finite(s.Exact), finite(s.TokenAcc), finite(s.WorstBagMargin), finite(s.BagMarginTopK), finite(s.BagRankRecallTopK), nonFinite(s.floatFields())})
+	p := plain(s)
+	return marshalFigures(&p, (*Summary)(&p).floatFields())
 }

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/gelo-research/geloattack/data/bpe/bpetest"
 )
 
 // writeTinyLM writes a SentencePiece-style tokenizer (<unk> <s> </s>, the 256 byte tokens, "▁"
@@ -16,34 +18,8 @@ import (
 // 2-block decoder over them; it returns the config's path.
 func writeTinyLM(t *testing.T, dir, steps string) string {
 	t.Helper()
-	vocab := map[string]int{"<unk>": 0, "<s>": 1, "</s>": 2, "▁": 259}
-	for b := 0; b < 256; b++ {
-		vocab[fmt.Sprintf("<0x%02X>", b)] = 3 + b
-	}
-	for c := 'a'; c <= 'z'; c++ {
-		vocab[string(c)] = 260 + int(c-'a')
-	}
-	special := func(id int, content string) map[string]any {
-		return map[string]any{"id": id, "content": content, "single_word": false, "lstrip": false,
-			"rstrip": false, "normalized": false, "special": true}
-	}
-	tj := map[string]any{
-		"version": "1.0", "truncation": nil, "padding": nil,
-		"added_tokens": []any{special(0, "<unk>"), special(1, "<s>"), special(2, "</s>")},
-		"normalizer": map[string]any{"type": "Sequence", "normalizers": []any{
-			map[string]any{"type": "Prepend", "prepend": "▁"},
-			map[string]any{"type": "Replace", "pattern": map[string]any{"String": " "}, "content": "▁"},
-		}},
-		"pre_tokenizer": nil,
-		"post_processor": map[string]any{
-			"type":           "TemplateProcessing",
-			"single":         []any{map[string]any{"SpecialToken": map[string]any{"id": "<s>", "type_id": 0}}, map[string]any{"Sequence": map[string]any{"id": "A", "type_id": 0}}},
-			"special_tokens": map[string]any{"<s>": map[string]any{"id": "<s>", "ids": []any{1}, "tokens": []any{"<s>"}}},
-		},
-		"decoder": nil,
-		"model": map[string]any{"type": "BPE", "dropout": nil, "unk_token": "<unk>", "continuing_subword_prefix": nil,
-			"end_of_word_suffix": nil, "fuse_unk": true, "byte_fallback": true, "vocab": vocab, "merges": []any{}},
-	}
+	tj := bpetest.Letters()
+	tj["decoder"] = nil
 	b, err := json.Marshal(tj)
 	if err != nil {
 		t.Fatal(err)

@@ -11,53 +11,17 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"github.com/gelo-research/geloattack/data/bpe/bpetest"
 	"golang.org/x/text/unicode/norm"
 )
 
 // Tiny hand-made tokenizers whose ids can be worked out by hand.
 
-// spJSON is a SentencePiece-style tokenizer: <unk> <s> </s>, the 256 byte tokens (ids 3..258),
-// then ▁ a b c ab ▁a ▁ab bc (259..266) with merges a+b, ▁+a, ▁a+b, b+c in that rank order.
+// spJSON is a SentencePiece-style tokenizer (bpetest.SentencePiece): <unk> <s> </s>, the 256
+// byte tokens (ids 3..258), then ▁ a b c ab ▁a ▁ab bc (259..266) with merges a+b, ▁+a, ▁a+b, b+c
+// in that rank order.
 func spJSON() map[string]any {
-	vocab := map[string]any{"<unk>": 0, "<s>": 1, "</s>": 2}
-	for b := 0; b < 256; b++ {
-		vocab[fmt.Sprintf("<0x%02X>", b)] = 3 + b
-	}
-	for i, tok := range []string{"▁", "a", "b", "c", "ab", "▁a", "▁ab", "bc"} {
-		vocab[tok] = 259 + i
-	}
-	special := func(id int, content string) map[string]any {
-		return map[string]any{"id": id, "content": content, "single_word": false, "lstrip": false,
-			"rstrip": false, "normalized": false, "special": true}
-	}
-	return map[string]any{
-		"version":      "1.0",
-		"truncation":   nil,
-		"padding":      nil,
-		"added_tokens": []any{special(0, "<unk>"), special(1, "<s>"), special(2, "</s>")},
-		"normalizer": map[string]any{"type": "Sequence", "normalizers": []any{
-			map[string]any{"type": "Prepend", "prepend": "▁"},
-			map[string]any{"type": "Replace", "pattern": map[string]any{"String": " "}, "content": "▁"},
-		}},
-		"pre_tokenizer": nil,
-		"post_processor": map[string]any{
-			"type":           "TemplateProcessing",
-			"single":         []any{map[string]any{"SpecialToken": map[string]any{"id": "<s>", "type_id": 0}}, map[string]any{"Sequence": map[string]any{"id": "A", "type_id": 0}}},
-			"special_tokens": map[string]any{"<s>": map[string]any{"id": "<s>", "ids": []any{1}, "tokens": []any{"<s>"}}},
-		},
-		"decoder": map[string]any{"type": "Sequence", "decoders": []any{
-			map[string]any{"type": "Replace", "pattern": map[string]any{"String": "▁"}, "content": " "},
-			map[string]any{"type": "ByteFallback"},
-			map[string]any{"type": "Fuse"},
-			map[string]any{"type": "Strip", "content": " ", "start": 1, "stop": 0},
-		}},
-		"model": map[string]any{
-			"type": "BPE", "dropout": nil, "unk_token": "<unk>", "continuing_subword_prefix": nil,
-			"end_of_word_suffix": nil, "fuse_unk": true, "byte_fallback": true,
-			"vocab":  vocab,
-			"merges": []any{"a b", "▁ a", "▁a b", "b c"},
-		},
-	}
+	return bpetest.SentencePiece([]string{"▁", "a", "b", "c", "ab", "▁a", "▁ab", "bc"}, []string{"a b", "▁ a", "▁a b", "b c"})
 }
 
 // blJSON is a byte-level tokenizer: the 256 byte characters with id = byte value, then

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -351,18 +352,17 @@ func readNPZText(path, key string) (npzText, error) {
 	return t, nil
 }
 
-// appendFloats widens n values starting at element off of a <f2 or <f4 buffer to float32.
+// appendFloats widens n values starting at element off of a <f2 or <f4 buffer to float32 and
+// appends them to dst.
 func appendFloats(dst []float32, descr string, b []byte, off, n int) []float32 {
+	dst = slices.Grow(dst, n)
+	out := dst[len(dst) : len(dst)+n]
 	if descr == "<f2" {
-		for j := off; j < off+n; j++ {
-			dst = append(dst, numfmt.F16ToF32(binary.LittleEndian.Uint16(b[2*j:])))
-		}
-		return dst
+		numfmt.F16sFromLE(out, b[2*off:])
+	} else {
+		numfmt.F32sFromLE(out, b[4*off:])
 	}
-	for j := off; j < off+n; j++ {
-		dst = append(dst, math.Float32frombits(binary.LittleEndian.Uint32(b[4*j:])))
-	}
-	return dst
+	return dst[:len(dst)+n]
 }
 
 // intValues reads an integer or bool array as int64.

@@ -57,8 +57,8 @@ func Floor(rel string) (int, bool) {
 var Exceptions = map[[2]string]string{
 	// External test packages (package x_test) that check one floor against an oracle above it;
 	// no non-test code runs up a floor.
-	{"data/deployer", "models/hf"}:    "test only: writes random-init checkpoints for the PyTorch deployer to run",
-	{"data/deployer", "models/llama"}: "test only: compares the PyTorch deployer's rows with the decoder forward",
+	{"data/deployer", "models/hf"}:       "test only: writes random-init checkpoints for the PyTorch deployer to run",
+	{"data/deployer", "models/llama"}:    "test only: compares the PyTorch deployer's rows with the decoder forward",
 	{"data/deployer", "models/causallm"}: "test only: the decoder forward (models/causallm's Decoder) whose rows the PyTorch deployer's are compared with",
 }
 

@@ -159,8 +159,8 @@ func LoadModel(dir string, lib *blas.Library) (*Model, error) {
 	return m, nil
 }
 
-// newModel copies the weights out of a parsed safetensors file, checking every shape and refusing
-// weights that are not finite.
+// newModel copies the weights of Tensors(cfg) out of a parsed safetensors file, checking every
+// shape and refusing weights that are not finite.
 func newModel(cfg Config, st *safetensors.File, lib *blas.Library) (*Model, error) {
 	if lib == nil {
 		lib = blas.Default()
@@ -171,65 +171,23 @@ func newModel(cfg Config, st *safetensors.File, lib *blas.Library) (*Model, erro
 			prefix = "bert."
 		}
 	}
-	get := func(name string, shape ...int) ([]float32, error) {
-		t, ok := st.Tensor(prefix + name)
+	m := &Model{Cfg: cfg, lib: lib, layers: make([]layerWeights, cfg.NumLayers)}
+	for _, s := range Tensors(cfg) {
+		name := prefix + s.Name
+		t, ok := st.Tensor(name)
 		if !ok {
-			return nil, fmt.Errorf("tensor %q missing", prefix+name)
+			return nil, fmt.Errorf("tensor %q missing", name)
 		}
-		if !slices.Equal(t.Shape, shape) {
-			return nil, fmt.Errorf("tensor %q has shape %v, config.json implies %v", prefix+name, t.Shape, shape)
+		if !slices.Equal(t.Shape, s.Shape) {
+			return nil, fmt.Errorf("tensor %q has shape %v, config.json implies %v", name, t.Shape, s.Shape)
 		}
-		out := make([]float32, t.NumElements())
-		if err := t.Float32s(out); err != nil {
-			return nil, err
+		dst := m.weightOf(s)
+		if err := t.Float32s(dst); err != nil {
+			return nil, fmt.Errorf("tensor %q: %w", name, err)
 		}
-		if i := numfmt.FirstNonFinite(out); i >= 0 {
-			return nil, fmt.Errorf("tensor %q: element %d is %v", prefix+name, i, out[i])
+		if i := numfmt.FirstNonFinite(dst); i >= 0 {
+			return nil, fmt.Errorf("tensor %q: element %d is %v", name, i, dst[i])
 		}
-		return out, nil
-	}
-	h, ffn := cfg.HiddenSize, cfg.IntermediateSize
-	m := &Model{Cfg: cfg, lib: lib}
-	var err error
-	load := func(dst *[]float32, name string, shape ...int) {
-		if err != nil {
-			return
-		}
-		*dst, err = get(name, shape...)
-	}
-	load(&m.wordEmb, "embeddings.word_embeddings.weight", cfg.VocabSize, h)
-	load(&m.posEmb, "embeddings.position_embeddings.weight", cfg.MaxPositions, h)
-	load(&m.typeEmb, "embeddings.token_type_embeddings.weight", cfg.TypeVocabSize, h)
-	load(&m.embLNW, "embeddings.LayerNorm.weight", h)
-	load(&m.embLNB, "embeddings.LayerNorm.bias", h)
-	m.layers = make([]layerWeights, cfg.NumLayers)
-	for i := range m.layers {
-		l := &m.layers[i]
-		p := fmt.Sprintf("encoder.layer.%d.", i)
-		var q, k, v, qb, kb, vb []float32
-		load(&q, p+"attention.self.query.weight", h, h)
-		load(&k, p+"attention.self.key.weight", h, h)
-		load(&v, p+"attention.self.value.weight", h, h)
-		load(&qb, p+"attention.self.query.bias", h)
-		load(&kb, p+"attention.self.key.bias", h)
-		load(&vb, p+"attention.self.value.bias", h)
-		if err == nil {
-			l.qkvW = append(append(append(make([]float32, 0, 3*h*h), q...), k...), v...)
-			l.qkvB = append(append(append(make([]float32, 0, 3*h), qb...), kb...), vb...)
-		}
-		load(&l.outW, p+"attention.output.dense.weight", h, h)
-		load(&l.outB, p+"attention.output.dense.bias", h)
-		load(&l.ln1W, p+"attention.output.LayerNorm.weight", h)
-		load(&l.ln1B, p+"attention.output.LayerNorm.bias", h)
-		load(&l.ffnW1, p+"intermediate.dense.weight", ffn, h)
-		load(&l.ffnB1, p+"intermediate.dense.bias", ffn)
-		load(&l.ffnW2, p+"output.dense.weight", h, ffn)
-		load(&l.ffnB2, p+"output.dense.bias", h)
-		load(&l.ln2W, p+"output.LayerNorm.weight", h)
-		load(&l.ln2B, p+"output.LayerNorm.bias", h)
-	}
-	if err != nil {
-		return nil, err
 	}
 	return m, nil
 }

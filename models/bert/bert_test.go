@@ -1,39 +1,21 @@
-package bert
+package bert_test
 
 import (
 	"context"
+	"maps"
 	"math"
-	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
-	"github.com/gelo-research/geloattack/data/corpus"
 	"github.com/gelo-research/geloattack/data/wordpiece"
+	"github.com/gelo-research/geloattack/internal/safetensors"
+	"github.com/gelo-research/geloattack/models/bert"
+	"github.com/gelo-research/geloattack/models/bert/berttest"
 )
 
-// loadMiniLM loads the cached all-MiniLM-L6-v2 model and tokenizer, or skips the test.
-func loadMiniLM(t testing.TB) (*Model, *wordpiece.Tokenizer) {
-	t.Helper()
-	dir, err := corpus.DefaultModelDir()
-	if err != nil {
-		t.Skipf("no model cache: %v", err)
-	}
-	if _, err := os.Stat(filepath.Join(dir, "config.json")); err != nil {
-		t.Skipf("model not downloaded (%v); run scripts/fetch-data.sh model", err)
-	}
-	m, err := LoadModel(dir, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tok, err := wordpiece.Load(filepath.Join(dir, "tokenizer.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m, tok
-}
-
 // embedTexts returns the sentence embeddings of texts, (len(texts), h).
-func embedTexts(t testing.TB, m *Model, tok *wordpiece.Tokenizer, texts []string) []float32 {
+func embedTexts(t testing.TB, m *bert.Model, tok *wordpiece.Tokenizer, texts []string) []float32 {
 	t.Helper()
 	seqs := make([][]int32, len(texts))
 	total := 0
@@ -52,14 +34,6 @@ func embedTexts(t testing.TB, m *Model, tok *wordpiece.Tokenizer, texts []string
 	return pooled
 }
 
-func dot(a, b []float32) float64 {
-	var s float64
-	for i := range a {
-		s += float64(a[i]) * float64(b[i])
-	}
-	return s
-}
-
 // TestMiniLMPublishedSimilarities reproduces the cosine similarities that the sentence-transformers
 // documentation prints for all-MiniLM-L6-v2:
 //   - https://sbert.net/docs/sentence_transformer/usage/usage.html (quickstart: weather/sunny/stadium)
@@ -68,18 +42,18 @@ func dot(a, b []float32) float64 {
 // The published values have 4 decimals; the weights here are the fp16 copy of the model, so the
 // test asks for agreement to 3 decimals (|diff| < 5e-4).
 func TestMiniLMPublishedSimilarities(t *testing.T) {
-	m, tok := loadMiniLM(t)
+	m, tok, _ := berttest.MiniLM(t)
 	h := m.Hidden()
 	check := func(a, b []string, want [][]float64) {
 		t.Helper()
 		ea := embedTexts(t, m, tok, a)
 		eb := embedTexts(t, m, tok, b)
 		for i := range a {
-			if n := dot(ea[i*h:(i+1)*h], ea[i*h:(i+1)*h]); math.Abs(n-1) > 1e-5 {
+			if n := berttest.Dot(ea[i*h:(i+1)*h], ea[i*h:(i+1)*h]); math.Abs(n-1) > 1e-5 {
 				t.Errorf("|emb(%q)|^2 = %v, want 1", a[i], n)
 			}
 			for j := range b {
-				got := dot(ea[i*h:(i+1)*h], eb[j*h:(j+1)*h])
+				got := berttest.Dot(ea[i*h:(i+1)*h], eb[j*h:(j+1)*h])
 				t.Logf("cos(%q, %q) = %.4f (published %.4f)", a[i], b[j], got, want[i][j])
 				if math.Abs(got-want[i][j]) >= 5e-4 {
 					t.Errorf("cos(%q, %q) = %.5f, published %.4f", a[i], b[j], got, want[i][j])
@@ -101,4 +75,33 @@ func TestMiniLMPublishedSimilarities(t *testing.T) {
 			{0.2838, -0.0029, 0.1310},
 			{0.2277, -0.0136, -0.0327},
 		})
+}
+
+// TestTensorsNameTheCheckpoint: bert.Tensors of the MiniLM's config.json names every tensor of
+// its published checkpoint, with the file's shapes, but the three the forward pass never reads.
+func TestTensorsNameTheCheckpoint(t *testing.T) {
+	m, _, dir := berttest.MiniLM(t)
+	hdr, err := safetensors.ReadHeader(filepath.Join(dir, "model.fp16.safetensors"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	inFile := map[string][]int{}
+	for _, info := range hdr.Tensors {
+		inFile[info.Name] = info.Shape
+	}
+	specs := bert.Tensors(m.Cfg)
+	if want := 5 + 16*m.Cfg.NumLayers; len(specs) != want {
+		t.Errorf("%d tensors listed, want 5 embedding tensors and 16 a block: %d", len(specs), want)
+	}
+	for _, s := range specs {
+		shape, ok := inFile[s.Name]
+		if !ok || !slices.Equal(shape, s.Shape) {
+			t.Errorf("%s %v: the checkpoint has %v (present: %v)", s.Name, s.Shape, shape, ok)
+		}
+		delete(inFile, s.Name)
+	}
+	unread := slices.Sorted(maps.Keys(inFile))
+	if want := []string{"embeddings.position_ids", "pooler.dense.bias", "pooler.dense.weight"}; !slices.Equal(unread, want) {
+		t.Errorf("tensors of the checkpoint not listed: %v, want %v", unread, want)
+	}
 }

@@ -187,15 +187,7 @@ func (m *Model) block(ws *Workspace, l *layerWeights, n int) {
 	m.attention(ws)
 	// x1 = LN(att . outW^T + outB + x)
 	m.linear(ws, ws.att, h, l.outW, nil, h, ws.tmp, n)
-	parallel(ws.workers, n, func(lo, hi int) {
-		for r := lo; r < hi; r++ {
-			row, res, dst := ws.tmp[r*h:(r+1)*h], ws.x[r*h:(r+1)*h], ws.x1[r*h:(r+1)*h]
-			for j := range dst {
-				dst[j] = row[j] + l.outB[j] + res[j]
-			}
-			layerNorm(dst, l.ln1W, l.ln1B, eps)
-		}
-	})
+	addNorm(ws, n, h, ws.tmp, l.outB, ws.x, ws.x1, l.ln1W, l.ln1B, eps)
 	m.feedForward(ws, l, n)
 }
 
@@ -216,13 +208,25 @@ func (m *Model) feedForward(ws *Workspace, l *layerWeights, n int) {
 	})
 	// x = LN(ffn . W2^T + b2 + x1)
 	m.linear(ws, ws.ffn, f, l.ffnW2, nil, h, ws.tmp, n)
+	addNorm(ws, n, h, ws.tmp, l.ffnB2, ws.x1, ws.x, l.ln2W, l.ln2B, eps)
+}
+
+// addNorm sets dst = LayerNorm(src + bias + res) row by row over the workers, all (n, h) but the
+// bias (h); a nil bias adds none (a hook's projection adds its own).
+func addNorm(ws *Workspace, n, h int, src, bias, res, dst, w, b []float32, eps float32) {
 	parallel(ws.workers, n, func(lo, hi int) {
 		for r := lo; r < hi; r++ {
-			row, res, dst := ws.tmp[r*h:(r+1)*h], ws.x1[r*h:(r+1)*h], ws.x[r*h:(r+1)*h]
-			for j := range dst {
-				dst[j] = row[j] + l.ffnB2[j] + res[j]
+			row, rs, d := src[r*h:(r+1)*h], res[r*h:(r+1)*h], dst[r*h:(r+1)*h]
+			if bias == nil {
+				for j := range d {
+					d[j] = row[j] + rs[j]
+				}
+			} else {
+				for j := range d {
+					d[j] = row[j] + bias[j] + rs[j]
+				}
 			}
-			layerNorm(dst, l.ln2W, l.ln2B, eps)
+			layerNorm(d, w, b, eps)
 		}
 	})
 }
@@ -252,15 +256,7 @@ func (m *Model) hookedBlock(ws *Workspace, layer, n int) error {
 	if err := ws.Hook.Linear(Projection{Layer: layer, Which: ProjOutput}, offs, ws.att[:n*h], h, l.outW, l.outB, h, ws.tmp[:n*h]); err != nil {
 		return fmt.Errorf("%s projection: %w", ProjOutput, err)
 	}
-	parallel(ws.workers, n, func(lo, hi int) {
-		for r := lo; r < hi; r++ {
-			row, res, dst := ws.tmp[r*h:(r+1)*h], ws.x[r*h:(r+1)*h], ws.x1[r*h:(r+1)*h]
-			for j := range dst {
-				dst[j] = row[j] + res[j]
-			}
-			layerNorm(dst, l.ln1W, l.ln1B, eps)
-		}
-	})
+	addNorm(ws, n, h, ws.tmp, nil, ws.x, ws.x1, l.ln1W, l.ln1B, eps)
 	m.feedForward(ws, l, n)
 	return nil
 }

@@ -1,132 +1,43 @@
-package bert
+package bert_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"maps"
 	"math"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 
 	"github.com/gelo-research/geloattack/engine/blas"
 	"github.com/gelo-research/geloattack/internal/safetensors"
+	"github.com/gelo-research/geloattack/models/bert"
+	"github.com/gelo-research/geloattack/models/bert/berttest"
 )
 
-// tinyConfig is a small BERT for tests that need no download.
-var tinyConfig = Config{
-	ModelType: "bert", HiddenSize: 8, NumLayers: 2, NumHeads: 2, IntermediateSize: 12,
-	MaxPositions: 16, TypeVocabSize: 2, VocabSize: 20, LayerNormEps: 1e-12, HiddenAct: "gelu",
-}
+// tinyConfig is the small BERT of these tests.
+var tinyConfig = berttest.Tiny()
 
-// tinyWeights draws every tensor of a BERT with cfg's shapes. Values are n/1024 with |n| <= 256, and
-// LayerNorm weights 1 + n/128 with |n| <= 32: all need at most 8 significant bits, so they are exact
-// in float16 and bfloat16 and all three file encodings hold the same model.
-func tinyWeights(cfg Config, seed uint64) map[string]struct {
-	shape []int
-	v     []float64
-} {
-	r := rand.New(rand.NewPCG(seed, 1))
-	out := map[string]struct {
-		shape []int
-		v     []float64
-	}{}
-	add := func(name string, shape ...int) {
-		n := 1
-		for _, s := range shape {
-			n *= s
-		}
-		v := make([]float64, n)
-		for i := range v {
-			v[i] = float64(r.IntN(513)-256) / 1024
-			if strings.HasSuffix(name, "LayerNorm.weight") {
-				v[i] = 1 + float64(r.IntN(65)-32)/128
-			}
-		}
-		out[name] = struct {
-			shape []int
-			v     []float64
-		}{shape, v}
-	}
-	h, f := cfg.HiddenSize, cfg.IntermediateSize
-	add("embeddings.word_embeddings.weight", cfg.VocabSize, h)
-	add("embeddings.position_embeddings.weight", cfg.MaxPositions, h)
-	add("embeddings.token_type_embeddings.weight", cfg.TypeVocabSize, h)
-	add("embeddings.LayerNorm.weight", h)
-	add("embeddings.LayerNorm.bias", h)
-	for i := 0; i < cfg.NumLayers; i++ {
-		p := fmt.Sprintf("encoder.layer.%d.", i)
-		for _, m := range []string{"query", "key", "value"} {
-			add(p+"attention.self."+m+".weight", h, h)
-			add(p+"attention.self."+m+".bias", h)
-		}
-		add(p+"attention.output.dense.weight", h, h)
-		add(p+"attention.output.dense.bias", h)
-		add(p+"attention.output.LayerNorm.weight", h)
-		add(p+"attention.output.LayerNorm.bias", h)
-		add(p+"intermediate.dense.weight", f, h)
-		add(p+"intermediate.dense.bias", f)
-		add(p+"output.dense.weight", h, f)
-		add(p+"output.dense.bias", h)
-		add(p+"output.LayerNorm.weight", h)
-		add(p+"output.LayerNorm.bias", h)
-	}
-	return out
-}
-
-// writeTinyModel writes config.json and model.safetensors (in dtype) into a new directory.
-func writeTinyModel(t *testing.T, cfg Config, prefix string, dtype safetensors.DType, seed uint64) string {
+// writeTinyModel writes the tiny model of cfg's shapes drawn from seed (berttest.Exact: the same
+// model in every dtype) with tensor names after prefix, and returns its directory.
+func writeTinyModel(t *testing.T, cfg bert.Config, prefix string, dtype safetensors.DType, seed uint64) string {
 	t.Helper()
-	dir := t.TempDir()
-	js, err := json.Marshal(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "config.json"), js, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	// The values are exact in every dtype, so the writer's rounding leaves them as drawn.
-	weights := tinyWeights(cfg, seed)
-	names := slices.Sorted(maps.Keys(weights))
-	specs := make([]safetensors.Spec, len(names))
-	for i, name := range names {
-		specs[i] = safetensors.Spec{Name: prefix + name, DType: dtype, Shape: weights[name].shape}
-	}
-	var buf bytes.Buffer
-	sw, err := safetensors.NewWriter(&buf, map[string]string{"format": "pt"}, specs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, name := range names {
-		x := make([]float32, len(weights[name].v))
-		for i, v := range weights[name].v {
-			x[i] = float32(v)
-		}
-		if err := sw.WriteTensor(x); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := sw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	raw := buf.Bytes()
-	if err := os.WriteFile(filepath.Join(dir, "model.safetensors"), raw, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return dir
+	return berttest.Write(t, cfg, berttest.Exact(cfg, seed), prefix, dtype)
 }
 
 // refForward is a float64 textbook BERT on a PADDED batch with an attention mask: sequences are
 // padded with token 0 to the longest length and padded keys get a -1e30 score. It returns, per
 // sequence, the valid rows of every layer's output (index 0 = embeddings) and the pooled embedding.
-func refForward(cfg Config, seed uint64, seqs [][]int32) (layers [][][][]float64, pooled [][]float64) {
-	w := tinyWeights(cfg, seed)
-	g := func(name string) []float64 { return w[name].v }
+func refForward(cfg bert.Config, seed uint64, seqs [][]int32) (layers [][][][]float64, pooled [][]float64) {
+	w := berttest.Exact(cfg, seed)
+	g := func(name string) []float64 {
+		v := make([]float64, len(w[name]))
+		for i, x := range w[name] {
+			v[i] = float64(x)
+		}
+		return v
+	}
 	h, f, heads := cfg.HiddenSize, cfg.IntermediateSize, cfg.NumHeads
 	dh := h / heads
 	T := 0
@@ -261,7 +172,7 @@ func TestForwardMatchesPaddedMaskedReference(t *testing.T) {
 		for _, prefix := range []string{"", "bert."} {
 			dir := writeTinyModel(t, tinyConfig, prefix, dt, seed)
 			for _, lib := range []*blas.Library{blas.Gonum(), blas.Default()} {
-				m, err := LoadModel(dir, lib)
+				m, err := bert.LoadModel(dir, lib)
 				if err != nil {
 					t.Fatalf("%s %q: %v", dt, prefix, err)
 				}
@@ -301,7 +212,7 @@ func TestForwardMatchesPaddedMaskedReference(t *testing.T) {
 }
 
 func TestForwardRejectsBadInput(t *testing.T) {
-	m, err := LoadModel(writeTinyModel(t, tinyConfig, "", safetensors.F32, 1), blas.Gonum())
+	m, err := bert.LoadModel(writeTinyModel(t, tinyConfig, "", safetensors.F32, 1), blas.Gonum())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -341,12 +252,12 @@ func TestForwardRejectsBadInput(t *testing.T) {
 }
 
 func TestLoadModelRejects(t *testing.T) {
-	bad := map[string]func(c *Config){
-		"tanh gelu":        func(c *Config) { c.HiddenAct = "gelu_new" },
-		"roberta":          func(c *Config) { c.ModelType = "roberta" },
-		"heads not divide": func(c *Config) { c.NumHeads = 3 },
-		"relative pos":     func(c *Config) { c.PositionEmbeddingType = "relative_key" },
-		"zero eps":         func(c *Config) { c.LayerNormEps = 0 },
+	bad := map[string]func(c *bert.Config){
+		"tanh gelu":        func(c *bert.Config) { c.HiddenAct = "gelu_new" },
+		"roberta":          func(c *bert.Config) { c.ModelType = "roberta" },
+		"heads not divide": func(c *bert.Config) { c.NumHeads = 3 },
+		"relative pos":     func(c *bert.Config) { c.PositionEmbeddingType = "relative_key" },
+		"zero eps":         func(c *bert.Config) { c.LayerNormEps = 0 },
 	}
 	for name, mut := range bad {
 		cfg := tinyConfig
@@ -356,7 +267,7 @@ func TestLoadModelRejects(t *testing.T) {
 		if err := os.WriteFile(filepath.Join(dir, "config.json"), js, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := LoadModel(dir, blas.Gonum()); err == nil {
+		if _, err := bert.LoadModel(dir, blas.Gonum()); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
 	}
@@ -368,18 +279,10 @@ func TestLoadModelRejects(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "config.json"), js, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := LoadModel(dir, blas.Gonum()); err == nil || !strings.Contains(err.Error(), "intermediate.dense.weight") {
+	if _, err := bert.LoadModel(dir, blas.Gonum()); err == nil || !strings.Contains(err.Error(), "intermediate.dense.weight") {
 		t.Errorf("shape mismatch: got %v, want an error naming intermediate.dense.weight", err)
 	}
-	if _, err := LoadModel(t.TempDir(), blas.Gonum()); err == nil {
+	if _, err := bert.LoadModel(t.TempDir(), blas.Gonum()); err == nil {
 		t.Error("empty directory accepted")
 	}
-}
-
-func maxDiff(a, b []float32) float64 {
-	var d float64
-	for i := range min(len(a), len(b)) {
-		d = math.Max(d, math.Abs(float64(a[i])-float64(b[i])))
-	}
-	return d
 }

@@ -1,4 +1,4 @@
-package bert
+package bert_test
 
 import (
 	"encoding/json"
@@ -8,6 +8,7 @@ import (
 
 	"github.com/gelo-research/geloattack/engine/blas"
 	"github.com/gelo-research/geloattack/internal/safetensors"
+	"github.com/gelo-research/geloattack/models/bert"
 )
 
 // FuzzLoadWeights feeds arbitrary bytes as the weights file of the tiny configuration: loading
@@ -29,7 +30,7 @@ func FuzzLoadWeights(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if _, err := newModel(tinyConfig, st, blas.Gonum()); err == nil {
+		if _, err := bert.NewModelFromFile(tinyConfig, st, blas.Gonum()); err == nil {
 			t.Fatalf("random bytes accepted as a complete model")
 		}
 	})

@@ -1,4 +1,4 @@
-package bert
+package bert_test
 
 import (
 	"context"
@@ -8,20 +8,22 @@ import (
 
 	"github.com/gelo-research/geloattack/engine/blas"
 	"github.com/gelo-research/geloattack/internal/safetensors"
+	"github.com/gelo-research/geloattack/models/bert"
+	"github.com/gelo-research/geloattack/models/bert/berttest"
 )
 
 // exactHook computes every projection as the forward pass would (one GEMM, then the bias) and
 // records what it was asked.
 type exactHook struct {
 	layers []int // blocks to hook
-	calls  []Projection
+	calls  []bert.Projection
 	offs   [][]int
-	failOn Projection // Linear fails on this projection; the zero value never
+	failOn bert.Projection // Linear fails on this projection; the zero value never
 }
 
 func (e *exactHook) Hooked(layer int) bool { return slices.Contains(e.layers, layer) }
 
-func (e *exactHook) Linear(p Projection, offs []int, x []float32, in int, w, b []float32, out int, dst []float32) error {
+func (e *exactHook) Linear(p bert.Projection, offs []int, x []float32, in int, w, b []float32, out int, dst []float32) error {
 	if p == e.failOn {
 		return errors.New("device lost")
 	}
@@ -41,11 +43,11 @@ func (e *exactHook) Linear(p Projection, offs []int, x []float32, in int, w, b [
 // scaleHook perturbs the value projection of its layer, so that a hook demonstrably takes effect.
 type scaleHook struct{ exactHook }
 
-func (s *scaleHook) Linear(p Projection, offs []int, x []float32, in int, w, b []float32, out int, dst []float32) error {
+func (s *scaleHook) Linear(p bert.Projection, offs []int, x []float32, in int, w, b []float32, out int, dst []float32) error {
 	if err := s.exactHook.Linear(p, offs, x, in, w, b, out, dst); err != nil {
 		return err
 	}
-	if p.Which == ProjValue {
+	if p.Which == bert.ProjValue {
 		for i := range dst[:offs[len(offs)-1]*out] {
 			dst[i] *= 1.5
 		}
@@ -54,7 +56,7 @@ func (s *scaleHook) Linear(p Projection, offs []int, x []float32, in int, w, b [
 }
 
 func TestLinearHook(t *testing.T) {
-	m, err := LoadModel(writeTinyModel(t, tinyConfig, "", safetensors.F32, 5), blas.Default())
+	m, err := bert.LoadModel(writeTinyModel(t, tinyConfig, "", safetensors.F32, 5), blas.Default())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +64,7 @@ func TestLinearHook(t *testing.T) {
 	seqs := [][]int32{{2, 5, 6, 3}, {2, 7, 3}, {2, 8, 9, 10, 11, 3}}
 	n := 13
 	ctx := context.Background()
-	run := func(hook LinearHook) ([]float32, []float32, error) {
+	run := func(hook bert.LinearHook) ([]float32, []float32, error) {
 		ws, err := m.NewWorkspace(16, 8, 2)
 		if err != nil {
 			t.Fatal(err)
@@ -91,16 +93,16 @@ func TestLinearHook(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d := maxDiff(gotH, plainH); d > 1e-5 {
+	if d := berttest.MaxDiff(gotH, plainH); d > 1e-5 {
 		t.Errorf("exact hook: hidden states differ by %g", d)
 	}
-	if d := maxDiff(gotP, plainP); d > 1e-5 {
+	if d := berttest.MaxDiff(gotP, plainP); d > 1e-5 {
 		t.Errorf("exact hook: embeddings differ by %g", d)
 	}
-	var want []Projection
+	var want []bert.Projection
 	for _, l := range []int{1, 2} {
-		for _, w := range []string{ProjQuery, ProjKey, ProjValue, ProjOutput} {
-			want = append(want, Projection{Layer: l, Which: w})
+		for _, w := range []string{bert.ProjQuery, bert.ProjKey, bert.ProjValue, bert.ProjOutput} {
+			want = append(want, bert.Projection{Layer: l, Which: w})
 		}
 	}
 	if !slices.Equal(all.calls, want) {
@@ -122,12 +124,12 @@ func TestLinearHook(t *testing.T) {
 	if len(sc.calls) != 4 || sc.calls[0].Layer != 2 {
 		t.Errorf("block-2 hook calls %v", sc.calls)
 	}
-	if d := maxDiff(gotH, plainH); d < 1e-3 {
+	if d := berttest.MaxDiff(gotH, plainH); d < 1e-3 {
 		t.Errorf("scaling V of block 2 changed the output by only %g", d)
 	}
 
 	// A failing hook stops the pass with its error, naming the layer and projection.
-	_, _, err = run(&exactHook{layers: []int{1, 2}, failOn: Projection{Layer: 2, Which: ProjOutput}})
+	_, _, err = run(&exactHook{layers: []int{1, 2}, failOn: bert.Projection{Layer: 2, Which: bert.ProjOutput}})
 	if err == nil || err.Error() != "forward: layer 2: o projection: device lost" {
 		t.Errorf("failing hook: err %v", err)
 	}

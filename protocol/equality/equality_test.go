@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/gelo-research/geloattack/data/corpus"
+	"github.com/gelo-research/geloattack/models/bert/berttest"
 )
 
 func TestConfigValidate(t *testing.T) {
@@ -215,7 +216,7 @@ func TestEvaluateRejects(t *testing.T) {
 // equal to round-off (sentence-embedding cosine > 0.99999, final hidden max-abs error small next
 // to the row norm), and in bf16 the error at kappa 1000 exceeds the one at kappa 10.
 func TestMiniLMRealText(t *testing.T) {
-	m, tok, _ := miniLM(t)
+	m, tok, _ := berttest.MiniLM(t)
 	texts := []string{
 		"The quick brown fox jumps over the lazy dog.",
 		"A fast auburn fox leaped over a sleepy hound in the afternoon sun.",
@@ -247,7 +248,7 @@ func TestMiniLMRealText(t *testing.T) {
 // TestRunSmallCorpus runs the whole command path (model, tokenizer and corpus from the cache) on
 // a handful of texts.
 func TestRunSmallCorpus(t *testing.T) {
-	_, _, dir := miniLM(t)
+	_, _, dir := berttest.MiniLM(t)
 	corpusDir, err := corpus.DefaultCorpusDir()
 	if err == nil {
 		_, err = os.Stat(filepath.Join(corpusDir, "SOURCES.txt"))
