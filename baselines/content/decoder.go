@@ -9,6 +9,7 @@ import (
 
 	"github.com/gelo-research/geloattack/data/corpus"
 	"github.com/gelo-research/geloattack/data/store"
+	"github.com/gelo-research/geloattack/engine"
 	"github.com/gelo-research/geloattack/extraction"
 	"github.com/gelo-research/geloattack/models/causallm"
 	"github.com/gelo-research/geloattack/models/llama"
@@ -31,8 +32,10 @@ var DecoderPoints = map[string]llama.Point{llama.Residual.String(): llama.Residu
 // (`geloattack store extract -model DIR` on a decoder directory) and returns the embedder that
 // does. It refuses an encoder store, a width, architecture, point or layer other than the
 // model's, and a tokenizer other than the one meta.json records (by hash). Verify then compares
-// re-computed rows with stored ones, which catches other weights of the same shape.
-func NewDecoderEmbedder(m *llama.Model, tok extraction.Tokenizer, meta store.Meta) (*Embedder, error) {
+// re-computed rows with stored ones, which catches other weights of the same shape. The forward
+// passes run on be (a GPU's, say), or on a CPU backend of their own when be is nil; be stays the
+// caller's to close.
+func NewDecoderEmbedder(be engine.Backend, m *llama.Model, tok extraction.Tokenizer, meta store.Meta) (*Embedder, error) {
 	dm := meta.Decoder
 	if dm == nil {
 		return nil, fmt.Errorf("content: store meta.json records no decoder extraction (an encoder store, or an import without it): attack it with its encoder, or extract a store with `store extract -model` on the decoder")
@@ -69,11 +72,16 @@ func NewDecoderEmbedder(m *llama.Model, tok extraction.Tokenizer, meta store.Met
 	if maxTok == 0 || maxTok > c.MaxLen() {
 		maxTok = min(512, c.MaxLen()) // store extract's default when -max-tokens is left out
 	}
-	dc, err := causallm.NewCPUDecoder(m)
+	var dc *causallm.Decoder
+	if be == nil {
+		dc, err = causallm.NewCPUDecoder(m)
+	} else {
+		dc, err = causallm.NewDecoder(be, m)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("content: %w", err)
 	}
-	dec := &decoder{m: m, dc: dc, tok: tok, opt: extraction.DecoderOptions{Layer: meta.Layer, Point: p, MaxTokens: maxTok, DropBOS: drop, Norm: meta.Norm}}
+	dec := &decoder{m: m, dc: dc, tok: tok, opt: extraction.DecoderOptions{Layer: meta.Layer, Point: p, MaxTokens: maxTok, DropBOS: drop, Norm: meta.Norm, Backend: be}}
 	return &Embedder{fwd: dec, d: c.Hidden, layer: meta.Layer, fp16: meta.DType == store.Float16}, nil
 }
 
