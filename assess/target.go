@@ -12,6 +12,7 @@ import (
 	"github.com/gelo-research/geloattack/engine"
 	"github.com/gelo-research/geloattack/engine/blas"
 	"github.com/gelo-research/geloattack/internal/safefile"
+	"github.com/gelo-research/geloattack/models/causallm"
 	"github.com/gelo-research/geloattack/models/hf"
 	"github.com/gelo-research/geloattack/models/llama"
 )
@@ -44,9 +45,9 @@ type Target struct {
 	// weights under it (the learned attack embeds candidate texts with them).
 	Model decode.Model
 	LM    *llama.Model
-	// Backend is the device the decoder's forward passes run on (content recovery's embedders
-	// use it too); nil: each decoder on a CPU backend of its own.
-	Backend engine.Backend
+	// Decoder is Model's forward (the weights placed on its backend once), which content
+	// recovery's embedders share.
+	Decoder *causallm.Decoder
 	// Tok is its tokenizer and TokHash the tokenizer's hash (as stores record it).
 	Tok     Tokenizer
 	TokHash string
@@ -99,7 +100,7 @@ func OpenModel(d Deployment, files *safefile.Files, be engine.Backend) (*Target,
 	if err != nil {
 		return nil, err
 	}
-	return &Target{Model: lm, LM: m, Backend: be, Tok: tok, TokHash: tok.Hash(), Name: hf.ModelName(files, d.Model), Architecture: cfg.Architecture,
+	return &Target{Model: lm, LM: m, Decoder: lm.Decoder(), Tok: tok, TokHash: tok.Hash(), Name: hf.ModelName(files, d.Model), Architecture: cfg.Architecture,
 		D: cfg.Hidden, P: (cfg.Heads + 2*cfg.KVHeads) * cfg.HeadDim, Blocks: cfg.Layers}, nil
 }
 

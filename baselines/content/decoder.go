@@ -9,7 +9,6 @@ import (
 
 	"github.com/gelo-research/geloattack/data/corpus"
 	"github.com/gelo-research/geloattack/data/store"
-	"github.com/gelo-research/geloattack/engine"
 	"github.com/gelo-research/geloattack/extraction"
 	"github.com/gelo-research/geloattack/models/causallm"
 	"github.com/gelo-research/geloattack/models/llama"
@@ -33,9 +32,10 @@ var DecoderPoints = map[string]llama.Point{llama.Residual.String(): llama.Residu
 // does. It refuses an encoder store, a width, architecture, point or layer other than the
 // model's, and a tokenizer other than the one meta.json records (by hash). Verify then compares
 // re-computed rows with stored ones, which catches other weights of the same shape. The forward
-// passes run on be (a GPU's, say), or on a CPU backend of their own when be is nil; be stays the
-// caller's to close.
-func NewDecoderEmbedder(be engine.Backend, m *llama.Model, tok extraction.Tokenizer, meta store.Meta) (*Embedder, error) {
+// passes run on dc, a decoder of m's weights on the caller's backend (a GPU's, say: embedders of
+// several blocks share it, so the weights are placed once), or on a CPU decoder of their own when
+// dc is nil.
+func NewDecoderEmbedder(m *llama.Model, dc *causallm.Decoder, tok extraction.Tokenizer, meta store.Meta) (*Embedder, error) {
 	dm := meta.Decoder
 	if dm == nil {
 		return nil, fmt.Errorf("content: store meta.json records no decoder extraction (an encoder store, or an import without it): attack it with its encoder, or extract a store with `store extract -model` on the decoder")
@@ -72,16 +72,14 @@ func NewDecoderEmbedder(be engine.Backend, m *llama.Model, tok extraction.Tokeni
 	if maxTok == 0 || maxTok > c.MaxLen() {
 		maxTok = min(512, c.MaxLen()) // store extract's default when -max-tokens is left out
 	}
-	var dc *causallm.Decoder
-	if be == nil {
-		dc, err = causallm.NewCPUDecoder(m)
-	} else {
-		dc, err = causallm.NewDecoder(be, m)
+	if dc == nil {
+		if dc, err = causallm.NewCPUDecoder(m); err != nil {
+			return nil, fmt.Errorf("content: %w", err)
+		}
+	} else if dc.Weights() != m {
+		return nil, fmt.Errorf("content: the decoder given computes other weights than the model's")
 	}
-	if err != nil {
-		return nil, fmt.Errorf("content: %w", err)
-	}
-	dec := &decoder{m: m, dc: dc, tok: tok, opt: extraction.DecoderOptions{Layer: meta.Layer, Point: p, MaxTokens: maxTok, DropBOS: drop, Norm: meta.Norm, Backend: be}}
+	dec := &decoder{m: m, dc: dc, tok: tok, opt: extraction.DecoderOptions{Layer: meta.Layer, Point: p, MaxTokens: maxTok, DropBOS: drop, Norm: meta.Norm, Decoder: dc}}
 	return &Embedder{fwd: dec, d: c.Hidden, layer: meta.Layer, fp16: meta.DType == store.Float16}, nil
 }
 

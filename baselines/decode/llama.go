@@ -48,6 +48,10 @@ func NewLlama(be engine.Backend, m *llama.Model, maxLen int) (*Llama, error) {
 // the caller's.
 func (l *Llama) Close() error { return l.dc.Close() }
 
+// Decoder is the forward the wrapper runs: its weights placed on its backend once, for other
+// users of the same weights on that device (content recovery's embedders in assess).
+func (l *Llama) Decoder() *causallm.Decoder { return l.dc }
+
 // D is the hidden width.
 func (l *Llama) D() int { return l.m.Cfg.Hidden }
 
