@@ -35,7 +35,8 @@ func TestRunDecoderGivenDecoder(t *testing.T) {
 	if _, err := RunDecoder(context.Background(), m, byteTokenizer{bos: true}, texts, opt, &own); err != nil {
 		t.Fatal(err)
 	}
-	be, err := cpu.New(cpu.Config{Workers: 2})
+	be, err := cpu.New(cpu.Config{}) // GOMAXPROCS workers, as the run's own decoder
+
 	if err != nil {
 		t.Fatal(err)
 	}
