@@ -91,7 +91,7 @@ func (s *secretSets) embedder(l int) (*content.Embedder, error) {
 	meta := store.Meta{D: t.D, E: t.D, Layer: l, DType: store.Float32, Norm: store.NormRaw, SpecialTokens: store.SpecialKept,
 		MaxTokens: s.d.Batch.TokensPerText, Model: t.Name,
 		Decoder: &store.DecoderMeta{Architecture: t.Architecture, Point: llama.AttnInput.String(), BOS: store.SpecialKept, TokenizerHash: t.TokHash}}
-	e, err := content.NewDecoderEmbedder(t.LM, t.Tok, meta)
+	e, err := content.NewDecoderEmbedder(t.LM, t.Decoder, t.Tok, meta)
 	if err != nil {
 		return nil, fmt.Errorf("block %d: %w", l, err)
 	}

@@ -24,7 +24,7 @@ import (
 // attn-input rows of block, raw, texts cut to the deployment's tokens per text.
 func extractStore(t *testing.T, d Deployment, block int) string {
 	t.Helper()
-	tg, err := OpenModel(d, nil)
+	tg, err := OpenModel(d, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +122,7 @@ func TestLearnedAttack(t *testing.T) {
 	}
 
 	// The embedding assess computes is the store's (same definition, another batch packing).
-	tg, err := OpenModel(d, nil)
+	tg, err := OpenModel(d, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

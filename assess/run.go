@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/gelo-research/geloattack/data/corpus"
+	"github.com/gelo-research/geloattack/engine"
 	"github.com/gelo-research/geloattack/internal/runlock"
 	"github.com/gelo-research/geloattack/internal/safefile"
 	"github.com/gelo-research/geloattack/internal/shard"
@@ -49,6 +50,13 @@ type Options struct {
 	// AfterBatch, when set, is called after each batch's rows are appended, with the batches
 	// done and the total of the shard (tests cancel a run there).
 	AfterBatch func(done, total int)
+	// Backend is the device the attacker's decoder runs on (cmd/geloattack opens it from -device:
+	// fp32 GEMMs, the decoder's kernels checked); nil: the CPU. Run does not close it. It is not
+	// part of the deployment (deployment.yaml): the device changes the attacker's rows by fp32
+	// rounding only, which the claims' recomputation bound allows, so a resume or a shard on
+	// another device continues the same assessment (byte-equal to an uninterrupted run only on
+	// the same device).
+	Backend engine.Backend
 	// DeployerRows, when set, is Env.DeployerRows: the rows a deployer whose forward differs
 	// from the attacker's mixed into U (tests play a bf16 deployer with it).
 	DeployerRows func(block int, textID int64, rows []float32) ([]float32, error)
@@ -158,10 +166,11 @@ func Run(ctx context.Context, d Deployment, opt Options) (*Outcome, error) {
 		return nil, err
 	}
 	defer lock.Release()
-	t, err := OpenModel(d, files)
+	t, err := OpenModel(d, files, opt.Backend)
 	if err != nil {
 		return nil, err
 	}
+	defer t.Close()
 	if d, err = d.Resolve(t.Blocks, t.D); err != nil {
 		return nil, fmt.Errorf("assess: deployment: %w", err)
 	}

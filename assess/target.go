@@ -9,8 +9,10 @@ import (
 	"github.com/gelo-research/geloattack/data"
 	"github.com/gelo-research/geloattack/data/bpe"
 	"github.com/gelo-research/geloattack/data/corpus"
+	"github.com/gelo-research/geloattack/engine"
 	"github.com/gelo-research/geloattack/engine/blas"
 	"github.com/gelo-research/geloattack/internal/safefile"
+	"github.com/gelo-research/geloattack/models/causallm"
 	"github.com/gelo-research/geloattack/models/hf"
 	"github.com/gelo-research/geloattack/models/llama"
 )
@@ -40,9 +42,12 @@ type Tokenizer interface {
 // runs the same ones), the tokenizer, the prompts and the filler texts.
 type Target struct {
 	// Model is the decoder as the attacks see it (decode.Llama over models/llama), LM the
-	// forward under it (the learned attack embeds candidate texts with it).
+	// weights under it (the learned attack embeds candidate texts with them).
 	Model decode.Model
 	LM    *llama.Model
+	// Decoder is Model's forward (the weights placed on its backend once), which content
+	// recovery's embedders share.
+	Decoder *causallm.Decoder
 	// Tok is its tokenizer and TokHash the tokenizer's hash (as stores record it).
 	Tok     Tokenizer
 	TokHash string
@@ -62,8 +67,9 @@ type Target struct {
 }
 
 // OpenModel loads the decoder directory of d (its config, weights and tokenizer.json) through
-// files, for texts of at most d.Batch.TokensPerText tokens.
-func OpenModel(d Deployment, files *safefile.Files) (*Target, error) {
+// files, for texts of at most d.Batch.TokensPerText tokens, computing on be (nil: a CPU backend
+// of the decoder's own). Close releases what it made; be stays the caller's.
+func OpenModel(d Deployment, files *safefile.Files, be engine.Backend) (*Target, error) {
 	if d.Model == "" {
 		return nil, fmt.Errorf("assess: model: required: a Hugging Face decoder directory (-model DIR)")
 	}
@@ -90,12 +96,20 @@ func OpenModel(d Deployment, files *safefile.Files) (*Target, error) {
 	// The attacker's context is one token longer than the prompts: a text's end is proven by
 	// refusing every extension by one more token (decode's claim rule), which a context of exactly
 	// the prompts' length would leave untried (open, never claimed).
-	lm, err := decode.NewLlama(m, d.Batch.TokensPerText+1)
+	lm, err := decode.NewLlama(be, m, d.Batch.TokensPerText+1)
 	if err != nil {
 		return nil, err
 	}
-	return &Target{Model: lm, LM: m, Tok: tok, TokHash: tok.Hash(), Name: hf.ModelName(files, d.Model), Architecture: cfg.Architecture,
+	return &Target{Model: lm, LM: m, Decoder: lm.Decoder(), Tok: tok, TokHash: tok.Hash(), Name: hf.ModelName(files, d.Model), Architecture: cfg.Architecture,
 		D: cfg.Hidden, P: (cfg.Heads + 2*cfg.KVHeads) * cfg.HeadDim, Blocks: cfg.Layers}, nil
+}
+
+// Close stops the decoder's own CPU backend, if it made one (a caller's Backend stays open).
+func (t *Target) Close() error {
+	if c, ok := t.Model.(interface{ Close() error }); ok {
+		return c.Close()
+	}
+	return nil
 }
 
 // LoadPrompts reads the prompts and fillers of a resolved deployment from its texts source:

@@ -68,6 +68,10 @@ type DecoderOptions struct {
 	// Backend runs the decoder (models/causallm.Decoder); nil: a CPU backend of GOMAXPROCS
 	// workers, whose results do not depend on that count.
 	Backend engine.Backend
+	// Decoder, when set, is the decoder of m to run (Backend is then unused) and stays the
+	// caller's: one that extracts again and again on a device places the weights once (a device
+	// holds a decoder's weights until its backend closes).
+	Decoder *causallm.Decoder
 }
 
 // openDecoder is the decoder of m on be, or on a CPU backend of its own when be is nil.
@@ -205,11 +209,15 @@ func RunDecoder(ctx context.Context, m *llama.Model, tok Tokenizer, texts []corp
 			progressbar.OptionOnCompletion(func() { fmt.Fprintln(opt.Progress) }),
 		)
 	}
-	dc, err := openDecoder(m, opt.Backend)
-	if err != nil {
-		return st, fmt.Errorf("extract: %w", err)
+	dc := opt.Decoder
+	if dc == nil {
+		if dc, err = openDecoder(m, opt.Backend); err != nil {
+			return st, fmt.Errorf("extract: %w", err)
+		}
+		defer dc.Close()
+	} else if dc.Weights() != m {
+		return st, fmt.Errorf("extract: the decoder given computes other weights than the model's")
 	}
-	defer dc.Close()
 	var offs []int                      // the first row of each text of the batch, then the row count
 	hidden := make([]float32, budget*d) // (tokens, d): the chosen rows of one batch
 	pooled := make([]float32, budget*d) // (texts, d)

@@ -5,11 +5,12 @@
 # tag leaves them out; see engine/cuda/README.md).
 #
 # Environment: NVCC (default nvcc), ARCH (default sm_90), NVCCFLAGS (extra flags), PTX_OUT (the
-# folder to write, default engine/cuda/ptx: scripts/gpu-lm-kernels.sh builds into a scratch folder).
+# folder to write, default engine/cuda/ptx), PTX_SRC (the .cu folder, default engine/cuda/kernels):
+# scripts/lib/fresh-ptx.sh builds into a scratch folder, in the GPU bundle from its copy of kernels/.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-src="$root/engine/cuda/kernels"
+src="${PTX_SRC:-$root/engine/cuda/kernels}"
 out="${PTX_OUT:-$root/engine/cuda/ptx}"
 nvcc="${NVCC:-nvcc}"
 arch="${ARCH:-sm_90}"

@@ -2,8 +2,9 @@
 # gpu-bundle.sh [OUTDIR]: builds everything a GPU machine without Go needs to check the whole GPU
 # path in one command (docs/gpu.md): the geloattack binary and the test binaries of every package
 # with GPU tests, for linux/amd64 with CGO_ENABLED=0, stripped and gzipped, the files those tests
-# read, the configs and the PyTorch twin, the CPU figures committed in README.md, and run.sh (from
-# scripts/gpu-bundle-run.sh). Default OUTDIR: gpu-bundle/ at the repository root (ignored by git).
+# read (the CUDA kernels' sources among them), the configs and the PyTorch twin, the CPU figures
+# committed in README.md, scripts/build-ptx.sh and scripts/lib/fresh-ptx.sh (run.sh compiles the
+# kernels there with nvcc and tests the fresh PTX), and run.sh (from scripts/gpu-bundle-run.sh). Default OUTDIR: gpu-bundle/ at the repository root (ignored by git).
 # Copy the folder to the GPU machine as it is and run OUTDIR/run.sh [REPORT_DIR] there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -74,6 +75,11 @@ mkdir -p "$out/src/bench"
 cp bench/torch_lm.py bench/torch_llama.py "$out/src/bench/"   # torch_lm.py imports torch_llama
 cp scripts/gpu-bundle-run.sh "$out/run.sh"
 chmod +x "$out/run.sh"
+# run.sh compiles engine/cuda/kernels/*.cu (src/engine/cuda/kernels) on the GPU machine, as
+# scripts/gpu-lm-kernels.sh does, with the same two scripts at the same relative paths.
+mkdir -p "$out/scripts/lib"
+cp scripts/build-ptx.sh "$out/scripts/"
+cp scripts/lib/fresh-ptx.sh "$out/scripts/lib/"
 
 # The CPU figures README.md commits, as "run<TAB>metric<TAB>val": the quickstart's final table
 # (section "What the quickstart does and prints") and the unmix quickstart's (section "GPU check").

@@ -4,7 +4,7 @@
 #   1. compiles every kernels/*.cu to PTX with scripts/build-ptx.sh into a scratch folder (nvcc from
 #      $NVCC, PATH, /usr/local/cuda*/bin or a pip nvidia-cuda-nvcc wheel);
 #   2. assembles what a commit of lm.ptx would embed: the committed engine/cuda/ptx/*.ptx plus the
-#      fresh lm.ptx;
+#      fresh lm.ptx (steps 1 and 2: scripts/lib/fresh-ptx.sh, which the GPU bundle runs too);
 #   3. runs scripts/gpu-lm-torch-check.py on the fresh lm.ptx when PyTorch with CUDA is there (each
 #      kernel against float64 PyTorch, no Go involved);
 #   4. runs the engine/cuda test binary with GELOATTACK_CUDA_PTX pointing there: every op's
@@ -34,45 +34,29 @@ chmod +x "$testbin"
 testbin=$(cd "$(dirname "$testbin")" && pwd)/$(basename "$testbin")
 [ -f "$bindir/MANIFEST" ] && sed 's/^/gpu-lm: binary /' "$bindir/MANIFEST" | tee -a "$log"
 
-nvcc=${NVCC:-}
-if [ -z "$nvcc" ]; then
-	nvcc=$(command -v nvcc 2>/dev/null || true)
-fi
-if [ -z "$nvcc" ]; then
-	for c in /usr/local/cuda/bin/nvcc /usr/local/cuda-*/bin/nvcc /opt/conda/bin/nvcc \
-		$(python3 -c 'import site,sys; print(" ".join(p + "/nvidia/cuda_nvcc/bin/nvcc" for p in site.getsitepackages() + [site.getusersitepackages()]))' 2>/dev/null); do
-		if [ -x "$c" ]; then nvcc=$c; break; fi
-	done
-fi
-if [ -z "$nvcc" ]; then
-	say "no nvcc found (PATH, /usr/local/cuda*/bin, /opt/conda/bin, pip nvidia-cuda-nvcc); set NVCC"
-	exit 2
-fi
-say "nvcc: $nvcc"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>&1 | sed 's/^/gpu-lm: gpu /' | tee -a "$log"
 
-fresh=$(mktemp -d)
-ship=$(mktemp -d)
-trap 'rm -rf "$fresh" "$ship"' EXIT
-if ! NVCC=$nvcc PTX_OUT=$fresh bash scripts/build-ptx.sh >>"$log" 2>&1; then
-	say "build-ptx.sh failed (log above)"
+# Steps 1 and 2 (scripts/lib/fresh-ptx.sh, shared with the GPU bundle's run.sh).
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+bash scripts/lib/fresh-ptx.sh engine/cuda/kernels engine/cuda/ptx "$work" 2>>"$log" | sed 's/^/gpu-lm: /' | tee -a "$log"
+case ${PIPESTATUS[0]} in
+0) ;;
+2)
+	say "set NVCC to the compiler's path"
+	exit 2
+	;;
+*)
+	say "compiling the PTX failed (log above)"
 	tail -n 40 "$log"
 	exit 1
-fi
+	;;
+esac
+fresh=$work/fresh
+ship=$work/ship
 mkdir -p "$out/fresh-ptx"
 cp "$fresh"/*.ptx "$out/fresh-ptx/"
 cp "$fresh/lm.ptx" "$out/lm.ptx"
-cp engine/cuda/ptx/*.ptx "$ship/"
-cp "$fresh/lm.ptx" "$ship/"
-for f in "$fresh"/*.ptx; do
-	b=$(basename "$f")
-	if [ -f "engine/cuda/ptx/$b" ]; then
-		if cmp -s "$f" "engine/cuda/ptx/$b"; then d=same; else d=differs; fi
-		say "fresh $b: $(grep -c '\.entry' "$f") kernels, $d from the committed one"
-	else
-		say "fresh $b: $(grep -c '\.entry' "$f") kernels (new)"
-	fi
-done
 
 # An oracle without Go: each lm.cu kernel launched on PyTorch tensors against float64 PyTorch.
 oracle=0

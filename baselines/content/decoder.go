@@ -31,8 +31,11 @@ var DecoderPoints = map[string]llama.Point{llama.Residual.String(): llama.Residu
 // (`geloattack store extract -model DIR` on a decoder directory) and returns the embedder that
 // does. It refuses an encoder store, a width, architecture, point or layer other than the
 // model's, and a tokenizer other than the one meta.json records (by hash). Verify then compares
-// re-computed rows with stored ones, which catches other weights of the same shape.
-func NewDecoderEmbedder(m *llama.Model, tok extraction.Tokenizer, meta store.Meta) (*Embedder, error) {
+// re-computed rows with stored ones, which catches other weights of the same shape. The forward
+// passes run on dc, a decoder of m's weights on the caller's backend (a GPU's, say: embedders of
+// several blocks share it, so the weights are placed once), or on a CPU decoder of their own when
+// dc is nil.
+func NewDecoderEmbedder(m *llama.Model, dc *causallm.Decoder, tok extraction.Tokenizer, meta store.Meta) (*Embedder, error) {
 	dm := meta.Decoder
 	if dm == nil {
 		return nil, fmt.Errorf("content: store meta.json records no decoder extraction (an encoder store, or an import without it): attack it with its encoder, or extract a store with `store extract -model` on the decoder")
@@ -69,11 +72,14 @@ func NewDecoderEmbedder(m *llama.Model, tok extraction.Tokenizer, meta store.Met
 	if maxTok == 0 || maxTok > c.MaxLen() {
 		maxTok = min(512, c.MaxLen()) // store extract's default when -max-tokens is left out
 	}
-	dc, err := causallm.NewCPUDecoder(m)
-	if err != nil {
-		return nil, fmt.Errorf("content: %w", err)
+	if dc == nil {
+		if dc, err = causallm.NewCPUDecoder(m); err != nil {
+			return nil, fmt.Errorf("content: %w", err)
+		}
+	} else if dc.Weights() != m {
+		return nil, fmt.Errorf("content: the decoder given computes other weights than the model's")
 	}
-	dec := &decoder{m: m, dc: dc, tok: tok, opt: extraction.DecoderOptions{Layer: meta.Layer, Point: p, MaxTokens: maxTok, DropBOS: drop, Norm: meta.Norm}}
+	dec := &decoder{m: m, dc: dc, tok: tok, opt: extraction.DecoderOptions{Layer: meta.Layer, Point: p, MaxTokens: maxTok, DropBOS: drop, Norm: meta.Norm, Decoder: dc}}
 	return &Embedder{fwd: dec, d: c.Hidden, layer: meta.Layer, fp16: meta.DType == store.Float16}, nil
 }
 

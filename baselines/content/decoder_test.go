@@ -49,7 +49,7 @@ func testDecoder(t *testing.T, meta store.Meta) *Embedder {
 	if err != nil {
 		t.Fatal(err)
 	}
-	emb, err := NewDecoderEmbedder(m, byteTok{}, meta)
+	emb, err := NewDecoderEmbedder(m, nil, byteTok{}, meta)
 	if err != nil {
 		t.Fatal(err)
 	}

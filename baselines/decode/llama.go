@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/gelo-research/geloattack/engine"
 	"github.com/gelo-research/geloattack/models/causallm"
 	"github.com/gelo-research/geloattack/models/llama"
 )
@@ -23,20 +24,33 @@ type Llama struct {
 // each weight matrix once for a whole bag (at d 4096, 256 rows of activations are ~60 MB).
 const extendBatch = 256
 
-// NewLlama wraps m for texts of at most maxLen tokens, computing on a CPU backend of its own.
-func NewLlama(m *llama.Model, maxLen int) (*Llama, error) {
+// NewLlama wraps m for texts of at most maxLen tokens, computing on be (the weights are placed
+// there once; see causallm.NewDecoder), or on a CPU backend of its own when be is nil. be stays
+// the caller's to close.
+func NewLlama(be engine.Backend, m *llama.Model, maxLen int) (*Llama, error) {
 	if maxLen < 1 || maxLen > m.Cfg.MaxLen() {
 		return nil, fmt.Errorf("decode: texts of %d tokens: want 1 .. %d (the model's longest sequence)", maxLen, m.Cfg.MaxLen())
 	}
-	dc, err := causallm.NewCPUDecoder(m)
+	var dc *causallm.Decoder
+	var err error
+	if be == nil {
+		dc, err = causallm.NewCPUDecoder(m)
+	} else {
+		dc, err = causallm.NewDecoder(be, m)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("decode: %w", err)
 	}
 	return &Llama{m: m, dc: dc, maxLen: maxLen, batch: max(maxLen, extendBatch)}, nil
 }
 
-// Close stops the decoder's backend; the weights stay the caller's.
+// Close stops the decoder's backend when NewLlama made it; the weights and a caller's backend stay
+// the caller's.
 func (l *Llama) Close() error { return l.dc.Close() }
+
+// Decoder is the forward the wrapper runs: its weights placed on its backend once, for other
+// users of the same weights on that device (content recovery's embedders in assess).
+func (l *Llama) Decoder() *causallm.Decoder { return l.dc }
 
 // D is the hidden width.
 func (l *Llama) D() int { return l.m.Cfg.Hidden }

@@ -19,7 +19,7 @@ func tinyLlama(t *testing.T) *Llama {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := NewLlama(m, 32)
+	l, err := NewLlama(nil, m, 32)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -40,7 +40,7 @@ func TestDecodeSameAtAnyWorkerCount(t *testing.T) {
 	for _, workers := range []int{1, 2, 3, 5} {
 		runtime.GOMAXPROCS(workers)
 		blas.SetThreads(workers)
-		l, err := NewLlama(m, 32)
+		l, err := NewLlama(nil, m, 32)
 		if err != nil {
 			t.Fatal(err)
 		}

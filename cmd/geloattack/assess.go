@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"github.com/gelo-research/geloattack/assess"
 	"github.com/gelo-research/geloattack/config"
 	"github.com/gelo-research/geloattack/data/corpus"
+	"github.com/gelo-research/geloattack/engine/device"
 	"github.com/gelo-research/geloattack/internal/field"
 	"github.com/gelo-research/geloattack/internal/safefile"
 	"github.com/gelo-research/geloattack/internal/shard"
@@ -67,6 +69,7 @@ func assessFlags(fs *flag.FlagSet) runFunc {
 		dtype     = fs.String("observe-dtype", "", "override observe.dtype: none | bf16 | fp16")
 		precision = fs.String("deployer-precision", "", "override deployer.precision: fp32 | bf16 | fp16")
 		learned   = fs.String("learned", "", "override attacker.learned: a train RUN directory (task retrieval on a store extracted from this model at an offloaded block) for the learned presence attack, a ranked guess (added to attacker.attacks)")
+		dev       = addDecoderDeviceFlag(fs)
 		prompts   = intFlag(fs, "prompts", 100, assess.Rules.Bounds("prompts.count"), "override prompts.count: the number of val-split prompts")
 		victims   = intFlag(fs, "victims", 100, assess.Rules.Bounds("secrets.victims"), "override secrets.victims: content recovery's victims per secret template")
 		rows      = intFlag(fs, "shield-rows", 0, assess.Rules.Bounds("shields.rows"), "override shields.rows: shield rows per call")
@@ -94,6 +97,9 @@ func assessFlags(fs *flag.FlagSet) runFunc {
 		}
 		if len(args) > 0 {
 			return &argsError{fmt.Sprintf("unexpected argument %q: only assess -merge takes words (the shards' directories)", args[0])}
+		}
+		if err := checkDecoderDevice(*dev); err != nil {
+			return fmt.Errorf("assess: %w", err)
 		}
 		d := assess.DefaultDeployment()
 		src := []byte(nil)
@@ -181,7 +187,14 @@ func assessFlags(fs *flag.FlagSet) runFunc {
 				return fmt.Errorf("-shard: %w", err)
 			}
 		}
-		opt := assess.Options{Out: *out, Resume: *resume, Shard: part, Redact: *redact, Progress: os.Stderr, Files: files}
+		runtime.LockOSThread() // a CUDA context is current per OS thread: keep the decoder's calls on one
+		defer runtime.UnlockOSThread()
+		be, err := openDecoderDevice(*dev, func(line string) { fmt.Fprintln(os.Stderr, "assess: "+line) })
+		if err != nil {
+			return fmt.Errorf("assess: %w", err)
+		}
+		defer device.Close(be)
+		opt := assess.Options{Out: *out, Resume: *resume, Shard: part, Redact: *redact, Progress: os.Stderr, Files: files, Backend: be}
 		if *verbose {
 			opt.Log = func(line string) { fmt.Fprintln(os.Stderr, "assess: "+line) }
 		}

@@ -590,7 +590,7 @@ func openDecoderEmbedder(modelDir string, meta store.Meta) (*content.Embedder, e
 	if err != nil {
 		return nil, fmt.Errorf("recover: %w", err)
 	}
-	emb, err := content.NewDecoderEmbedder(m, tok, meta)
+	emb, err := content.NewDecoderEmbedder(m, nil, tok, meta)
 	if err != nil {
 		return nil, fmt.Errorf("recover: %w", err)
 	}

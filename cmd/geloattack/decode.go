@@ -8,12 +8,14 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 
 	"github.com/gelo-research/geloattack/baselines/decode"
 	"github.com/gelo-research/geloattack/data"
 	"github.com/gelo-research/geloattack/data/corpus"
+	"github.com/gelo-research/geloattack/engine/device"
 	"github.com/gelo-research/geloattack/internal/field"
 	"github.com/gelo-research/geloattack/internal/fptol"
 	"github.com/gelo-research/geloattack/internal/safefile"
@@ -56,6 +58,7 @@ type decodeArgs struct {
 
 	cfgPath, modelDir, texts, corpora, blocksFlag, splitName    *string
 	out, shardFlag, precision, depTexts, depRows                *string
+	device                                                      *string
 	maxTexts, maxTokens, batches, beam, rankBagN, maxSteps      *int
 	generation                                                  *int
 	branch, claimLead, orderTopK, rho                           *float64
@@ -99,6 +102,7 @@ func defineDecodeArgs(fs *flag.FlagSet) *decodeArgs {
 		depTexts:   fs.String("deployer-texts", "", "write the texts decode would attack (token ids, as JSON lines) to this file for an external deployer (bench/torch_deploy.py --tokens FILE) and stop"),
 		depRows:    fs.String("deployer-rows", "", "attack the rows an external deployer computed (bench/torch_deploy.py --out DIR, attn-input rows of every attacked block, BOS kept) instead of the model's own forward; -deployer-precision defaults to the deployer's dtype"),
 		replace:    invalidUTF8Flag(fs),
+		device:     addDecoderDeviceFlag(fs),
 	}
 	floatVar(fs, a.rho, "recompute-error", 0, field.Bounds{Min: 0, Max: 1, MinOpen: true, MaxOpen: true},
 		"recomputation error rho at every attacked block: the attacker's own bound on ||x_att - x_dep|| / ||x_dep||; left out: from -deployer-precision")
@@ -157,10 +161,16 @@ func (a *decodeArgs) run(ctx context.Context, args []string) error {
 		}
 		defer genOut.Abort()
 	}
-	// Pre-load checks go here (issue 39 item 1: the memory estimate by part and every argument
-	// against the model): everything above refuses without the weights, and nothing below runs
-	// without them.
-	return a.attack(ctx, j, opt, dir, genOut, files)
+	// The device last: everything above refuses without it, and a GPU that cannot run the decoder
+	// is refused (or, for auto, left for the CPU) before the weights are read.
+	runtime.LockOSThread() // a CUDA context is current per OS thread: keep the decoder's calls on one
+	defer runtime.UnlockOSThread()
+	be, err := openDecoderDevice(*a.device, func(line string) { fmt.Fprintln(os.Stderr, "decode: "+line) })
+	if err != nil {
+		return fmt.Errorf("decode: %w", err)
+	}
+	defer device.Close(be)
+	return a.attack(ctx, j, opt, dir, genOut, files, be)
 }
 
 // checkFlags checks the flags that need nothing read: those that go together, -out, -split and
@@ -168,6 +178,9 @@ func (a *decodeArgs) run(ctx context.Context, args []string) error {
 func (a *decodeArgs) checkFlags() (*decodeJob, error) {
 	if *a.modelDir == "" {
 		return nil, errors.New("decode: -model DIR is required (a decoder directory; geloattack model init makes one)")
+	}
+	if err := checkDecoderDevice(*a.device); err != nil {
+		return nil, fmt.Errorf("decode: %w", err)
 	}
 	if !(*a.branch > 0) || math.IsInf(*a.branch, 0) || !(*a.claimLead > 0) || math.IsInf(*a.claimLead, 0) {
 		return nil, fmt.Errorf("decode: -branch %v and -claim-lead %v: want positive numbers of decades", *a.branch, *a.claimLead)

@@ -11,28 +11,36 @@ import (
 	"strings"
 
 	"github.com/gelo-research/geloattack/baselines/decode"
+	"github.com/gelo-research/geloattack/engine"
 	"github.com/gelo-research/geloattack/engine/blas"
+	"github.com/gelo-research/geloattack/engine/device"
 	"github.com/gelo-research/geloattack/extraction"
 	"github.com/gelo-research/geloattack/internal/safefile"
 	"github.com/gelo-research/geloattack/models/hf"
 	"github.com/gelo-research/geloattack/train"
 )
 
-// attack loads the blocks decode reads and runs -generation, or the batches (into dir when it is
-// not nil).
-func (a *decodeArgs) attack(ctx context.Context, j *decodeJob, opt decode.Options, dir *decode.Dir, genOut *safefile.DirTx, files *safefile.Files) error {
+// attack loads the blocks decode reads, places them on be and runs -generation, or the batches
+// (into dir when it is not nil).
+func (a *decodeArgs) attack(ctx context.Context, j *decodeJob, opt decode.Options, dir *decode.Dir, genOut *safefile.DirTx, files *safefile.Files, be engine.Backend) error {
 	// Only the blocks the attack reads are loaded (and, for a bf16/f16 file, stay mapped as
 	// stored): decode -blocks 0,1 of a Llama-3-8B touches 2 of its 32 blocks.
 	m, err := hf.LoadWith(*a.modelDir, hf.LoadOptions{Lib: blas.Default(), Blocks: j.deepest + 1})
 	if err != nil {
 		return fmt.Errorf("decode: %w", err)
 	}
-	lm, err := decode.NewLlama(m, *a.maxTokens)
+	lm, err := decode.NewLlama(be, m, *a.maxTokens)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(os.Stderr, "decode: %s (%s, %d blocks, d %d, vocab %d), %d texts of at most %d tokens\n",
-		*a.modelDir, m.Cfg.Architecture, m.Cfg.Layers, m.Cfg.Hidden, m.Cfg.VocabSize, len(j.ids), *a.maxTokens)
+	defer lm.Close()
+	fmt.Fprintf(os.Stderr, "decode: %s (%s, %d blocks, d %d, vocab %d), %d texts of at most %d tokens, on %s\n",
+		*a.modelDir, m.Cfg.Architecture, m.Cfg.Layers, m.Cfg.Hidden, m.Cfg.VocabSize, len(j.ids), *a.maxTokens, be.Name())
+	defer func() {
+		if peak, ok := device.PeakBytes(be); ok {
+			fmt.Fprintf(os.Stderr, "decode: peak device memory %.2f GiB (weights in fp32, KV caches, one block's activations)\n", float64(peak)/(1<<30))
+		}
+	}()
 	if *a.generation > 0 {
 		return a.generate(ctx, lm, j, genOut, files)
 	}

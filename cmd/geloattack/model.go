@@ -14,6 +14,7 @@ import (
 	"github.com/gelo-research/geloattack/data/bpe"
 	"github.com/gelo-research/geloattack/data/corpus"
 	"github.com/gelo-research/geloattack/data/store"
+	"github.com/gelo-research/geloattack/engine/device"
 	"github.com/gelo-research/geloattack/extraction"
 	"github.com/gelo-research/geloattack/internal/field"
 	"github.com/gelo-research/geloattack/internal/safefile"
@@ -154,6 +155,7 @@ func openDecoderTokenizer(dir string, vocab int) (extraction.Tokenizer, error) {
 // decoderExtract is what `store extract` parsed, for a decoder model directory.
 type decoderExtract struct {
 	modelDir, texts, out, dtype, norm, point, dedup, modelName string
+	device                                                     string // -device: where the decoder runs
 	corpora                                                    []string
 	layer, maxTexts, maxTokens, batch, workers                 int
 	dropSpecial, replaceUTF8                                   bool
@@ -174,6 +176,12 @@ func runDecoderExtract(ctx context.Context, a decoderExtract, openTok func(dir s
 	}
 	if a.norm != "" && a.norm != extraction.NormRaw && a.norm != extraction.NormRMS {
 		return fmt.Errorf("-norm %q: want %s or %s", a.norm, extraction.NormRaw, extraction.NormRMS)
+	}
+	if a.device == "" {
+		a.device = device.Auto
+	}
+	if err := checkDecoderDevice(a.device); err != nil {
+		return err
 	}
 	tx, err := safefile.BeginDir(a.out)
 	if err != nil {
@@ -222,6 +230,15 @@ func runDecoderExtract(ctx context.Context, a decoderExtract, openTok func(dir s
 	if err := preflight("extract", extractBudget(a, cfg, tok.VocabSize(), src, truncate)); err != nil {
 		return err
 	}
+	// The device before the weights: a GPU that cannot run the decoder is refused (or, for auto,
+	// left for the CPU) before the long load.
+	runtime.LockOSThread() // a CUDA context is current per OS thread: keep the decoder's calls on one
+	defer runtime.UnlockOSThread()
+	be, err := openDecoderDevice(a.device, func(line string) { fmt.Fprintln(os.Stderr, "extract: "+line) })
+	if err != nil {
+		return err
+	}
+	defer device.Close(be)
 	m, err := hf.Load(a.modelDir, nil) // every block: the candidate embedding pools the final norm's rows
 	if err != nil {
 		return err
@@ -242,11 +259,12 @@ func runDecoderExtract(ctx context.Context, a decoderExtract, openTok func(dir s
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(os.Stderr, "extract: %s (%s), %s layer %d of %d, %d texts, BLAS %s\n",
-		name, m.Cfg.Architecture, a.point, a.layer, m.Cfg.Layers, len(src.Texts), m.Lib().Name())
+	fmt.Fprintf(os.Stderr, "extract: %s (%s), %s layer %d of %d, %d texts, on %s\n",
+		name, m.Cfg.Architecture, a.point, a.layer, m.Cfg.Layers, len(src.Texts), be.Name())
 	st, err := extraction.RunDecoder(ctx, m, tok, src.Texts, extraction.DecoderOptions{
 		Layer: a.layer, Point: p, MaxTexts: a.maxTexts, MaxTokens: truncate, BatchTokens: a.batch, Workers: a.workers,
 		DropBOS: a.dropSpecial, Norm: a.norm, Dedup: a.dedup == "exact", Float16: a.dtype == store.Float16, Progress: a.progress,
+		Backend: be,
 	}, w)
 	if err != nil {
 		w.Abort()
@@ -277,7 +295,11 @@ func runDecoderExtract(ctx context.Context, a decoderExtract, openTok func(dir s
 		fmt.Fprintf(os.Stderr, "; dedup exact dropped %d duplicate rows of %d (%.1f%%) and %d texts left without rows",
 			st.DuplicateRows, st.Tokens, 100*float64(st.DuplicateRows)/float64(max(st.Tokens, 1)), st.DroppedTexts)
 	}
-	fmt.Fprintf(os.Stderr, ") in %s: %.0f tokens/s\n", st.Elapsed.Round(1e7), st.TokensPerSecond())
+	fmt.Fprintf(os.Stderr, ") in %s: %.0f tokens/s", st.Elapsed.Round(1e7), st.TokensPerSecond())
+	if peak, ok := device.PeakBytes(be); ok {
+		fmt.Fprintf(os.Stderr, "; peak device memory %.2f GiB", float64(peak)/(1<<30))
+	}
+	fmt.Fprintln(os.Stderr)
 	return nil
 }
 

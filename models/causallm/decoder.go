@@ -61,7 +61,7 @@ type blockWeights struct {
 //   - a device (CUDA): every weight is converted once and uploaded as float32, the precision of the
 //     engine's tensors (the GEMM precision of the backend decides how they are multiplied).
 func NewDecoder(be engine.Backend, w *llama.Model) (*Decoder, error) {
-	if err := checkInferenceBackend(be); err != nil {
+	if err := CheckInference(be); err != nil {
 		return nil, err
 	}
 	c := w.Cfg
@@ -295,10 +295,16 @@ func (dc *Decoder) StagingBytes() int64 {
 // Weights is the checkpoint the decoder computes from.
 func (dc *Decoder) Weights() *llama.Model { return dc.w }
 
-// checkInferenceBackend fails, naming the first missing kernel, when be cannot run the decoder's
-// forward pass (the attention over spans and the rotary embeddings).
-func checkInferenceBackend(be engine.Backend) error {
+// CheckInference fails, naming the first missing kernel, when be cannot run the Decoder's forward
+// pass: the rotary embeddings (engine.KernelRoPE) and the attention over a KV cache and spans
+// (engine.KernelSpanAttention). The CPU has both; a CUDA backend has them when its lm.ptx holds
+// ga_rope and ga_span_attention (a PTX built before SpanAttention lacks the latter: rebuild it with
+// scripts/build-ptx.sh, or point GELOATTACK_CUDA_PTX at a rebuilt one).
+func CheckInference(be engine.Backend) error {
 	if _, err := engine.KernelOf[engine.RoPEKernels](be, engine.KernelRoPE); err != nil {
+		return fmt.Errorf("causallm: the decoder cannot run on %s: %w", be.Name(), err)
+	}
+	if _, err := engine.KernelOf[engine.SpanAttentionKernel](be, engine.KernelSpanAttention); err != nil {
 		return fmt.Errorf("causallm: the decoder cannot run on %s: %w", be.Name(), err)
 	}
 	return nil
