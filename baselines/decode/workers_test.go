@@ -14,7 +14,7 @@ import (
 )
 
 // decode's results are the same bytes at GOMAXPROCS 1, 2, 3 and 5, with OpenBLAS's thread count
-// left at GOMAXPROCS as the CLI leaves it: the forward's GEMM tiles follow the shapes, and every
+// given back at GOMAXPROCS when the decoder closes: the forward's GEMM tiles follow the shapes, and every
 // BLAS call of the attack (the sampler's products, the forward, the bag's eigenproblem, the
 // order's scores) is single-threaded. Bag and order both run, below and past full rank (64
 // shield rows on width 64). Run it under GELOATTACK_BLAS=gonum too.
@@ -59,8 +59,13 @@ func TestDecodeSameAtAnyWorkerCount(t *testing.T) {
 				got.Write(append(b, '\n'))
 			}
 		}
+		// The decoder's CPU backend runs BLAS single-threaded while it lives; closing it gives
+		// the thread count back.
+		if err := l.Close(); err != nil {
+			t.Fatal(err)
+		}
 		if blas.Threads() != workers && blas.Default().IsOpenBLAS() {
-			t.Errorf("OpenBLAS threads %d after Run, want %d restored", blas.Threads(), workers)
+			t.Errorf("OpenBLAS threads %d after Run and Close, want %d restored", blas.Threads(), workers)
 		}
 		if want == nil {
 			want = got.Bytes()

@@ -6,6 +6,7 @@ import (
 	"math"
 
 	"github.com/gelo-research/geloattack/engine"
+	"github.com/gelo-research/geloattack/engine/blas"
 	"github.com/gelo-research/geloattack/engine/cpu"
 	"github.com/gelo-research/geloattack/models/llama"
 )
@@ -35,6 +36,7 @@ type Decoder struct {
 	rope       ropeCache
 	x, a       []float32 // (n, d) host rows: the residual stream and the tapped attention input
 	owned      bool      // Close closes be (NewCPUDecoder made it)
+	restore    func()    // with owned: gives the BLAS library back its thread count
 }
 
 // blockWeights is one decoder block's weights on a backend (PyTorch layout, (out, in)): the
@@ -255,27 +257,38 @@ func readParts(w *llama.Model, parts []llama.Part, blk int, dst []float32) error
 // NewCPUDecoder is NewDecoder on a CPU backend of its own (GOMAXPROCS workers, w's BLAS
 // library), which Close stops. Results do not depend on the worker count.
 func NewCPUDecoder(w *llama.Model) (*Decoder, error) {
-	be, err := cpu.New(cpu.Config{BLAS: w.Lib()})
+	lib := w.Lib()
+	if lib == nil {
+		lib = blas.Default()
+	}
+	// The backend makes the library's calls single-threaded (its workers are the parallelism);
+	// Close gives the caller back the thread count it had.
+	threads := lib.Threads()
+	be, err := cpu.New(cpu.Config{BLAS: lib})
 	if err != nil {
 		return nil, fmt.Errorf("causallm: decoder: %w", err)
 	}
 	dc, err := NewDecoder(be, w)
 	if err != nil {
 		be.Close()
+		lib.SetThreads(threads)
 		return nil, err
 	}
 	dc.owned = true
+	dc.restore = func() { lib.SetThreads(threads) }
 	return dc, nil
 }
 
-// Close stops the backend NewCPUDecoder made (nothing for a caller's backend); the weights stay
-// the caller's to close.
+// Close stops the backend NewCPUDecoder made and restores its BLAS library's thread count
+// (nothing for a caller's backend); the weights stay the caller's to close.
 func (dc *Decoder) Close() error {
 	if !dc.owned {
 		return nil
 	}
 	dc.owned = false
-	return dc.be.Close()
+	err := dc.be.Close()
+	dc.restore()
+	return err
 }
 
 // StagingBytes is the float32 buffers the decoder converts stored block weights into per pass
