@@ -9,6 +9,7 @@ import (
 
 	"github.com/gelo-research/geloattack/engine"
 	"github.com/gelo-research/geloattack/engine/blas"
+	"github.com/gelo-research/geloattack/internal/workpool"
 )
 
 // Config configures the CPU backend.
@@ -247,43 +248,36 @@ func (c *Backend) scratchFor(w, n int) []float32 {
 // one goroutine: handing out work costs about a microsecond.
 const minParallel = 1 << 14
 
-// parallelElems runs fn over [0, n) in contiguous chunks, one per worker.
+// parallelElems runs fn over [0, n) in the contiguous chunks of parallelRows.
 func (c *Backend) parallelElems(n int, fn func(lo, hi int)) {
 	c.parallelRows(n, 1, func(_, lo, hi int) { fn(lo, hi) })
 }
 
-// parallelParts runs fn over [0, n) split into exactly parts contiguous
-// blocks, one per worker (parts <= workers), and waits: for work whose
-// blocks each pay a fixed cost (a GEMM packing its operands), where
-// parallelRows' finer chunks would pay it several times per worker.
-func (c *Backend) parallelParts(n, parts int, fn func(lo, hi int)) {
-	if parts <= 1 || c.pool == nil || n < parts {
-		fn(0, n)
-		return
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.pool.run(parts, func(worker int) {
-		fn(worker*n/parts, (worker+1)*n/parts)
-	})
-}
-
-// parallelRows runs fn(worker, lo, hi) over rows [0, n) split into chunks
-// that the workers take in turn (a few per worker, so that a worker delayed
-// by other processes does not hold the rest up). A worker may get several
-// chunks; rowCost (elements per row) decides whether to split at all.
+// parallelRows runs fn(worker, lo, hi) over rows [0, n) cut into chunks that the workers take in
+// turn, and waits. The chunks depend on n, rowCost (elements per row) and the work threshold
+// only, never on the worker count: workpool.ChunkSize's blocks (n/16 rows, at least the
+// threshold's worth), or one chunk when the whole is under the threshold. One worker runs the
+// same chunks in order, so a kernel whose result depends on its chunk's bounds (a GEMM call per
+// chunk, the eight-lane exponential's tail at a chunk's end) gives the same bits on any number of
+// workers. Sixteen chunks also let a worker delayed by other processes not hold the rest up.
 func (c *Backend) parallelRows(n, rowCost int, fn func(w, lo, hi int)) {
 	if n == 0 {
 		return
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	w := min(c.workers, n)
-	if n*rowCost < c.minWork || w == 1 || c.pool == nil {
-		fn(0, 0, n)
+	chunk := n
+	if n*rowCost >= c.minWork {
+		chunk = workpool.ChunkSize(n, (c.minWork+rowCost-1)/max(rowCost, 1))
+	}
+	chunks := (n + chunk - 1) / chunk
+	w := min(c.workers, chunks)
+	if w == 1 || c.pool == nil {
+		for lo := 0; lo < n; lo += chunk {
+			fn(0, lo, min(lo+chunk, n))
+		}
 		return
 	}
-	chunks := min(n, 4*w)
 	var next atomic.Int64
 	c.pool.run(w, func(worker int) {
 		for {
@@ -291,7 +285,7 @@ func (c *Backend) parallelRows(n, rowCost int, fn func(w, lo, hi int)) {
 			if i >= chunks {
 				return
 			}
-			fn(worker, i*n/chunks, (i+1)*n/chunks)
+			fn(worker, i*chunk, min((i+1)*chunk, n))
 		}
 	})
 }

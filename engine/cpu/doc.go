@@ -2,8 +2,10 @@
 // a fixed pool of worker goroutines, GEMMs through engine/blas (OpenBLAS
 // loaded at run time, else gonum) called single-threaded from the workers,
 // and an AVX2/FMA exponential for softmax and SiLU on amd64. Results are
-// bit-reproducible run to run: reductions add their partial sums in a fixed
-// order whatever the scheduling.
+// bit-reproducible run to run and on any number of workers: kernels cut
+// their work into chunks (workpool.ChunkSize) and GEMMs into tiles
+// (gemmTiles) by shape alone, and reductions add their partial sums in a
+// fixed order whatever the scheduling.
 //
 // Backend implements engine.Backend through the exported view of
 // engine.Tensor only (Storage, Offset, Size, Dim, Rows, Cols), like

@@ -1,23 +1,26 @@
 package cpu
 
-import "github.com/gelo-research/geloattack/engine"
+import (
+	"math/bits"
+
+	"github.com/gelo-research/geloattack/engine"
+)
 
 // Gemm is the batched row-major GEMM (see engine.Backend.Gemm). BLAS runs
-// single-threaded; parallelism is the workers': a batch of small products
-// is spread over them product by product, a large product is split into
-// blocks of rows of C (a few per worker), and a product with an operand of
-// 2^20 floats or more into one block of rows or of columns per worker,
-// whichever packs less. Every element of C is then computed
-// by one sequential BLAS call whatever the scheduling, so results are
-// reproducible.
+// single-threaded; parallelism is the workers', over tiles of C that
+// gemmTiles cuts from each product's shape alone. Every element of C is
+// computed by one sequential BLAS call whose shape does not depend on the
+// worker count or the scheduling, so results are the same bits on 1 or 16
+// workers.
 func (c *Backend) Gemm(transA, transB bool, batch, m, n, k int, alpha float32, a, b *engine.Tensor, beta float32, cc *engine.Tensor) {
 	c.GemmStrided(transA, transB, batch, m, n, k, alpha, a, m*k, b, k*n, beta, cc, m*n)
 }
 
 // GemmStrided is Gemm with explicit strides between the batch's matrices
-// (see engine.Backend.GemmStrided); a zero stride shares one matrix. The
-// scheduling is Gemm's, so a product gives the same bits whether it is
-// made alone or in a strided batch.
+// (see engine.Backend.GemmStrided); a zero stride shares one matrix. Each
+// product is tiled by its own shape, and the batch's tiles are the tasks of
+// one parallel section, so a product gives the same bits whether it is made
+// alone or in a strided batch.
 func (c *Backend) GemmStrided(transA, transB bool, batch, m, n, k int, alpha float32, a *engine.Tensor, sa int, b *engine.Tensor, sb int, beta float32, cc *engine.Tensor, sc int) {
 	as, bs, cs := f32(a), f32(b), f32(cc)
 	lda, ldb := k, n
@@ -29,49 +32,68 @@ func (c *Backend) GemmStrided(transA, transB bool, batch, m, n, k int, alpha flo
 	}
 	// matrix i of x with stride st and size sz (a shared matrix when st is 0).
 	mat := func(x []float32, i, st, sz int) []float32 { return x[i*st : i*st+sz] }
-	// Below 16*minWork (2^18 by default) multiply-adds a product is not
-	// split: a split costs a hand-off and repacks B per worker.
-	if batch >= 2*c.workers || m*n*k < 16*c.minWork {
-		c.parallelRows(batch, m*n*k, func(_, lo, hi int) {
-			for i := lo; i < hi; i++ {
-				c.lib.Sgemm(transA, transB, m, n, k, alpha, mat(as, i, sa, m*k), lda, mat(bs, i, sb, k*n), ldb, beta, mat(cs, i, sc, m*n), n)
+	tiles, byCols := gemmTiles(m, n, k, c.minWork)
+	c.parallelRows(batch*tiles, max(1, m*n*k/tiles), func(_, lo, hi int) {
+		for t := lo; t < hi; t++ {
+			i, j := t/tiles, t%tiles
+			ai, bi, ci := mat(as, i, sa, m*k), mat(bs, i, sb, k*n), mat(cs, i, sc, m*n)
+			if byCols { // columns lo..hi of C from columns of op(B): columns of B, or its rows when transposed
+				lo, hi := tileBounds(n, tiles, j)
+				boff := lo
+				if transB {
+					boff = lo * ldb
+				}
+				c.lib.Sgemm(transA, transB, m, hi-lo, k, alpha, ai, lda, bi[boff:], ldb, beta, ci[lo:], n)
+				continue
 			}
-		})
-		return
-	}
-	// Products whose operands are both under 2^20 floats keep the row blocks of parallelRows
-	// (four per worker) they had before: packing is cheap there, and their bits (the
-	// quickstart's figures among them) stay as they were. Larger ones get one block of C per
-	// worker, split along whichever of C's rows and columns packs less: each block's BLAS call
-	// packs its own share of op(A) and op(B), so a row split repacks all of op(B) (k x n) per
-	// worker and a column split all of op(A) (m x k). The language model's vocabulary GEMMs
-	// ((512, 384) x (384, 32000), say) pack far less that way than in row blocks of four per
-	// worker: 1.15x its training step on 2 cores.
-	small := k*n < 1<<20 && m*k < 1<<20
-	w := min(c.workers, max(m, n))
-	byCols := !small && w*m*k+k*n < w*k*n+m*k && n >= w
-	for i := range batch {
-		ai, bi, ci := mat(as, i, sa, m*k), mat(bs, i, sb, k*n), mat(cs, i, sc, m*n)
-		rows := func(lo, hi int) { // rows lo..hi of C
-			aoff := lo * lda // rows lo..hi of op(A): rows of A, or its columns when transposed
+			// rows lo..hi of C from rows of op(A): rows of A, or its columns when transposed
+			lo, hi := tileBounds(m, tiles, j)
+			aoff := lo * lda
 			if transA {
 				aoff = lo
 			}
 			c.lib.Sgemm(transA, transB, hi-lo, n, k, alpha, ai[aoff:], lda, bi, ldb, beta, ci[lo*n:], n)
 		}
-		switch {
-		case small:
-			c.parallelRows(m, n*k, func(_, lo, hi int) { rows(lo, hi) })
-		case byCols:
-			c.parallelParts(n, w, func(lo, hi int) { // columns lo..hi of C
-				boff := lo // columns lo..hi of op(B): columns of B, or its rows when transposed
-				if transB {
-					boff = lo * ldb
-				}
-				c.lib.Sgemm(transA, transB, m, hi-lo, k, alpha, ai, lda, bi[boff:], ldb, beta, ci[lo:], n)
-			})
-		default:
-			c.parallelParts(m, w, rows)
-		}
+	})
+}
+
+// gemmTiles is how many tiles of C a product (m, n, k) is cut into, and whether they are blocks
+// of columns (else of rows), from its shape alone; minWork is the backend's work threshold.
+//
+// A product under 16*minWork multiply-adds (2^18 by default) is one tile: a split costs a
+// hand-off and a repacking. Larger ones are cut along C's longer side into a power of two of
+// tiles (even on 1, 2, 4, 8 or 16 workers), at least 2, at most 16, each at least gemmMinTile
+// wide. Each tile's BLAS call packs the whole of the other operand again (a row tile all of
+// op(B), k x n), which costs as much as some 25-60 rows of multiply-adds, so narrow tiles cost
+// CPU time: on 2 workers (CPU ms, best of 4, OpenBLAS SkylakeX, shared machine) the paper step's
+// three 384 x 384 weight gradients (k 4112) took 37, 48, 59 and 74 ms at 2, 4, 8 and 16 tiles,
+// the language model's (512, 384, 32000) 117, 140, 190 and 260 ms, and its (4112, 1536, 384)
+// forward 40 ms at 2 tiles and 44 at 4 to 16. The same 1024 as models/llama's column tiles.
+func gemmTiles(m, n, k, minWork int) (tiles int, byCols bool) {
+	if m*n*k < 16*minWork || max(m, n) < 2 {
+		return 1, false
 	}
+	byCols = n > m
+	long := max(m, n)
+	tiles = 1 << (bits.Len(uint(max(long/gemmMinTile, 1))) - 1) // the power of two at or below long/gemmMinTile
+	return min(max(tiles, 2), 16), byCols
+}
+
+// gemmMinTile is the narrowest tile gemmTiles cuts when a side has room for more than two.
+const gemmMinTile = 1024
+
+// tileBounds is tile j of n items cut into tiles, its bounds rounded down to multiples of 16
+// (whole blocks of BLAS micro-kernels) where the tiles are wide enough, the last ending at n.
+func tileBounds(n, tiles, j int) (lo, hi int) {
+	at := func(i int) int {
+		if i == tiles {
+			return n
+		}
+		b := i * n / tiles
+		if n/tiles >= 64 {
+			b &^= 15
+		}
+		return b
+	}
+	return at(j), at(j + 1)
 }

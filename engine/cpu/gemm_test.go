@@ -7,14 +7,16 @@ import (
 
 	"github.com/gelo-research/geloattack/engine"
 	"github.com/gelo-research/geloattack/engine/cpu"
+	"github.com/gelo-research/geloattack/internal/fptol"
 )
 
-// TestGemmSplits: every way the backend splits a product over its workers — whole (small),
-// row blocks of parallelRows, one row block per worker, one column block per worker (an
-// operand of 2^20 floats or more) — computes C = alpha op(A) op(B) + beta C, in every
-// transposition, to float32 accuracy against a float64 reference, odd sizes included.
+// TestGemmSplits: every way the backend tiles a product — whole (small), two row tiles, two
+// column tiles, four and eight tiles of a longer side (whose bounds fall on multiples of 16), on
+// 3 workers so that a worker takes several — computes C = alpha op(A) op(B) + beta C, in every
+// transposition, within float32's rounding bound for k terms of a float64 reference, odd sizes
+// included: the tiles cover C exactly once.
 func TestGemmSplits(t *testing.T) {
-	be, err := cpu.New(cpu.Config{Workers: 2})
+	be, err := cpu.New(cpu.Config{Workers: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -25,9 +27,10 @@ func TestGemmSplits(t *testing.T) {
 		m, n, k int
 	}{
 		{"small", 5, 7, 3},
-		{"row blocks", 301, 67, 129},
-		{"rows per worker", 2051, 97, 513},    // m k >= 2^20: op(B) small, split rows
-		{"columns per worker", 37, 4099, 257}, // k n >= 2^20: op(A) small, split columns
+		{"two row tiles", 301, 67, 129},
+		{"two column tiles", 37, 499, 257},
+		{"four row tiles", 4099, 17, 9},    // 4099/1024 rounds down to 4 tiles
+		{"eight column tiles", 5, 8209, 7}, // 8209/1024: 8
 	}
 	for _, sh := range shapes {
 		for _, tr := range [][2]bool{{false, false}, {true, false}, {false, true}, {true, true}} {
@@ -63,7 +66,8 @@ func TestGemmSplits(t *testing.T) {
 					worst = max(worst, math.Abs(float64(got[i*n+j])-want)/(alpha*mag+math.Abs(beta*float64(c0[i*n+j]))+1e-30))
 				}
 			}
-			if worst > 1e-5 {
+			if worst > fptol.Gamma(k+2, fptol.Float32) { // k products, the alpha and beta terms
+
 				t.Errorf("%s (%d x %d x %d, transA %v transB %v): worst error %.2g of the terms' size", sh.name, m, n, k, tr[0], tr[1], worst)
 			}
 			tp.Reset()

@@ -1,6 +1,7 @@
 // Package workpool runs independent pieces of work on a few goroutines that take them in order
 // from a shared counter, so that uneven pieces (texts of different lengths, a core slowed by other
-// load) balance out. The host forward passes (models/bert, models/llama) share it.
+// load) balance out. The host forward passes (models/bert, models/llama) share it, and engine/cpu
+// cuts its kernels' rows by ChunkSize on its own pool of workers.
 package workpool
 
 import (
