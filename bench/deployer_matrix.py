@@ -81,6 +81,13 @@ def clopper_pearson(k, n, alpha=0.05):
     return (lo, hi)
 
 
+def cp_text(k, n):
+    """k/n's 95% Clopper-Pearson interval as the docs print it ("[0.963, 1.000]"), rounded outward
+    to 3 digits as eval.Proportion's String rounds, so the printed interval covers the computed one."""
+    lo, hi = clopper_pearson(k, n)
+    return f"[{math.floor(lo * 1000) / 1000:.3f}, {math.ceil(hi * 1000) / 1000:.3f}]"
+
+
 def init_model(gd, work, tokenizer):
     """work/model: the checkpoint both matrices attack (made once)."""
     model = os.path.join(work, "model")

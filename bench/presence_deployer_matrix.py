@@ -21,8 +21,11 @@ import json
 import os
 import sys
 
-from deployer_matrix import DEPLOYERS, blas_env, cell_seconds, clopper_pearson, deploy, run, run_cell
+from deployer_matrix import DEPLOYERS, blas_env, cell_seconds, cp_text, deploy, run, run_cell
 
+# What mixes in each cell: the store's own rows (the candidates themselves, rho 0) or a PyTorch run's.
+MIXED = {"geloattack-fp32": "store's rows", "torch-fp32": "PyTorch fp32", "torch-bf16": "PyTorch bf16",
+         "torch-fp16": "PyTorch fp16"}
 SHIELDS = {
     "below": ["-shield-frac", "0.1", "-shield-scale", "1"],
     "full1": ["-shield-rows", "256", "-shield-scale", "1"],
@@ -35,10 +38,6 @@ def common(a):
             os.path.join(a.work, "model"), "-positives", "4", "-tokens-per-text", "64", "-examples", str(a.examples),
             "-batch", "4"]
 
-
-def ci(k, n):
-    lo, hi = clopper_pearson(k, n)
-    return f"[{int(lo * 1000) / 1000:.3f}, {-int(-hi * 1000) / 1000:.3f}]"
 
 
 def main():
@@ -58,7 +57,7 @@ def main():
         run(["nice", a.gd] + common(a) + SHIELDS["below"] + ["-deployer-texts", tokens])
     for dt in ("fp32", "bf16", "fp16"):
         deploy(a.torch_python, os.path.join(a.work, "model"), tokens, os.path.join(cells, "dep-" + dt), dt, "1")
-    print("| shields | deployer | rho | top-1 (ranking) | decoys proven absent [95% CP] | positives proven absent "
+    print("| shields | mixed rows | rho | top-1 (ranking) | decoys proven absent [95% CP] | positives proven absent "
           "(wrong claims) [95% CP] | s |")
     print("|---|---|---|---|---|---|---|")
     wrong = 0
@@ -73,9 +72,9 @@ def main():
             r = json.load(open(out))
             x = r["absence"]
             wrong += x["positives_proven_absent"]
-            print(f"| {sh} | {dep} | {r['recompute']['rho']:.2g} | {r['top1']['mean']:.3f} | "
-                  f"{x['decoys_proven_absent']}/{x['decoys']} {ci(x['decoys_proven_absent'], x['decoys'])} | "
-                  f"{x['positives_proven_absent']}/{x['positives']} {ci(x['positives_proven_absent'], x['positives'])} | "
+            print(f"| {sh} | {MIXED[dep]} | {r['recompute']['rho']:.2g} | {r['top1']['mean']:.3f} | "
+                  f"{x['decoys_proven_absent']}/{x['decoys']} {cp_text(x['decoys_proven_absent'], x['decoys'])} | "
+                  f"{x['positives_proven_absent']}/{x['positives']} {cp_text(x['positives_proven_absent'], x['positives'])} | "
                   f"{cell_seconds(out)} |")
     if wrong:
         print(f"WRONG CLAIMS: {wrong}", file=sys.stderr)

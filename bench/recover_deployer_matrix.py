@@ -25,12 +25,11 @@ JSON exists are not rerun, so an interrupted run resumes.
 
 import argparse
 import json
-import math
 import os
 import re
 import sys
 
-from deployer_matrix import (BLAS, DEPLOYERS, blas_env, cell_seconds, clopper_pearson, deploy, init_model, run,
+from deployer_matrix import (BLAS, DEPLOYERS, blas_env, cell_seconds, cp_text, deploy, init_model, run,
                              run_cell)
 
 SHIELDS = {
@@ -118,10 +117,6 @@ def summarize(path):
     return s
 
 
-def ci(k, n):
-    lo, hi = clopper_pearson(k, n)
-    return f"[{math.floor(lo * 1000) / 1000:.3f}, {math.ceil(hi * 1000) / 1000:.3f}]"
-
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -165,7 +160,7 @@ def main():
                 if s is None and x is None:
                     continue
                 f = lambda d, k: "-" if d is None else d[k]
-                pres = "-" if s is None else (f"{s['claimed']}/{s['victims']} {ci(s['claimed'], s['victims'])}")
+                pres = "-" if s is None else (f"{s['claimed']}/{s['victims']} {cp_text(s['claimed'], s['victims'])}")
                 ranked = "-" if s is None else f"{s['ranked']} ({s['ranked_secret_first']})"
                 src = s or x
                 gap = "-" if src["gap"] is None else f"{src['gap']:.2g}"
