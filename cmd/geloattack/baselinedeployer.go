@@ -22,10 +22,9 @@ import (
 // decode's: -deployer-texts writes the token ids of every text the examples take rows from
 // (bench/torch_deploy.py --tokens), -deployer-rows reads what the deployer wrote (--out).
 
-// exampleTexts returns the corpus indices of every text examples 0..n-1 of split take rows from
-// (positives, and donors of manifold shields), in order of first use.
-func exampleTexts(ctx context.Context, s *gelo.Sampler, split data.Split, n int) ([]int, error) {
-	st, _ := s.Corpus().(*store.Store)
+// exampleTexts returns the indices in st (s's corpus) of every text examples 0..n-1 of split take
+// rows from (positives, and donors of manifold shields), in order of first use.
+func exampleTexts(ctx context.Context, s *gelo.Sampler, st *store.Store, split data.Split, n int) ([]int, error) {
 	seen := map[int64]bool{}
 	var out []int
 	for i := 0; i < n; i++ {

@@ -149,7 +149,7 @@ func deployerSampler(ctx context.Context, env *baselineEnv, a *rowspaceArgs, exa
 	if _, err := emb.Verify(ctx, st, 4); err != nil {
 		return nil, fmt.Errorf("store %s against model %s: %w", st.Dir(), *a.modelDir, err)
 	}
-	idx, err := exampleTexts(ctx, env.sampler, env.split, examples)
+	idx, err := exampleTexts(ctx, env.sampler, st, env.split, examples)
 	if err != nil {
 		return nil, err
 	}
