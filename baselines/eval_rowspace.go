@@ -32,6 +32,71 @@ type RowSpaceOptions struct {
 	RankTol float64
 	// Seed seeds the extra negatives.
 	Seed uint64
+	// Candidates is where the candidate texts' rows come from: the attacker's own recomputation
+	// of every text, indexed as the sampler's corpus (nil: the sampler's corpus, whose rows are
+	// then bit-equal to the rows mixed). It differs from the sampler's corpus when an external
+	// deployer computed the mixed rows.
+	Candidates data.Corpus
+	// Absence, when not nil, is the absolute test the presence claims rest on: a candidate text
+	// is proven absent from an example when no set of rows the sampler could have taken from it
+	// passes (ProvenAbsent). nil: ranking only.
+	Absence AbsenceTest
+}
+
+// AbsenceTest prepares the absolute test of one example from its observation uObs (n_obs, d):
+// the returned RowTest says, per row of a candidate text, whether it passes a test that every
+// row of the example's X is guaranteed to pass (within the recomputation error between the
+// attacker's rows and the rows mixed). A row that fails is not a row of X.
+type AbsenceTest func(ex *gelo.Example, uObs *mat.Dense) (RowTest, error)
+
+// RowTest reports, for each row of rows (t, d), whether it passes the example's absolute test.
+type RowTest func(rows *mat.Dense) ([]bool, error)
+
+// ProvenAbsent says whether a text whose rows passed the absolute test as pass says cannot be a
+// positive of the example: the sampler takes take = min(tokens_per_text, rows) of a positive's
+// rows, contiguous (window) or any distinct ones (random), and every row it takes is a row of X
+// and passes. So the text is absent when no window of take consecutive rows passes (window), or
+// fewer than take rows pass (random). Rows of the text outside the sampled ones need not pass:
+// scoring a text by all its rows would call a present text absent.
+func ProvenAbsent(pass []bool, take int, window bool) bool {
+	if take < 1 || take > len(pass) {
+		return false // no rows to sample, or a text the sampler could not have taken: no proof
+	}
+	if !window {
+		n := 0
+		for _, p := range pass {
+			if p {
+				n++
+			}
+		}
+		return n < take
+	}
+	run := 0
+	for _, p := range pass {
+		if !p {
+			run = 0
+			continue
+		}
+		if run++; run >= take {
+			return false
+		}
+	}
+	return true
+}
+
+// AbsenceCounts counts the presence claims (proofs of absence) over the examples' candidates.
+type AbsenceCounts struct {
+	// Decoys is the (example, candidate) pairs whose text is not one of the example's positives;
+	// DecoysProven those proven absent (right claims).
+	Decoys       int `json:"decoys"`
+	DecoysProven int `json:"decoys_proven_absent"`
+	// Positives is the (example, positive) pairs; PositivesProven those proven absent: wrong
+	// claims, which a sound test never makes.
+	Positives       int `json:"positives"`
+	PositivesProven int `json:"positives_proven_absent"`
+	// Void is the examples where no proof can hold (centred rows: the mixed rows are not the
+	// texts' rows), skipped.
+	Void int `json:"void_examples,omitempty"`
 }
 
 func (o *RowSpaceOptions) defaults() error {
@@ -65,6 +130,8 @@ type RowSpaceRow struct {
 	// SourceResidual is the median over (example, positive text) of the smallest fraction of a
 	// source row's energy outside rowspace(U_obs): ~1e-13 when exact, 1e-5 after bf16.
 	SourceResidual float64 `json:"source_residual"`
+	// Absence counts the proofs of absence (RowSpaceOptions.Absence); nil without the test.
+	Absence *AbsenceCounts `json:"absence,omitempty"`
 }
 
 // RowSpaceRetrieval scores every example's candidate texts (all their token rows, as the attacker
@@ -78,6 +145,16 @@ func RowSpaceRetrieval(ctx context.Context, s *gelo.Sampler, opts RowSpaceOption
 	cfg := s.Config()
 	row := RowSpaceRow{ObsRows: cfg.ObsRows, ObserveDtype: cfg.ObserveDtype, Aggregate: opts.Aggregate.String(), Split: opts.Split.String()}
 	corpus := s.Corpus()
+	if opts.Candidates != nil {
+		if opts.Candidates.NumTexts() != corpus.NumTexts() || opts.Candidates.D() != corpus.D() {
+			return RowSpaceRow{}, fmt.Errorf("baselines: candidate rows of %d texts of width %d against a sampler corpus of %d texts of width %d",
+				opts.Candidates.NumTexts(), opts.Candidates.D(), corpus.NumTexts(), corpus.D())
+		}
+		corpus = opts.Candidates
+	}
+	if opts.Absence != nil {
+		row.Absence = &AbsenceCounts{}
+	}
 	texts := s.Texts(opts.Split)
 	var acc eval.RetrievalAccumulator
 	var sourceRes []float64
@@ -135,6 +212,11 @@ func RowSpaceRetrieval(ctx context.Context, s *gelo.Sampler, opts RowSpaceOption
 			for _, c := range pos {
 				sourceRes = append(sourceRes, best[c])
 			}
+			if row.Absence != nil {
+				if err := countAbsence(row.Absence, opts.Absence, ex, u, cands, pos, cfg); err != nil {
+					return RowSpaceRow{}, fmt.Errorf("example %d: %w", ex.Index, err)
+				}
+			}
 			r, err := eval.ScoreRetrieval(logits, pos)
 			if err != nil {
 				return RowSpaceRow{}, fmt.Errorf("example %d: %w", ex.Index, err)
@@ -148,6 +230,38 @@ func RowSpaceRetrieval(ctx context.Context, s *gelo.Sampler, opts RowSpaceOption
 	row.Candidates = float64(candTotal) / float64(opts.Examples)
 	row.SourceResidual = eval.Percentile(sourceRes, 0.5)
 	return row, nil
+}
+
+// countAbsence runs the absolute test of example ex (observation u) on every candidate's rows and
+// adds its proofs of absence to counts; positives are the candidates that are ex's positives.
+func countAbsence(counts *AbsenceCounts, test AbsenceTest, ex *gelo.Example, u *mat.Dense, cands []*mat.Dense, positives []int, cfg gelo.Config) error {
+	if cfg.Center {
+		counts.Void++
+		return nil
+	}
+	rt, err := test(ex, u)
+	if err != nil {
+		return err
+	}
+	for c, rows := range cands {
+		pass, err := rt(rows)
+		if err != nil {
+			return fmt.Errorf("candidate %d: %w", c, err)
+		}
+		absent := ProvenAbsent(pass, min(ex.TokensPerText, len(pass)), cfg.TokenSampling == gelo.TokenWindow)
+		if slices.Contains(positives, c) {
+			counts.Positives++
+			if absent {
+				counts.PositivesProven++
+			}
+			continue
+		}
+		counts.Decoys++
+		if absent {
+			counts.DecoysProven++
+		}
+	}
+	return nil
 }
 
 // candidatePool returns the candidate texts of a batch (corpus indices, splitpool.Candidates: the

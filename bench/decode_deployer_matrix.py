@@ -22,41 +22,20 @@ JSON exists are not rerun, so an interrupted run resumes.
 
 import argparse
 import json
-import math
 import os
 import re
-import shutil
-import subprocess
 import sys
-import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-BLAS = {  # the attacker's BLAS: environment of the decode command
-    "gonum": {"GELOATTACK_BLAS": "gonum"},
-    "openblas": {},  # OpenBLAS's own kernel for the CPU (geloattack picks SkylakeX on AVX-512)
-    "haswell": {"OPENBLAS_CORETYPE": "Haswell"},
-}
+from deployer_matrix import DEPLOYERS, blas_env, cell_seconds, deploy as torch_deploy, init_model, run, run_cell, wilson
+
+# The attacker's BLAS of this matrix (deployer_matrix.BLAS): OpenBLAS's own kernel is SkylakeX on
+# the machine it ran on, so "skylakex" would repeat it.
+BLAS = ["gonum", "openblas", "haswell"]
 SHIELDS = {
     "below": ["-shield-frac", "0.1", "-shield-scale", "1"],
     "full1": ["-shield-rows", "256", "-shield-scale", "1"],
     "full10": ["-shield-rows", "256", "-shield-scale", "10"],
 }
-DEPLOYERS = ["geloattack-fp32", "torch-fp32", "torch-bf16", "torch-fp16"]
-
-
-def run(cmd, env=None, **kw):
-    print("+", " ".join(cmd), file=sys.stderr, flush=True)
-    return subprocess.run(cmd, env=env, check=True, **kw)
-
-
-def wilson(k, n, z=1.96):
-    if n == 0:
-        return (float("nan"), float("nan"))
-    p = k / n
-    den = 1 + z * z / n
-    c = (p + z * z / (2 * n)) / den
-    h = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / den
-    return (max(0.0, c - h), min(1.0, c + h))
 
 
 def decode_tokens(tokenizer, ids):
@@ -115,11 +94,7 @@ def deploy(a, src):
     if not os.path.exists(tokens):
         run(["nice", a.gd, "decode"] + common(a, src) + ["-deployer-texts", tokens])
     for dt in ("fp32", "bf16", "fp16"):
-        out = os.path.join(a.work, "dep-" + dt)
-        if not os.path.exists(os.path.join(out, "deployer.json")):
-            run(["nice", a.torch_python, os.path.join(HERE, "torch_deploy.py"), "--model", a.model,
-                 "--tokens", tokens, "--out", out, "--dtype", dt, "--blocks", "0,1",
-                 "--points", "attn-input", "--threads", "2"])
+        torch_deploy(a.torch_python, a.model, tokens, os.path.join(a.work, "dep-" + dt), dt, "0,1")
 
 
 def cells():
@@ -181,10 +156,7 @@ def main():
     p.add_argument("--summary", action="store_true", help="print the table of the cells run; run none")
     a = p.parse_args()
     os.makedirs(os.path.join(a.work, "cells"), exist_ok=True)
-    a.model = os.path.join(a.work, "model")
-    if not os.path.exists(os.path.join(a.model, "model.safetensors")):
-        run(["nice", a.gd, "model", "init", "-like", "llama2-7b", "-layers", "4", "-hidden", "256",
-             "-seed", "1", "-tokenizer", a.tokenizer, "-out", a.model])
+    a.model = init_model(a.gd, a.work, a.tokenizer)
     src = make_texts(a)
     deploy(a, src)
     rows = []
@@ -193,24 +165,12 @@ def main():
         if a.cells and not re.search(a.cells, name):
             continue
         out = os.path.join(a.work, "cells", name + ".json")
-        if not os.path.exists(out) and not a.summary:
-            env = dict(os.environ)
-            for k in ("GELOATTACK_BLAS", "OPENBLAS_CORETYPE"):
-                env.pop(k, None)
-            env.update(BLAS[blas])
-            t0 = time.time()
-            tmp = out + ".tmp"  # decode's -out directory; its results.json is the cell's file
-            if os.path.isdir(tmp):
-                shutil.rmtree(tmp)  # a killed cell's: decode writes only into a new or empty one
-            with open(out + ".log", "w") as log:
-                run(["nice"] + cell_cmd(a, src, dep, sh, obs, tmp), env=env, stdout=log, stderr=log)
-            os.rename(os.path.join(tmp, "results.json"), out)
-            shutil.rmtree(tmp)
-            with open(out + ".time", "w") as f:
-                f.write(f"{time.time() - t0:.1f}\n")
+        if not a.summary:
+            # decode's -out directory; its results.json is the cell's file
+            run_cell(out, lambda tmp: cell_cmd(a, src, dep, sh, obs, tmp), blas_env(blas), inner="results.json")
         if os.path.exists(out):
             s = summarize(out)
-            s["s"] = open(out + ".time").read().strip() if os.path.exists(out + ".time") else "?"
+            s["s"] = cell_seconds(out)
             rows.append((name, s))
     print("| cell | texts (distinct) | exact | 95% Wilson | claims | wrong claims | exact, not claimed "
           "| token acc | bag P / R | s |")

@@ -102,8 +102,10 @@ type Attack struct {
 
 // all is the list, in the order the help names the attacks.
 var all = []Attack{
-	{Name: "rowspace", Needs: Store, Output: RankedGuess, Command: Baseline,
-		Summary: "row-space containment retrieval: candidate texts ranked by how much of their rows lies in rowspace(U_obs)"},
+	// rowspace's claims are exclusions, as presence's: a candidate text none of whose possible
+	// samples passes the row bound every row of X meets is proven absent (baselines/presence).
+	{Name: "rowspace", Needs: Store, Output: ProofClaims, Command: Baseline,
+		Summary: "row-space containment retrieval: candidate texts ranked by how much of their rows lies in rowspace(U_obs), decoys proven absent by a row bound"},
 	{Name: "fastica", Needs: Store, Output: RankedGuess, Command: Baseline,
 		Summary: "FastICA separation of U's rows, scored by |cos| to the clean rows against random rows"},
 	{Name: "jade", Needs: Store, Output: RankedGuess, Command: Baseline,

@@ -26,7 +26,11 @@ var cmdBaseline = &Command{
 	Short:     "training-free attacks: " + strings.Join(attacks.Names(attacks.OnCLI()), " | "),
 	Long: "Runs a training-free attack (SPEC §7) on examples drawn by the config's sampler, the same stream the\n" +
 		"learned attacks are evaluated on. rowspace ranks candidate texts by how much of their rows lies in\n" +
-		"rowspace(U_obs) and reports retrieval mass, top-1 and recall@|P| with chance; fastica, jade, fobi and\n" +
+		"rowspace(U_obs) and reports retrieval mass, top-1 and recall@|P| with chance, and its claims: candidate\n" +
+		"texts proven absent (no window of rows the sampler could take passes the bound every row of X meets,\n" +
+		"allowing for the recomputation error rho; a positive proven absent would be a wrong claim). With a\n" +
+		"decoder store and -model, -deployer-texts FILE writes the examples' texts for bench/torch_deploy.py and\n" +
+		"-deployer-rows DIR mixes the rows it computed, the candidates staying the store's; fastica, jade, fobi and\n" +
 		"jd (SOBI-style joint diagonalisation) separate U and report p95 and mean |cos| to the clean rows after\n" +
 		"Hungarian matching and the Gram error (SPEC §6), beside the same figures for as many random rows of\n" +
 		"the split (what a random guess of rows reaches); anchor gives the attacker k clean rows.\n" +
@@ -93,6 +97,7 @@ func baselineFlags(fs *flag.FlagSet) runFunc {
 	env := &baselineEnv{}
 	attack := fs.String("attack", "rowspace", attackUsage())
 	cfgPath := fs.String("config", "", "run config whose store and sampler draw the examples; empty = the embedded quickstart")
+	storeDir := fs.String("store", "", "store directory to draw the examples and candidates from (overrides the config's store.path)")
 	splitName := fs.String("split", "val", "split the examples and candidates come from: train or val")
 	intVar(fs, &env.examples, "examples", 0, field.Bounds{Int: true, Min: 1, Max: 1 << 20},
 		"examples to score; left out: train.eval_batches x train.batch_size for rowspace, 2 otherwise")
@@ -137,6 +142,9 @@ func baselineFlags(fs *flag.FlagSet) runFunc {
 		if err != nil {
 			return err
 		}
+		if *storeDir != "" {
+			cfg.Store.Path = *storeDir
+		}
 		if cfg.Sampler, err = samplerOf(ctx, fs, cfg.Sampler); err != nil {
 			return err
 		}
@@ -173,41 +181,6 @@ func orList(names []string) string {
 		return strings.Join(names, "")
 	}
 	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
-}
-
-// rowspaceFlags defines -attack rowspace's own flags and returns its run: row-space containment
-// retrieval.
-func rowspaceFlags(fs *flag.FlagSet) baselineRun {
-	batch := overrideInt(fs, "batch", "train.batch_size", "rowspace: examples whose positives form one candidate set (the learned attacks' in-batch pools)")
-	extra := overrideInt(fs, "extra-negatives", "loss.extra_negatives", "rowspace: random texts added to each candidate set")
-	bestRow := fs.Bool("best-row", false, "rowspace: score a candidate by its best-contained row instead of its rows' energy inside the row space")
-	return func(ctx context.Context, env *baselineEnv) (any, error) {
-		return runRowSpace(ctx, env, batch, extra, *bestRow)
-	}
-}
-
-// runRowSpace runs -attack rowspace on env with its flags' values.
-func runRowSpace(ctx context.Context, env *baselineEnv, batch, extra *optInt, bestRow bool) (any, error) {
-	cfg := env.cfg
-	opts := baselines.RowSpaceOptions{Split: env.split, Examples: env.examples, Batch: cfg.Train.BatchSize,
-		ExtraNegatives: cfg.Loss.ExtraNegatives, Seed: cfg.Seed}
-	batch.apply(&opts.Batch)
-	extra.apply(&opts.ExtraNegatives)
-	if opts.Examples == 0 { // -examples left out (it refuses 0)
-		opts.Examples = cfg.Train.EvalBatches * cfg.Train.BatchSize
-	}
-	if bestRow {
-		opts.Aggregate = baselines.BestRow
-	}
-	row, err := baselines.RowSpaceRetrieval(ctx, env.sampler, opts)
-	if err != nil {
-		return nil, err
-	}
-	fmt.Printf("row-space containment on %s, obs_rows %g, observe_dtype %s, %.1f candidates per set:\n"+
-		"  mass   %v\n  top1   %v\n  recall %v\n  median source residual %.3g\n",
-		row.Split, row.ObsRows, row.ObserveDtype, row.Candidates, row.Mass, row.Top1, row.Recall, row.SourceResidual)
-	fmt.Print(rowspaceMassNote)
-	return row, nil
 }
 
 // bssFlags is a blind-source-separation attack (-attack fastica, jade, fobi or jd): no flags of
@@ -254,14 +227,6 @@ func runAnchor(ctx context.Context, env *baselineEnv, k int, method string) (any
 	fmt.Print(row.Table())
 	return row, nil
 }
-
-// rowspaceMassNote explains why the row-space mass sits far below its top-1: the scores are
-// log-odds of containment at no learned scale, and a candidate is scored on all its rows while an
-// example holds only tokens_per_text of them, so the positives lead without dominating the softmax.
-const rowspaceMassNote = "  (mass is the softmax, at temperature 1, of each candidate's containment log-odds over all its rows,\n" +
-	"  of which an example holds only tokens_per_text: the positives can rank first (top1, recall 1) and\n" +
-	"  still hold little of the softmax. Compare mass between row-space runs; top1 and recall with the\n" +
-	"  learned attacks.)\n"
 
 // bssMethod names a separation method for BSSEval.
 func bssMethod(name string, seed uint64) baselines.BSSMethod {
