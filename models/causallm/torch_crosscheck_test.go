@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -151,7 +152,7 @@ func TestTorchCrossCheck(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if dtype == hf.F32 && !equal(readWeight(t, m2, llama.Embedding, -1), readWeight(t, m, llama.Embedding, -1)) {
+			if dtype == hf.F32 && !slices.Equal(readWeight(t, m2, llama.Embedding, -1), readWeight(t, m, llama.Embedding, -1)) {
 				t.Fatal("F32 round trip changed the embedding")
 			}
 			compareWithTorch(t, script, dir, m2, randomTexts(5, m.Cfg.VocabSize, 1, 17, 40), tol)
@@ -231,16 +232,4 @@ func readWeight(t testing.TB, m *llama.Model, p llama.Part, blk int) []float32 {
 		t.Fatal(err)
 	}
 	return x
-}
-
-func equal(a, b []float32) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
