@@ -30,13 +30,14 @@ type Decoder struct {
 	head   *engine.Tensor // (vocab, d), the output projection, placed on first use
 	// staged lists the weights converted per pass (F16/BF16 checkpoints on a host-memory
 	// backend); stagedOf[l] is block l's span of it (l = Layers: the final norm's).
-	staged     []stagedWeight
-	stagedOf   [][2]int
-	headStaged stagedWeight
-	rope       ropeCache
-	x, a       []float32 // (n, d) host rows: the residual stream and the tapped attention input
-	owned      bool      // Close closes be (NewCPUDecoder made it)
-	restore    func()    // with owned: gives the BLAS library back its thread count
+	staged   []stagedWeight
+	stagedOf [][2]int
+	staging  map[string]*engine.Tensor // the staging buffer of each block weight's key
+	host     bool                      // be computes in host memory (engine.HostMemory)
+	rope     ropeCache
+	x, a     []float32 // (n, d) host rows: the residual stream and the tapped attention input
+	owned    bool      // Close closes be (NewCPUDecoder made it)
+	restore  func()    // with owned: gives the BLAS library back its thread count
 }
 
 // blockWeights is one decoder block's weights on a backend (PyTorch layout, (out, in)): the
@@ -70,62 +71,20 @@ func NewDecoder(be engine.Backend, w *llama.Model) (*Decoder, error) {
 	dc := &Decoder{cfg: c, w: w, be: be, tp: engine.NewTape(be)}
 	dc.tp.SetForwardOnly(true)
 	dc.rope.inv = c.InvFreq()
-	_, host := be.(engine.HostMemory)
-	staging := map[string]*engine.Tensor{} // one buffer per block weight name pattern, shared by every block
+	_, dc.host = be.(engine.HostMemory)
+	dc.staging = map[string]*engine.Tensor{}
 	var err error
-	// place binds *dst to the weight that parts of block blk make, stacked by rows.
+	// place binds *dst to the weight that parts of block blk make, recording it when a pass must
+	// convert it.
 	place := func(dst **engine.Tensor, key string, blk int, shape []int, parts ...llama.Part) {
 		if err != nil {
 			return
 		}
-		name := key
-		if blk >= 0 {
-			name = fmt.Sprintf("model.layers.%d.%s", blk, key)
+		var staged *stagedWeight
+		*dst, staged, err = dc.place(key, blk, shape, parts...)
+		if staged != nil {
+			dc.staged = append(dc.staged, *staged)
 		}
-		size := 1
-		for _, s := range shape {
-			size *= s
-		}
-		if host {
-			if x, ok := w.Float32(parts[0], blk); ok && cap(x) >= size {
-				stacked := true
-				for i, p := range parts[1:] {
-					y, ok := w.Float32(p, blk)
-					off := 0
-					for _, q := range parts[:i+1] {
-						r, cl, _ := w.Shape(q, blk)
-						off += r * cl
-					}
-					stacked = stacked && ok && len(y) > 0 && &x[:cap(x)][off] == &y[0]
-				}
-				if stacked {
-					*dst, err = engine.ViewHost(be, name, x[:size:size], shape...)
-					return
-				}
-			}
-			t := staging[key]
-			if t == nil {
-				if t, err = engine.NewBuffer(be, "staged "+key, shape...); err != nil {
-					err = fmt.Errorf("causallm: decoder: %s: %w", name, err)
-					return
-				}
-				staging[key] = t
-			}
-			*dst = t
-			dc.staged = append(dc.staged, stagedWeight{t: t, parts: parts, blk: blk})
-			return
-		}
-		var t *engine.Tensor
-		if t, err = engine.NewBuffer(be, name, shape...); err == nil {
-			buf := make([]float32, size)
-			if err = readParts(w, parts, blk, buf); err == nil {
-				err = t.CopyFrom(buf)
-			}
-		}
-		if err != nil {
-			err = fmt.Errorf("causallm: decoder: %s: %w", name, err)
-		}
-		*dst = t
 	}
 	d, f, q, kv, hd := c.Hidden, c.Intermediate, c.QDim(), c.KVDim(), c.HeadDim
 	for l := 0; l < w.Blocks(); l++ {
@@ -190,43 +149,78 @@ func (dc *Decoder) stage(l int) error {
 	return nil
 }
 
-// headWeight places the output projection on first use.
-func (dc *Decoder) headWeight() (*engine.Tensor, error) {
-	if dc.head != nil {
-		if len(dc.headStaged.parts) > 0 {
-			x, _ := engine.HostSlice(dc.head)
-			if err := readParts(dc.w, dc.headStaged.parts, -1, x); err != nil {
-				return nil, fmt.Errorf("causallm: output projection: %w", err)
+// place puts the weight that parts of block blk make (stacked by rows; key names it within a
+// block, blk -1 outside the blocks) where NewDecoder says: a view of w's float32 memory, a
+// staging buffer shared by every block's weight of that key (returned as staged: not converted
+// yet), or a buffer uploaded now.
+func (dc *Decoder) place(key string, blk int, shape []int, parts ...llama.Part) (t *engine.Tensor, staged *stagedWeight, err error) {
+	name := key
+	if blk >= 0 {
+		name = fmt.Sprintf("model.layers.%d.%s", blk, key)
+	}
+	fail := func(err error) (*engine.Tensor, *stagedWeight, error) {
+		return nil, nil, fmt.Errorf("causallm: decoder: %s: %w", name, err)
+	}
+	size := 1
+	for _, s := range shape {
+		size *= s
+	}
+	w := dc.w
+	if !dc.host {
+		if t, err = engine.NewBuffer(dc.be, name, shape...); err == nil {
+			buf := make([]float32, size)
+			if err = readParts(w, parts, blk, buf); err == nil {
+				err = t.CopyFrom(buf)
 			}
 		}
+		if err != nil {
+			return fail(err)
+		}
+		return t, nil, nil
+	}
+	if x, ok := w.Float32(parts[0], blk); ok && cap(x) >= size {
+		stacked := true
+		for i, p := range parts[1:] {
+			y, ok := w.Float32(p, blk)
+			off := 0
+			for _, q := range parts[:i+1] {
+				r, cl, _ := w.Shape(q, blk)
+				off += r * cl
+			}
+			stacked = stacked && ok && len(y) > 0 && &x[:cap(x)][off] == &y[0]
+		}
+		if stacked {
+			if t, err = engine.ViewHost(dc.be, name, x[:size:size], shape...); err != nil {
+				return fail(err)
+			}
+			return t, nil, nil
+		}
+	}
+	if t = dc.staging[key]; t == nil {
+		if t, err = engine.NewBuffer(dc.be, "staged "+key, shape...); err != nil {
+			return fail(err)
+		}
+		dc.staging[key] = t
+	}
+	return t, &stagedWeight{t: t, parts: parts, blk: blk}, nil
+}
+
+// headWeight places the output projection on first use; staged, it is converted then, once: its
+// buffer is its own.
+func (dc *Decoder) headWeight() (*engine.Tensor, error) {
+	if dc.head != nil {
 		return dc.head, nil
 	}
 	c := dc.cfg
-	name, size := "lm_head.weight", c.VocabSize*c.Hidden
-	if x, ok := dc.w.Float32(llama.LMHead, -1); ok {
-		if _, host := dc.be.(engine.HostMemory); host {
-			t, err := engine.ViewHost(dc.be, name, x[:size:size], c.VocabSize, c.Hidden)
-			dc.head = t
-			return t, err
-		}
-	}
-	t, err := engine.NewBuffer(dc.be, name, c.VocabSize, c.Hidden)
+	t, staged, err := dc.place("lm_head.weight", -1, []int{c.VocabSize, c.Hidden}, llama.LMHead)
 	if err != nil {
-		return nil, fmt.Errorf("causallm: output projection: %w", err)
+		return nil, err
 	}
-	if x, ok := engine.HostSlice(t); ok {
-		dc.head, dc.headStaged = t, stagedWeight{t: t, parts: []llama.Part{llama.LMHead}, blk: -1}
-		if err := readParts(dc.w, dc.headStaged.parts, -1, x); err != nil {
+	if staged != nil {
+		x, _ := engine.HostSlice(t)
+		if err := readParts(dc.w, staged.parts, -1, x); err != nil {
 			return nil, fmt.Errorf("causallm: output projection: %w", err)
 		}
-		return t, nil
-	}
-	buf := make([]float32, size)
-	if err := readParts(dc.w, []llama.Part{llama.LMHead}, -1, buf); err != nil {
-		return nil, fmt.Errorf("causallm: output projection: %w", err)
-	}
-	if err := t.CopyFrom(buf); err != nil {
-		return nil, fmt.Errorf("causallm: output projection: %w", err)
 	}
 	dc.head = t
 	return t, nil
