@@ -74,14 +74,6 @@ type DecoderOptions struct {
 	Decoder *causallm.Decoder
 }
 
-// openDecoder is the decoder of m on be, or on a CPU backend of its own when be is nil.
-func openDecoder(m *llama.Model, be engine.Backend) (*causallm.Decoder, error) {
-	if be == nil {
-		return causallm.NewCPUDecoder(m)
-	}
-	return causallm.NewDecoder(be, m)
-}
-
 // DecoderStats summarises a decoder run.
 type DecoderStats struct {
 	Stats
@@ -211,7 +203,7 @@ func RunDecoder(ctx context.Context, m *llama.Model, tok Tokenizer, texts []corp
 	}
 	dc := opt.Decoder
 	if dc == nil {
-		if dc, err = openDecoder(m, opt.Backend); err != nil {
+		if dc, err = causallm.OpenDecoder(opt.Backend, m); err != nil {
 			return st, fmt.Errorf("extract: %w", err)
 		}
 		defer dc.Close()

@@ -31,13 +31,7 @@ func NewLlama(be engine.Backend, m *llama.Model, maxLen int) (*Llama, error) {
 	if maxLen < 1 || maxLen > m.Cfg.MaxLen() {
 		return nil, fmt.Errorf("decode: texts of %d tokens: want 1 .. %d (the model's longest sequence)", maxLen, m.Cfg.MaxLen())
 	}
-	var dc *causallm.Decoder
-	var err error
-	if be == nil {
-		dc, err = causallm.NewCPUDecoder(m)
-	} else {
-		dc, err = causallm.NewDecoder(be, m)
-	}
+	dc, err := causallm.OpenDecoder(be, m)
 	if err != nil {
 		return nil, fmt.Errorf("decode: %w", err)
 	}

@@ -273,6 +273,14 @@ func NewCPUDecoder(w *llama.Model) (*Decoder, error) {
 	return dc, nil
 }
 
+// OpenDecoder is NewDecoder on be, or NewCPUDecoder when be is nil.
+func OpenDecoder(be engine.Backend, w *llama.Model) (*Decoder, error) {
+	if be == nil {
+		return NewCPUDecoder(w)
+	}
+	return NewDecoder(be, w)
+}
+
 // Close stops the backend NewCPUDecoder made and restores its BLAS library's thread count
 // (nothing for a caller's backend); the weights stay the caller's to close.
 func (dc *Decoder) Close() error {
