@@ -15,6 +15,7 @@ import (
 	"github.com/gelo-research/geloattack/models/causallm"
 	"github.com/gelo-research/geloattack/models/hf"
 	"github.com/gelo-research/geloattack/models/llama"
+	"github.com/gelo-research/geloattack/runner"
 )
 
 // Prompt is one text put through the deployment.
@@ -99,6 +100,13 @@ func OpenModel(d Deployment, files *safefile.Files, be engine.Backend) (*Target,
 	lm, err := decode.NewLlama(be, m, d.Batch.TokensPerText+1)
 	if err != nil {
 		return nil, err
+	}
+	if lm.Decoder().Converts() {
+		// Decoding runs thousands of small passes: 16-bit blocks stay converted while the memory
+		// past the weights allows (assess has no finer pre-flight of its own).
+		var b runner.Budget
+		b.Add(runner.StoredWeights(d.Model, cfg, cfg.Layers)...)
+		lm.Decoder().KeepConverted(runner.KeepConverted(b, runner.ConvertedWeights(d.Model, cfg, cfg.Layers)))
 	}
 	return &Target{Model: lm, LM: m, Decoder: lm.Decoder(), Tok: tok, TokHash: tok.Hash(), Name: hf.ModelName(files, d.Model), Architecture: cfg.Architecture,
 		D: cfg.Hidden, P: (cfg.Heads + 2*cfg.KVHeads) * cfg.HeadDim, Blocks: cfg.Layers}, nil

@@ -145,7 +145,32 @@ func StoredWeights(dir string, cfg llama.Config, blocks int) []Part {
 		name = fmt.Sprintf("weights (%s, blocks 0..%d of %d)", strings.Join(types, "+"), blocks-1, cfg.Layers)
 	}
 	return []Part{{Name: name, Bytes: fp.Weights},
-		{Name: "float32 conversion scratch (the largest stored matrix)", Bytes: fp.Scratch}}
+		{Name: "float32 conversion buffers (one block's matrices)", Bytes: fp.Scratch}}
+}
+
+// ConvertedWeights is the float32 a decoder holds when it keeps every stored 16-bit weight of
+// blocks 0..blocks-1 of dir converted (models/causallm's Decoder.KeepConverted): an upper bound,
+// every block's weights in float32, when some block matrix converts, and 0 for a float32
+// checkpoint (the CPU computes from it in place) or when the headers cannot be read.
+func ConvertedWeights(dir string, cfg llama.Config, blocks int) int64 {
+	fp, err := hf.EstimateLoad(dir, cfg, blocks)
+	if err != nil || fp.Scratch == 0 {
+		return 0
+	}
+	return Product(int64(fp.Blocks), cfg.BlockBytes())
+}
+
+// KeepConverted is how much of want (float32 conversions a decoder may keep across passes
+// instead of converting every pass) the host can spare beyond the budget b: three quarters of
+// the memory left past b and a reserve of 1 GiB, at most want, and 0 when the available memory
+// cannot be read. Keeping is a speed-up only, so it takes what is spare and never refuses.
+func KeepConverted(b Budget, want int64) int64 {
+	avail, _, err := hostAvailable()
+	if err != nil {
+		return 0
+	}
+	spare := (avail - b.Memory() - 1<<30) / 4 * 3
+	return min(max(spare, 0), max(want, 0))
 }
 
 // TokenizerPart is the tokenizer's tables for a vocabulary of ids tokens: its id and token maps,

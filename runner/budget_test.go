@@ -113,12 +113,27 @@ func TestStoredWeights(t *testing.T) {
 	}
 	parts := StoredWeights(dir, cfg, 2)
 	want := []Part{{"weights (bfloat16, blocks 0..1 of 3)", 2 * cfg.LoadedParams(2)},
-		{"float32 conversion scratch (the largest stored matrix)", cfg.ScratchBytes()}}
+		{"float32 conversion buffers (one block's matrices)", cfg.ScratchBytes()}}
 	if !slices.Equal(parts, want) {
 		t.Errorf("blocks 0..1 of a bfloat16 directory: %v, want %v", parts, want)
 	}
 	if got := StoredWeights(dir, cfg, 3)[0]; got.Name != "weights (bfloat16, 3 blocks)" || got.Bytes != 2*cfg.Params() {
 		t.Errorf("every block: %v", got)
+	}
+	// Kept converted, the 2 blocks loaded take their weights in float32; the host spares no more
+	// than asked, and nothing past a budget of all its memory.
+	if got := ConvertedWeights(dir, cfg, 2); got != 2*cfg.BlockBytes() {
+		t.Errorf("ConvertedWeights of 2 bfloat16 blocks %d, want %d", got, 2*cfg.BlockBytes())
+	}
+	if avail, _, err := hostAvailable(); err == nil && avail > 2<<30 {
+		if got := KeepConverted(Budget{}, 1<<20); got != 1<<20 {
+			t.Errorf("KeepConverted of 1 MiB with nothing else held: %d", got)
+		}
+		var all Budget
+		all.Add(Part{"everything", avail})
+		if got := KeepConverted(all, 1<<20); got != 0 {
+			t.Errorf("KeepConverted past a budget of all the memory: %d", got)
+		}
 	}
 	// Truncated after the header, with a config.json of a model no machine holds.
 	path := filepath.Join(dir, hf.WeightsFile)
@@ -153,5 +168,8 @@ func TestStoredWeights(t *testing.T) {
 	if got := StoredWeights(dir, cfg, 3); got[0].Bytes != 4*cfg.Params() || got[1].Bytes != cfg.ScratchBytes() ||
 		!strings.HasPrefix(got[0].Name, "weights (float32, 3 blocks") {
 		t.Errorf("no weight files: %v", got)
+	}
+	if got := ConvertedWeights(dir, cfg, 3); got != 0 {
+		t.Errorf("ConvertedWeights without weight files: %d", got)
 	}
 }

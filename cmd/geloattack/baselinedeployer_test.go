@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"os/exec"
@@ -9,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gelo-research/geloattack/data/deployer"
 	"github.com/gelo-research/geloattack/internal/torchcheck"
 	"github.com/gelo-research/geloattack/models/hf"
 )
@@ -80,16 +80,11 @@ func TestBaselineRowspaceAttacksPyTorchBF16Deployer(t *testing.T) {
 	}
 	lines := 0
 	ids := map[int64]bool{}
-	sc := bufio.NewScanner(bytes.NewReader(mustRead(t, in)))
-	for sc.Scan() {
-		var x struct {
-			ID     int64
-			Tokens []int32
-			BOS    int
-		}
-		if err := json.Unmarshal(sc.Bytes(), &x); err != nil {
-			t.Fatal(err)
-		}
+	texts, err := deployer.ReadTexts(bytes.NewReader(mustRead(t, in)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, x := range texts {
 		if ids[x.ID] || x.BOS != 1 || len(x.Tokens) < 2 || x.Tokens[0] != 1 {
 			t.Errorf("deployer input line %d: %+v; want a new store text id, BOS <s> (1) counted", lines, x)
 		}

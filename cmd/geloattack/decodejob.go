@@ -15,6 +15,7 @@ import (
 	"github.com/gelo-research/geloattack/internal/safefile"
 	"github.com/gelo-research/geloattack/models/hf"
 	"github.com/gelo-research/geloattack/models/llama"
+	"github.com/gelo-research/geloattack/runner"
 )
 
 // decodeJob is what prepare makes of decode's flags, config, model config, tokenizer and texts,
@@ -30,6 +31,9 @@ type decodeJob struct {
 	tok         extraction.Tokenizer
 	ids         [][]int // the texts' tokens, BOS included, cut to -max-tokens
 	textIDs     []int64 // the source's ids, so the split is the stores' and a trained decoder's
+	// keep is the float32 the decoder may keep of converted 16-bit block weights (the memory
+	// spare past the plan's budget), and keepWant all of it.
+	keep, keepWant int64
 }
 
 // prepare refuses what config.json, the weight files' headers, the flags, the tokenizer and the
@@ -111,8 +115,13 @@ func (a *decodeArgs) readTexts(j *decodeJob, plan decodePlan) error {
 		return fmt.Errorf("decode: %w", utf8Hint(err))
 	}
 	plan.vocab, plan.src, plan.texts = tok.VocabSize(), src, min(*a.maxTexts, len(src.Texts))
-	if err := preflight("decode", plan.budget(*a.modelDir)); err != nil {
+	b := plan.budget(*a.modelDir)
+	if err := preflight("decode", b); err != nil {
 		return fmt.Errorf("decode: %w", err)
+	}
+	if plan.model {
+		j.keepWant = runner.ConvertedWeights(*a.modelDir, plan.cfg, plan.deepest+1)
+		j.keep = runner.KeepConverted(b, j.keepWant)
 	}
 	for _, t := range src.Texts {
 		if len(j.ids) == *a.maxTexts {

@@ -34,6 +34,11 @@ func (a *decodeArgs) attack(ctx context.Context, j *decodeJob, opt decode.Option
 		return err
 	}
 	defer lm.Close()
+	if j.keepWant > 0 && lm.Decoder().Converts() {
+		lm.Decoder().KeepConverted(j.keep)
+		fmt.Fprintf(os.Stderr, "decode: keeping %.2f of the %.2f GiB of float32 the 16-bit blocks convert to (the memory spare past the pre-flight); the rest converts every pass\n",
+			float64(j.keep)/(1<<30), float64(j.keepWant)/(1<<30))
+	}
 	fmt.Fprintf(os.Stderr, "decode: %s (%s, %d blocks, d %d, vocab %d), %d texts of at most %d tokens, on %s\n",
 		*a.modelDir, m.Cfg.Architecture, m.Cfg.Layers, m.Cfg.Hidden, m.Cfg.VocabSize, len(j.ids), *a.maxTokens, be.Name())
 	defer func() {

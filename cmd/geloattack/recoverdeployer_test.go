@@ -1,9 +1,7 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
-	"encoding/json"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -11,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/gelo-research/geloattack/baselines/content"
+	"github.com/gelo-research/geloattack/data/deployer"
 	"github.com/gelo-research/geloattack/internal/torchcheck"
 	"github.com/gelo-research/geloattack/models/hf"
 )
@@ -54,16 +53,11 @@ func TestRecoverAttacksPyTorchBF16Deployer(t *testing.T) {
 		t.Fatalf("recover -deployer-texts: %v\n%s", err, b)
 	}
 	lines := 0
-	sc := bufio.NewScanner(bytes.NewReader(mustRead(t, in)))
-	for sc.Scan() {
-		var x struct {
-			ID     int64
-			Tokens []int32
-			BOS    int
-		}
-		if err := json.Unmarshal(sc.Bytes(), &x); err != nil {
-			t.Fatal(err)
-		}
+	texts, err := deployer.ReadTexts(bytes.NewReader(mustRead(t, in)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, x := range texts {
 		if x.ID != int64(lines) || x.BOS != 1 || len(x.Tokens) < 5 || x.Tokens[0] != 1 {
 			t.Errorf("deployer input line %d: %+v; want victim %d, BOS <s> (1) counted", lines, x, lines)
 		}

@@ -13,6 +13,7 @@
 package deployer
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/sha256"
@@ -70,21 +71,55 @@ func WriteTexts(w io.Writer, texts []Text) error {
 	seen := make(map[int64]bool, len(texts))
 	enc := json.NewEncoder(w)
 	for i, t := range texts {
-		switch {
-		case t.ID < 0:
-			return fmt.Errorf("deployer input: text %d: id %d is negative", i, t.ID)
-		case seen[t.ID]:
-			return fmt.Errorf("deployer input: text %d: id %d appears twice", i, t.ID)
-		case len(t.Tokens) == 0:
-			return fmt.Errorf("deployer input: text %d (id %d): no tokens", i, t.ID)
-		case t.BOS < 0 || t.BOS > len(t.Tokens):
-			return fmt.Errorf("deployer input: text %d (id %d): bos %d outside 0..%d", i, t.ID, t.BOS, len(t.Tokens))
+		if err := t.check(i, seen); err != nil {
+			return err
 		}
-		seen[t.ID] = true
 		if err := enc.Encode(textLine{ID: t.ID, Tokens: t.Tokens, BOS: t.BOS}); err != nil {
 			return fmt.Errorf("deployer input: text %d (id %d): %w", i, t.ID, err)
 		}
 	}
+	return nil
+}
+
+// ReadTexts reads the deployer's --tokens input as WriteTexts writes it, with the same checks
+// (ids >= 0 and distinct, tokens present, bos within them) and no field it does not know.
+func ReadTexts(r io.Reader) ([]Text, error) {
+	var texts []Text
+	seen := map[int64]bool{}
+	sc := bufio.NewScanner(r)
+	sc.Buffer(nil, 64<<20)
+	for line := 1; sc.Scan(); line++ {
+		dec := json.NewDecoder(bytes.NewReader(sc.Bytes()))
+		dec.DisallowUnknownFields()
+		var x textLine
+		if err := dec.Decode(&x); err != nil {
+			return nil, fmt.Errorf("deployer input: line %d: %w", line, err)
+		}
+		t := Text{ID: x.ID, Tokens: x.Tokens, BOS: x.BOS}
+		if err := t.check(line-1, seen); err != nil {
+			return nil, err
+		}
+		texts = append(texts, t)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("deployer input: %w", err)
+	}
+	return texts, nil
+}
+
+// check refuses the i-th text of an input whose earlier ids are seen, and records its id.
+func (t Text) check(i int, seen map[int64]bool) error {
+	switch {
+	case t.ID < 0:
+		return fmt.Errorf("deployer input: text %d: id %d is negative", i, t.ID)
+	case seen[t.ID]:
+		return fmt.Errorf("deployer input: text %d: id %d appears twice", i, t.ID)
+	case len(t.Tokens) == 0:
+		return fmt.Errorf("deployer input: text %d (id %d): no tokens", i, t.ID)
+	case t.BOS < 0 || t.BOS > len(t.Tokens):
+		return fmt.Errorf("deployer input: text %d (id %d): bos %d outside 0..%d", i, t.ID, t.BOS, len(t.Tokens))
+	}
+	seen[t.ID] = true
 	return nil
 }
 

@@ -194,6 +194,21 @@ func TestWriteTexts(t *testing.T) {
 	if buf.String() != want {
 		t.Fatalf("got %q, want %q", buf.String(), want)
 	}
+	back, err := deployer.ReadTexts(strings.NewReader(want))
+	if err != nil || len(back) != 2 || back[0].ID != 3 || back[0].BOS != 1 || !slices.Equal(back[0].Tokens, []int32{1, 5, 9}) ||
+		back[1].ID != 0 || back[1].BOS != 0 || !slices.Equal(back[1].Tokens, []int32{7}) {
+		t.Errorf("ReadTexts of WriteTexts' output: %+v, %v", back, err)
+	}
+	for name, in := range map[string]string{
+		"unknown field": `{"id":1,"tokens":[1],"bos":0,"text":"x"}`,
+		"duplicate id":  `{"id":1,"tokens":[1]}` + "\n" + `{"id":1,"tokens":[2]}`,
+		"bos past end":  `{"id":1,"tokens":[1],"bos":2}`,
+		"not json":      `{"id":1,`,
+	} {
+		if _, err := deployer.ReadTexts(strings.NewReader(in)); err == nil {
+			t.Errorf("ReadTexts %s: accepted", name)
+		}
+	}
 	for name, texts := range map[string][]deployer.Text{
 		"negative id":    {{ID: -1, Tokens: []int32{1}}},
 		"duplicate id":   {{ID: 2, Tokens: []int32{1}}, {ID: 2, Tokens: []int32{4}}},

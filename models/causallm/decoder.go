@@ -28,11 +28,13 @@ type Decoder struct {
 	blocks []blockWeights
 	norm   *engine.Tensor // (d), nil for a model of fewer blocks than Layers
 	head   *engine.Tensor // (vocab, d), the output projection, placed on first use
-	// staged lists the weights converted per pass (F16/BF16 checkpoints on a host-memory
-	// backend); stagedOf[l] is block l's span of it (l = Layers: the final norm's).
+	// staged lists the weights a pass converts before their block runs (F16/BF16 checkpoints on
+	// a host-memory backend); stagedOf[l] is block l's span of it (l = Layers: the final norm's).
 	staged   []stagedWeight
 	stagedOf [][2]int
-	staging  map[string]*engine.Tensor // the staging buffer of each block weight's key
+	staging  map[string]*engine.Tensor // the shared buffer of each block weight's key, made on first use
+	keepLeft int64                     // float32 bytes more that may be kept converted (KeepConverted)
+	kept     int64                     // float32 bytes kept converted
 	host     bool                      // be computes in host memory (engine.HostMemory)
 	rope     ropeCache
 	x, a     []float32 // (n, d) host rows: the residual stream and the tapped attention input
@@ -74,8 +76,8 @@ func NewDecoder(be engine.Backend, w *llama.Model) (*Decoder, error) {
 	_, dc.host = be.(engine.HostMemory)
 	dc.staging = map[string]*engine.Tensor{}
 	var err error
-	// place binds *dst to the weight that parts of block blk make, recording it when a pass must
-	// convert it.
+	// place binds *dst to the weight that parts of block blk make, or records it for the passes
+	// to convert (dst is then bound before its block runs).
 	place := func(dst **engine.Tensor, key string, blk int, shape []int, parts ...llama.Part) {
 		if err != nil {
 			return
@@ -83,12 +85,14 @@ func NewDecoder(be engine.Backend, w *llama.Model) (*Decoder, error) {
 		var staged *stagedWeight
 		*dst, staged, err = dc.place(key, blk, shape, parts...)
 		if staged != nil {
+			staged.dst = dst
 			dc.staged = append(dc.staged, *staged)
 		}
 	}
 	d, f, q, kv, hd := c.Hidden, c.Intermediate, c.QDim(), c.KVDim(), c.HeadDim
-	for l := 0; l < w.Blocks(); l++ {
-		var b blockWeights
+	dc.blocks = make([]blockWeights, w.Blocks())
+	for l := range dc.blocks {
+		b := &dc.blocks[l]
 		first := len(dc.staged)
 		place(&b.attnNorm, "input_layernorm.weight", l, []int{d}, llama.AttnNorm)
 		if q == kv {
@@ -114,7 +118,6 @@ func NewDecoder(be engine.Backend, w *llama.Model) (*Decoder, error) {
 		if err != nil {
 			return nil, err
 		}
-		dc.blocks = append(dc.blocks, b)
 		dc.stagedOf = append(dc.stagedOf, [2]int{first, len(dc.staged)})
 	}
 	if w.Blocks() == c.Layers {
@@ -129,30 +132,98 @@ func NewDecoder(be engine.Backend, w *llama.Model) (*Decoder, error) {
 	return dc, nil
 }
 
-// stagedWeight is a weight that a pass converts into a shared buffer before its block runs.
+// stagedWeight is a weight that a pass converts to float32 before its block runs: into a buffer
+// of its own, once, while KeepConverted's budget lasts, else into the buffer its key shares with
+// the other blocks, every pass.
 type stagedWeight struct {
-	t     *engine.Tensor
+	dst   **engine.Tensor // the blockWeights field the block reads
+	key   string
+	shape []int
 	parts []llama.Part
 	blk   int
+	kept  bool // converted into its own buffer: nothing to do any more
 }
 
-// stage converts the staged weights of block l (the final norm's at l = Layers) into their
-// buffers.
+// KeepConverted lets the decoder keep up to bytes of float32 conversions of stored F16/BF16 block
+// weights across passes, converting each such weight once instead of every pass (decoding runs
+// thousands of small passes, where the conversion costs more than the GEMMs). Weights are kept in
+// the order the first pass reaches them (block 0 first) while they fit; the others are converted
+// every pass into buffers shared by the blocks. It changes no result: a weight converts to the
+// same float32 values either way. Call it before the first pass; weights kept already stay kept.
+// Nothing converts for float32 checkpoints on the CPU or on a device, where it is a no-op.
+func (dc *Decoder) KeepConverted(bytes int64) { dc.keepLeft = max(bytes, 0) }
+
+// Converts reports whether passes convert stored weights to float32 (F16/BF16 block weights on a
+// host-memory backend), which KeepConverted can save.
+func (dc *Decoder) Converts() bool { return len(dc.staged) > 0 }
+
+// ConvertedBytes is the float32 bytes the decoder holds of converted stored weights: the buffers
+// shared by the blocks and converted every pass, and the weights kept converted.
+func (dc *Decoder) ConvertedBytes() (perPass, kept int64) {
+	for _, t := range dc.staging {
+		perPass += 4 * int64(t.Size())
+	}
+	return perPass, dc.kept
+}
+
+// stage binds the staged weights of block l (the final norm's at l = Layers) to float32 buffers
+// holding their values, converting those not kept.
 func (dc *Decoder) stage(l int) error {
 	span := dc.stagedOf[l]
-	for _, s := range dc.staged[span[0]:span[1]] {
-		x, _ := engine.HostSlice(s.t)
-		if err := readParts(dc.w, s.parts, s.blk, x); err != nil {
-			return fmt.Errorf("causallm: block %d: %w", l, err)
+	for i := span[0]; i < span[1]; i++ {
+		s := &dc.staged[i]
+		if s.kept {
+			continue
 		}
+		t, err := dc.stagingBuffer(s)
+		if err == nil {
+			x, _ := engine.HostSlice(t)
+			err = readParts(dc.w, s.parts, s.blk, x)
+		}
+		if err != nil {
+			return fmt.Errorf("causallm: block %d: %s: %w", l, s.key, err)
+		}
+		*s.dst = t
 	}
 	return nil
 }
 
+// stagingBuffer is the float32 buffer s converts into: its own when KeepConverted's budget has
+// room for it (s is then kept), else the one its key shares.
+func (dc *Decoder) stagingBuffer(s *stagedWeight) (*engine.Tensor, error) {
+	size := int64(4)
+	for _, n := range s.shape {
+		size *= int64(n)
+	}
+	if size <= dc.keepLeft {
+		name := s.key
+		if s.blk >= 0 {
+			name = fmt.Sprintf("model.layers.%d.%s", s.blk, s.key)
+		}
+		t, err := engine.NewBuffer(dc.be, name, s.shape...)
+		if err != nil {
+			return nil, err
+		}
+		dc.keepLeft -= size
+		dc.kept += size
+		s.kept = true
+		return t, nil
+	}
+	t := dc.staging[s.key]
+	if t == nil {
+		var err error
+		if t, err = engine.NewBuffer(dc.be, "staged "+s.key, s.shape...); err != nil {
+			return nil, err
+		}
+		dc.staging[s.key] = t
+	}
+	return t, nil
+}
+
 // place puts the weight that parts of block blk make (stacked by rows; key names it within a
-// block, blk -1 outside the blocks) where NewDecoder says: a view of w's float32 memory, a
-// staging buffer shared by every block's weight of that key (returned as staged: not converted
-// yet), or a buffer uploaded now.
+// block, blk -1 outside the blocks) where NewDecoder says: a view of w's float32 memory or a
+// buffer uploaded now, or (returned as staged, with no tensor yet) float32 that the passes
+// convert it into.
 func (dc *Decoder) place(key string, blk int, shape []int, parts ...llama.Part) (t *engine.Tensor, staged *stagedWeight, err error) {
 	name := key
 	if blk >= 0 {
@@ -196,13 +267,7 @@ func (dc *Decoder) place(key string, blk int, shape []int, parts ...llama.Part) 
 			return t, nil, nil
 		}
 	}
-	if t = dc.staging[key]; t == nil {
-		if t, err = engine.NewBuffer(dc.be, "staged "+key, shape...); err != nil {
-			return fail(err)
-		}
-		dc.staging[key] = t
-	}
-	return t, &stagedWeight{t: t, parts: parts, blk: blk}, nil
+	return nil, &stagedWeight{key: key, shape: shape, parts: parts, blk: blk}, nil
 }
 
 // headWeight places the output projection on first use; staged, it is converted then, once: its
@@ -217,6 +282,9 @@ func (dc *Decoder) headWeight() (*engine.Tensor, error) {
 		return nil, err
 	}
 	if staged != nil {
+		if t, err = engine.NewBuffer(dc.be, "lm_head.weight", staged.shape...); err != nil {
+			return nil, fmt.Errorf("causallm: output projection: %w", err)
+		}
 		x, _ := engine.HostSlice(t)
 		if err := readParts(dc.w, staged.parts, -1, x); err != nil {
 			return nil, fmt.Errorf("causallm: output projection: %w", err)
@@ -291,20 +359,6 @@ func (dc *Decoder) Close() error {
 	err := dc.be.Close()
 	dc.restore()
 	return err
-}
-
-// StagingBytes is the float32 buffers the decoder converts stored block weights into per pass
-// (0 when it computes from the checkpoint's float32 weights in place or holds them uploaded).
-func (dc *Decoder) StagingBytes() int64 {
-	seen := map[*engine.Tensor]bool{}
-	var n int64
-	for _, s := range dc.staged {
-		if !seen[s.t] {
-			seen[s.t] = true
-			n += 4 * int64(s.t.Size())
-		}
-	}
-	return n
 }
 
 // Weights is the checkpoint the decoder computes from.

@@ -218,9 +218,9 @@ func storedBF16(t *testing.T, m *llama.Model, blocks int) (stored, rounded *llam
 }
 
 // Where the weights live changes no bit: a BF16 checkpoint converted block by block into staging
-// buffers, the same values as float32 computed in place, and every weight uploaded once (a
-// device's way) give identical taps, logits and alternatives, also for a model of the first
-// blocks only.
+// buffers, the same kept converted (all of it, or block 0's first matrices only, the rest staged),
+// the same values as float32 computed in place, and every weight uploaded once (a device's way)
+// give identical taps, logits and alternatives, also for a model of the first blocks only.
 func TestDecoderPlacementsAgree(t *testing.T) {
 	for name, c := range decoderFamilies() {
 		t.Run(name, func(t *testing.T) {
@@ -233,13 +233,15 @@ func TestDecoderPlacementsAgree(t *testing.T) {
 				be := newCPU(t, 2)
 				var outs []taps
 				for i, dec := range []struct {
-					w  *llama.Model
-					be engine.Backend
-				}{{stored, be}, {rounded, be}, {rounded, deviceLike{be}}} {
+					w    *llama.Model
+					be   engine.Backend
+					keep int64
+				}{{stored, be, 0}, {stored, be, 1 << 40}, {stored, be, c.ScratchBytes() / 2}, {rounded, be, 0}, {rounded, deviceLike{be}, 0}} {
 					dc, err := causallm.NewDecoder(dec.be, dec.w)
 					if err != nil {
 						t.Fatal(err)
 					}
+					dc.KeepConverted(dec.keep)
 					got := taps{}
 					seqs := [][]int32{tokens(4, c.VocabSize, 9), tokens(5, c.VocabSize, 6)}
 					var logits []float32
@@ -294,9 +296,6 @@ func TestDecoderBytesBoundAllocations(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got, want := dc.StagingBytes(), stored.ScratchBytes(false); got != want || want == 0 {
-				t.Errorf("staging buffers %d bytes, ScratchBytes %d", got, want)
-			}
 			const maxLen = 16
 			ctx := context.Background()
 			seq := tokens(13, c.VocabSize, maxLen)
@@ -313,6 +312,9 @@ func TestDecoderBytesBoundAllocations(t *testing.T) {
 			if err := dc.ForwardAlternatives(ctx, cache, append(seq, seq...), nil); err != nil {
 				t.Fatal(err)
 			}
+			if perPass, kept := dc.ConvertedBytes(); perPass != stored.ScratchBytes(false) || kept != 0 || perPass == 0 {
+				t.Errorf("converted per pass %d bytes, kept %d; want ScratchBytes %d and nothing kept", perPass, kept, stored.ScratchBytes(false))
+			}
 			if got, want := 4*int64(cache.Cap()*c.KVDim()*2*len(cacheLayers(dc))), c.CacheBytes(maxLen); got != want {
 				t.Errorf("cache holds %d bytes, CacheBytes %d", got, want)
 			}
@@ -324,6 +326,44 @@ func TestDecoderBytesBoundAllocations(t *testing.T) {
 			}
 			if total, est := held+dc.HostBytes(), causallm.WorkspaceBytes(c, 2*maxLen, maxLen, 1); total > est {
 				t.Errorf("the decoder holds %d bytes (tape %d, host %d), WorkspaceBytes %d", total, held, dc.HostBytes(), est)
+			}
+		})
+	}
+}
+
+// KeepConverted keeps weights in the order the pass reaches them while they fit and converts the
+// rest every pass: a budget of every block keeps all of them (llama.Config.BlockBytes bounds a
+// block's) and converts nothing per pass; a budget of one block's matrices keeps block 0's, and
+// the later blocks share per-pass buffers of ScratchBytes.
+func TestDecoderKeepConverted(t *testing.T) {
+	for name, c := range decoderFamilies() {
+		t.Run(name, func(t *testing.T) {
+			m, err := llama.Random(c, 12, 0.2, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			stored, _ := storedBF16(t, m, c.Layers)
+			block := stored.ScratchBytes(false)
+			for _, tc := range []struct {
+				keep, perPass, kept int64
+			}{{1 << 40, 0, int64(c.Layers) * block}, {block, block, block}, {0, block, 0}} {
+				dc, err := causallm.NewDecoder(newCPU(t, 1), stored)
+				if err != nil {
+					t.Fatal(err)
+				}
+				dc.KeepConverted(tc.keep)
+				for range 2 {
+					if err := dc.Forward(context.Background(), [][]int32{tokens(3, c.VocabSize, 5)}, nil, nil); err != nil {
+						t.Fatal(err)
+					}
+				}
+				perPass, kept := dc.ConvertedBytes()
+				if perPass != tc.perPass || kept != tc.kept {
+					t.Errorf("KeepConverted(%d): %d bytes converted per pass and %d kept, want %d and %d", tc.keep, perPass, kept, tc.perPass, tc.kept)
+				}
+				if kept > int64(c.Layers)*c.BlockBytes() {
+					t.Errorf("KeepConverted(%d) kept %d bytes, more than the blocks' %d", tc.keep, kept, int64(c.Layers)*c.BlockBytes())
+				}
 			}
 		})
 	}
