@@ -8,13 +8,15 @@ const KernelSpanAttention = "span_attention"
 
 // SpanAttentionKernel is SpanAttention's fused kernel (forward only): o: (N,
 // heads*hd) from q: (N, heads*hd), k, v: (N, kvHeads*hd), the cache kc, vc:
-// (P, kvHeads*hd) (nil when cached is 0) and first: (N), row r's span start
-// as a float32 (exact below 2^24). Query row r, head j attends to cache
-// rows 0..cached-1 and then to new rows first[r]..r of kv head
-// j/(heads/kvHeads), in that order.
-type SpanAttentionKernel func(o, q, k, v, kc, vc, first *Tensor, cached, heads, kvHeads int)
+// (P, kvHeads*hd) (nil when no row sees a cache row) and spans: (N, 3), row
+// r's [first, from, cached] as float32s (exact below 2^24). Query row r, head
+// j attends to cache rows from..from+cached-1 and then to new rows first..r
+// of kv head j/(heads/kvHeads), in that order; from and cached are the same
+// for every row of a span.
+type SpanAttentionKernel func(o, q, k, v, kc, vc, spans *Tensor, heads, kvHeads int)
 
-// maxSpanRows bounds N: span starts travel as float32, exact below 2^24.
+// maxSpanRows bounds N and the cache rows: span starts and cache segments
+// travel as float32, exact below 2^24.
 const maxSpanRows = 1 << 24
 
 // SpanAttention is a decoder's inference attention: multi-head scaled
@@ -46,57 +48,89 @@ const maxSpanRows = 1 << 24
 // (SetForwardOnly), because it has no backward. Appending the new k, v to
 // the cache is the caller's (CopyRows into buffers from NewBuffer).
 func (tp *Tape) SpanAttention(q, k, v, kc, vc *Tensor, cached int, first []int32, heads, kvHeads int) *Tensor {
-	if !tp.usable("SpanAttention", q, k, v, kc, vc) {
+	segs := make([]CacheSegment, len(first))
+	for r := range segs {
+		segs[r] = CacheSegment{Len: cached}
+	}
+	return tp.spanAttention("SpanAttention", q, k, v, kc, vc, first, segs, heads, kvHeads)
+}
+
+// CacheSegment is the rows From..From+Len-1 of a KV cache that a span of SpanAttentionSegments
+// sees before its own rows.
+type CacheSegment struct{ From, Len int }
+
+// SpanAttentionSegments is SpanAttention where each span sees a segment of the cache of its own:
+// row r sees cache rows segs[r].From..segs[r].From+segs[r].Len-1, then new rows first[r]..r, and
+// segs[r] is the same for every row of a span. One call so runs the alternatives of several
+// prefixes whose caches lie one after another in kc and vc (each a span of one row, after its
+// prefix's segment), so that each weight matrix of the pass is read once for all of them. A span
+// gives the bits SpanAttention gives it alone after a cache of its segment's rows, on the CPU.
+func (tp *Tape) SpanAttentionSegments(q, k, v, kc, vc *Tensor, first []int32, segs []CacheSegment, heads, kvHeads int) *Tensor {
+	return tp.spanAttention("SpanAttentionSegments", q, k, v, kc, vc, first, segs, heads, kvHeads)
+}
+
+// spanAttention checks and runs the two ops, named op in errors.
+func (tp *Tape) spanAttention(op string, q, k, v, kc, vc *Tensor, first []int32, segs []CacheSegment, heads, kvHeads int) *Tensor {
+	if !tp.usable(op, q, k, v, kc, vc) {
 		return tp.placeholder()
 	}
 	if !tp.forwardOnly {
-		return tp.failf("SpanAttention", "the tape is not forward-only: SpanAttention has no backward (call SetForwardOnly(true) on an inference tape)")
+		return tp.failf(op, "the tape is not forward-only: %s has no backward (call SetForwardOnly(true) on an inference tape)", op)
 	}
 	if q.ndim != 2 || k.ndim != 2 || !SameShape(k, v) || q.shape[0] != k.shape[0] || q.shape[0] < 1 {
-		return tp.failf("SpanAttention", "q %v, k %v, v %v: want q (N, heads*hd), k and v (N, kvHeads*hd), N >= 1", q, k, v)
+		return tp.failf(op, "q %v, k %v, v %v: want q (N, heads*hd), k and v (N, kvHeads*hd), N >= 1", q, k, v)
 	}
 	N, qw, kw := q.shape[0], q.shape[1], k.shape[1]
 	if heads < 1 || kvHeads < 1 || heads%kvHeads != 0 || qw%heads != 0 || kw%kvHeads != 0 || qw/heads != kw/kvHeads || qw == 0 {
-		return tp.failf("SpanAttention", "q width %d, k width %d, %d heads, %d kv heads: want kv heads dividing heads and one head width", qw, kw, heads, kvHeads)
+		return tp.failf(op, "q width %d, k width %d, %d heads, %d kv heads: want kv heads dividing heads and one head width", qw, kw, heads, kvHeads)
 	}
 	if N >= maxSpanRows {
-		return tp.failf("SpanAttention", "%d rows: want fewer than %d", N, maxSpanRows)
-	}
-	if cached < 0 {
-		return tp.failf("SpanAttention", "cached = %d: want >= 0", cached)
+		return tp.failf(op, "%d rows: want fewer than %d", N, maxSpanRows)
 	}
 	if (kc == nil) != (vc == nil) {
-		return tp.failf("SpanAttention", "kc %v, vc %v: give both caches or neither", kc, vc)
+		return tp.failf(op, "kc %v, vc %v: give both caches or neither", kc, vc)
 	}
-	if kc == nil && cached > 0 {
-		return tp.failf("SpanAttention", "cached = %d but no cache tensors", cached)
+	if len(first) != N || len(segs) != N {
+		return tp.failf(op, "%d span starts and %d cache segments for %d rows", len(first), len(segs), N)
 	}
-	if kc != nil && (kc.ndim != 2 || !SameShape(kc, vc) || kc.shape[1] != kw || kc.shape[0] < cached) {
-		return tp.failf("SpanAttention", "kc %v, vc %v: want both (P, %d) with P >= cached = %d", kc, vc, kw, cached)
+	P := 0
+	if kc != nil {
+		if kc.ndim != 2 || !SameShape(kc, vc) || kc.shape[1] != kw || kc.shape[0] >= maxSpanRows {
+			return tp.failf(op, "kc %v, vc %v: want both (P, %d), P < %d", kc, vc, kw, maxSpanRows)
+		}
+		P = kc.shape[0]
 	}
-	if len(first) != N {
-		return tp.failf("SpanAttention", "%d span starts for %d rows", len(first), N)
-	}
-	host := make([]float32, N)
+	host := make([]float32, 3*N) // (N, 3): first, from, cached
+	seen := false                // some row sees a cache row
 	for r, f := range first {
 		if !(r == 0 && f == 0) && !(r > 0 && (f == first[r-1] || int(f) == r)) {
-			return tp.failf("SpanAttention", "first[%d] = %d: want %s", r, f, spanRule(r, first))
+			return tp.failf(op, "first[%d] = %d: want %s", r, f, spanRule(r, first))
 		}
-		host[r] = float32(f)
+		sg := segs[r]
+		switch {
+		case sg.Len > 0 && kc == nil:
+			return tp.failf(op, "row %d sees %d cache rows but no cache tensors were given", r, sg.Len)
+		case sg.From < 0 || sg.Len < 0 || sg.Len > 0 && sg.From+sg.Len > P:
+			return tp.failf(op, "row %d: cache segment from %d of %d rows: want one within the cache's %d rows", r, sg.From, sg.Len, P)
+		case int(f) != r && sg != segs[r-1]:
+			return tp.failf(op, "row %d continues row %d's span but sees cache segment %+v, not %+v", r, r-1, sg, segs[r-1])
+		}
+		seen = seen || sg.Len > 0
+		host[3*r], host[3*r+1], host[3*r+2] = float32(f), float32(sg.From), float32(sg.Len)
 	}
 	kern, ok := kernel[SpanAttentionKernel](tp, KernelSpanAttention)
 	if !ok {
 		return tp.placeholder()
 	}
-	ft := tp.Input(host, N)
+	st := tp.Input(host, N, 3)
 	o, ok := tp.alloc("span_attention", N, qw)
 	if !ok {
 		return o
 	}
-	if cached == 0 {
+	if !seen {
 		kc, vc = nil, nil
 	}
-	kern(o, q, k, v, kc, vc, ft, cached, heads, kvHeads)
+	kern(o, q, k, v, kc, vc, st, heads, kvHeads)
 	return o
 }
 

@@ -405,11 +405,11 @@ func TestSpanAttentionRefusals(t *testing.T) {
 		{name: "a span going back", qRows: N, kw: kw, first: []int32{0, 1, 0, 0}, heads: heads, kvH: kvHeads, wantInError: "first[2] = 0: want first[1] = 1"},
 		{name: "a later row", qRows: N, kw: kw, first: []int32{0, 0, 3, 3}, heads: heads, kvH: kvHeads, wantInError: "first[2] = 3"},
 		{name: "negative", qRows: N, kw: kw, first: []int32{0, -1, -1, -1}, heads: heads, kvH: kvHeads, wantInError: "first[1] = -1"},
-		{name: "too few starts", qRows: N, kw: kw, first: []int32{0, 0}, heads: heads, kvH: kvHeads, wantInError: "2 span starts for 4 rows"},
-		{name: "cache too short", qRows: N, kw: kw, kc: buf(be, 3), vc: buf(be, 3), cached: 4, first: zeros, heads: heads, kvH: kvHeads, wantInError: "P >= cached = 4"},
+		{name: "too few starts", qRows: N, kw: kw, first: []int32{0, 0}, heads: heads, kvH: kvHeads, wantInError: "2 span starts and 2 cache segments for 4 rows"},
+		{name: "cache too short", qRows: N, kw: kw, kc: buf(be, 3), vc: buf(be, 3), cached: 4, first: zeros, heads: heads, kvH: kvHeads, wantInError: "cache segment from 0 of 4 rows: want one within the cache's 3 rows"},
 		{name: "no cache", qRows: N, kw: kw, cached: 2, first: zeros, heads: heads, kvH: kvHeads, wantInError: "no cache tensors"},
 		{name: "one cache", qRows: N, kw: kw, kc: buf(be, 3), first: zeros, heads: heads, kvH: kvHeads, wantInError: "both caches or neither"},
-		{name: "negative cached", qRows: N, kw: kw, kc: buf(be, 3), vc: buf(be, 3), cached: -1, first: zeros, heads: heads, kvH: kvHeads, wantInError: "cached = -1"},
+		{name: "negative cached", qRows: N, kw: kw, kc: buf(be, 3), vc: buf(be, 3), cached: -1, first: zeros, heads: heads, kvH: kvHeads, wantInError: "cache segment from 0 of -1 rows"},
 		{name: "foreign cache", qRows: N, kw: kw, kc: buf(other, 3), vc: buf(other, 3), cached: 1, first: zeros, heads: heads, kvH: kvHeads, wantInError: "is on backend"},
 		{name: "k rows", qRows: N, kw: kw + 1, first: zeros, heads: heads, kvH: kvHeads, wantInError: "want kv heads dividing heads"},
 		{name: "heads", qRows: N, kw: kw, first: zeros, heads: heads, kvH: 3, wantInError: "3 kv heads"},
@@ -426,6 +426,26 @@ func TestSpanAttentionRefusals(t *testing.T) {
 		}
 		if o == nil || o.Size() != 1 {
 			t.Errorf("%s: got %v, want the placeholder", c.name, o)
+		}
+	}
+
+	// Segments: a span's rows share one, and each lies within the cache.
+	for _, c := range []struct {
+		name        string
+		first       []int32
+		segs        []engine.CacheSegment
+		wantInError string
+	}{
+		{"a span of two segments", []int32{0, 0, 2, 3}, []engine.CacheSegment{{0, 1}, {1, 1}, {0, 0}, {0, 0}}, "row 1 continues row 0's span"},
+		{"past the cache", []int32{0, 1, 2, 3}, []engine.CacheSegment{{0, 1}, {2, 2}, {0, 0}, {0, 0}}, "row 1: cache segment from 2 of 2 rows"},
+		{"negative from", []int32{0, 1, 2, 3}, []engine.CacheSegment{{-1, 1}, {0, 0}, {0, 0}, {0, 0}}, "row 0: cache segment from -1"},
+	} {
+		tp := engine.NewTape(be)
+		tp.SetForwardOnly(true)
+		tp.SpanAttentionSegments(tp.Input(make([]float32, N*qw), N, qw), tp.Input(make([]float32, N*kw), N, kw), tp.Input(make([]float32, N*kw), N, kw),
+			buf(be, 3), buf(be, 3), c.first, c.segs, heads, kvHeads)
+		if err := tp.Err(); err == nil || !strings.Contains(err.Error(), c.wantInError) {
+			t.Errorf("%s: error %v, want one containing %q", c.name, err, c.wantInError)
 		}
 	}
 
@@ -460,4 +480,72 @@ func bitsEqual(a, b []float32) bool {
 		}
 	}
 	return true
+}
+
+// Spans with cache segments of their own give, on the CPU, the bits each
+// gives alone by SpanAttention after a cache of its segment's rows: the
+// alternatives of three prefixes (one of them empty) and a packed
+// continuation, laid out one after another in one cache, in one call.
+func TestSpanAttentionSegmentsEqualAlone(t *testing.T) {
+	be, err := cpu.New(cpu.Config{Workers: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer be.Close()
+	rng := rand.New(rand.NewPCG(7, 3))
+	const heads, kvHeads, hd = 6, 2, 8
+	qw, kw := heads*hd, kvHeads*hd
+	// Spans: (segment, rows): prefix A (cache 0..4) with 3 alternatives, the
+	// empty prefix with 2, prefix B (cache 5..11) with 2 alternatives, and 3
+	// rows continuing prefix A.
+	type span struct {
+		seg  engine.CacheSegment
+		rows int
+		alts bool
+	}
+	spans := []span{{engine.CacheSegment{From: 0, Len: 5}, 3, true}, {engine.CacheSegment{}, 2, true},
+		{engine.CacheSegment{From: 5, Len: 7}, 2, true}, {engine.CacheSegment{From: 0, Len: 5}, 3, false}}
+	const P = 12
+	kc, vc := randHost(rng, P*kw), randHost(rng, P*kw)
+	var first []int32
+	var segs []engine.CacheSegment
+	for _, sp := range spans {
+		start := int32(len(first))
+		for i := range sp.rows {
+			f := start
+			if sp.alts {
+				f = start + int32(i)
+			}
+			first, segs = append(first, f), append(segs, sp.seg)
+		}
+	}
+	N := len(first)
+	q, k, v := randHost(rng, N*qw), randHost(rng, N*kw), randHost(rng, N*kw)
+	tp := engine.NewTape(be)
+	tp.SetForwardOnly(true)
+	kt, vt := spanBuffer(t, be, "kc", kc, kw), spanBuffer(t, be, "vc", vc, kw)
+	got := tp.SpanAttentionSegments(tp.Input(q, N, qw), tp.Input(k, N, kw), tp.Input(v, N, kw), kt, vt, first, segs, heads, kvHeads).ToHost()
+	if err := tp.Err(); err != nil {
+		t.Fatal(err)
+	}
+	row := 0
+	for i, sp := range spans {
+		n := sp.rows
+		var alone spanProblem
+		f := make([]int32, n)
+		for r := range f {
+			if sp.alts {
+				f[r] = int32(r)
+			}
+		}
+		alone = spanProblem{N: n, P: sp.seg.Len, cached: sp.seg.Len, heads: heads, kvHeads: kvHeads, hd: hd, first: f,
+			q: q[row*qw : (row+n)*qw], k: k[row*kw : (row+n)*kw], v: v[row*kw : (row+n)*kw]}
+		if sp.seg.Len > 0 {
+			alone.kc, alone.vc = kc[sp.seg.From*kw:(sp.seg.From+sp.seg.Len)*kw], vc[sp.seg.From*kw:(sp.seg.From+sp.seg.Len)*kw]
+		}
+		if want := alone.run(t, be); !bitsEqual(got[row*qw:(row+n)*qw], want) {
+			t.Errorf("span %d (%+v): rows differ from the span alone", i, sp)
+		}
+		row += n
+	}
 }

@@ -30,18 +30,17 @@ func (certifiedSearch) read(ctx context.Context, a *attack, bag []int, nObs int)
 		a.report("step %d of at most %d: %d live prefixes, %d texts done", step+1, a.steps(nObs), len(live), len(done))
 		var next []node
 		rejected := false // some extension of some prefix was not certified
-		for _, nd := range live {
-			e, err := a.scoreExtensions(nd, bag)
-			if err != nil {
-				return nil, err
-			}
-			kids, end, rej := a.certifiedStep(nd, e, bag)
+		err := a.eachExtensions(live, bag, func(i int, e *extensions) error {
+			kids, end, rej := a.certifiedStep(live[i], e, bag)
 			next, rejected = append(next, kids...), rejected || rej
 			if end != nil {
 				done = append(done, *end)
 			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
 		}
-		var err error
 		if live, err = survive(next, a.beam, func(n *node) float64 { return n.excess }); err != nil {
 			return nil, err
 		}

@@ -182,6 +182,55 @@ func (p *llamaPrefix) Extend(cands []int, upto int, dst []float32) error {
 	return nil
 }
 
+// prefixRows is the most candidate rows ExtendAll runs in one pass: four of Extend's batches, so
+// that below full rank (bags of tens of tokens) a step's live prefixes share each weight read.
+const prefixRows = 4 * extendBatch
+
+// BatchRows is the most candidate rows one ExtendAll pass takes.
+func (l *Llama) BatchRows() int { return prefixRows }
+
+// ExtendAll extends every prefix of ps (this wrapper's) by cands in one pass
+// (causallm.Decoder.ForwardAlternativesOf), stopping after block upto-1's attention input:
+// dst (len(ps), len(cands), upto-1, d). The prefixes are unchanged.
+func (l *Llama) ExtendAll(ps []Prefix, cands []int, upto int, dst []float32) error {
+	caches := make([]*causallm.Cache, len(ps))
+	ids := make([][]int32, len(ps))
+	for i, p := range ps {
+		lp, ok := p.(*llamaPrefix)
+		if !ok || lp.l != l {
+			return fmt.Errorf("prefix %d is not this model's", i)
+		}
+		if err := lp.ensure(); err != nil {
+			return err
+		}
+		if lp.cache.Len() >= l.maxLen {
+			return fmt.Errorf("prefix %d of %d tokens is at the length limit", i, lp.cache.Len())
+		}
+		caches[i] = lp.cache
+		ids[i] = make([]int32, len(cands))
+		for j, tok := range cands {
+			ids[i][j] = int32(tok)
+		}
+	}
+	d := l.D()
+	err := l.dc.ForwardAlternativesOf(context.Background(), caches, ids, func(pt llama.Point, layer int, x []float32) error {
+		if pt != llama.AttnInput || layer == 0 {
+			return nil
+		}
+		for j := range len(ps) * len(cands) { // row j: prefix j / len(cands), candidate j % len(cands)
+			copy(dst[(j*(upto-1)+layer-1)*d:(j*(upto-1)+layer)*d], x[j*d:(j+1)*d])
+		}
+		if layer == upto-1 {
+			return errEnough
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, errEnough) {
+		return err
+	}
+	return nil
+}
+
 // Append is the prefix with tok run through every block into a copy of the cache.
 func (p *llamaPrefix) Append(tok int) (Prefix, error) {
 	if err := p.ensure(); err != nil {

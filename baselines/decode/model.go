@@ -40,3 +40,14 @@ type Prefix interface {
 	// Append is the prefix with tok appended; the receiver stays valid.
 	Append(tok int) (Prefix, error)
 }
+
+// PrefixBatcher is a Model that can extend several of its prefixes by the same candidates in one
+// pass (Llama: causallm.Decoder.ForwardAlternativesOf), which the search uses for a step's live
+// prefixes when their candidates fit one batch.
+type PrefixBatcher interface {
+	// ExtendAll is Extend of every prefix of ps (the model's own) by cands in one pass: dst
+	// (len(ps), len(cands), upto-1, d). The prefixes are unchanged.
+	ExtendAll(ps []Prefix, cands []int, upto int, dst []float32) error
+	// BatchRows is the most candidate rows one ExtendAll pass should take (0: never batch).
+	BatchRows() int
+}

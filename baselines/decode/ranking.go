@@ -104,14 +104,17 @@ func (rankSearch) read(ctx context.Context, a *attack, bag []int, nObs int) ([]T
 		}
 		a.report("step %d of at most %d: %d live prefixes, %d texts done", step+1, a.steps(nObs), len(live), len(ends.texts))
 		var next []rankNode
-		for _, nd := range live {
-			e, err := a.scoreExtensions(nd.node, bag)
-			if err != nil {
-				return nil, err
-			}
-			next = append(next, a.rankStep(nd, e, bag, ends)...)
+		nodes := make([]node, len(live))
+		for i, nd := range live {
+			nodes[i] = nd.node
 		}
-		var err error
+		err := a.eachExtensions(nodes, bag, func(i int, e *extensions) error {
+			next = append(next, a.rankStep(live[i], e, bag, ends)...)
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
 		if live, err = survive(next, a.beam, (*rankNode).key); err != nil {
 			return nil, err
 		}

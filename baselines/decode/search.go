@@ -121,9 +121,51 @@ func (e *extensions) step(i int, ambiguous bool) step {
 	return step{rows: slices.Clone(e.row(i)), ex: slices.Clone(e.ex(i)), ambiguous: ambiguous}
 }
 
-// scoreExtensions scores every bag token appended to nd's prefix.
-func (a *attack) scoreExtensions(nd node, bag []int) (*extensions, error) {
-	cert, score, blockEx, rows, err := a.extend(nd.p, bag)
+// eachExtensions scores every bag token appended to each node's prefix and calls fn with node i's
+// extensions, in node order. Where the model batches prefixes (PrefixBatcher), the nodes whose
+// candidates fit its batch go through the blocks in one pass; otherwise, and past full rank where
+// one node's bag fills a batch, one node at a time, so that only those nodes' rows are held.
+func (a *attack) eachExtensions(nodes []node, bag []int, fn func(i int, e *extensions) error) error {
+	per := 1
+	pb, ok := a.m.(PrefixBatcher)
+	if ok && len(bag) > 0 {
+		per = max(pb.BatchRows()/len(bag), 1)
+	}
+	for lo := 0; lo < len(nodes); lo += per {
+		group := nodes[lo:min(lo+per, len(nodes))]
+		var rows []float32 // (len(group), bag, upto-1, d)
+		if len(group) > 1 {
+			ps := make([]Prefix, len(group))
+			for i, nd := range group {
+				ps[i] = nd.p
+			}
+			rows = make([]float32, len(group)*len(bag)*(a.upto-1)*a.d)
+			if err := pb.ExtendAll(ps, bag, a.upto, rows); err != nil {
+				return fmt.Errorf("extending %d prefixes: %w", len(group), err)
+			}
+		}
+		for i, nd := range group {
+			var given []float32
+			if rows != nil {
+				w := len(bag) * (a.upto - 1) * a.d
+				given = rows[i*w : (i+1)*w]
+			}
+			e, err := a.scoreExtensions(nd, bag, given)
+			if err != nil {
+				return err
+			}
+			if err := fn(lo+i, e); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// scoreExtensions scores every bag token appended to nd's prefix; rows, when not nil, are the
+// extensions' rows already computed (bag, upto-1, d).
+func (a *attack) scoreExtensions(nd node, bag []int, rows []float32) (*extensions, error) {
+	cert, score, blockEx, rows, err := a.extendRows(nd.p, bag, rows)
 	if err != nil {
 		return nil, err
 	}
@@ -150,10 +192,19 @@ func (a *attack) scoreExtensions(nd node, bag []int) (*extensions, error) {
 // and each adds its evidence), each block's excess (cands, len(order)) and the candidates' rows
 // (cands, upto-1, d).
 func (a *attack) extend(p Prefix, cands []int) (cert, score, blockEx []float64, rows []float32, err error) {
+	return a.extendRows(p, cands, nil)
+}
+
+// extendRows is extend with the candidates' rows (cands, upto-1, d) computed already, unless
+// given is nil.
+func (a *attack) extendRows(p Prefix, cands []int, given []float32) (cert, score, blockEx []float64, rows []float32, err error) {
 	d, nb := a.d, len(a.order)
-	rows = make([]float32, len(cands)*(a.upto-1)*d) // (cands, upto-1, d)
-	if err := p.Extend(cands, a.upto, rows); err != nil {
-		return nil, nil, nil, nil, fmt.Errorf("extending a prefix of %d tokens: %w", p.Len(), err)
+	rows = given
+	if rows == nil {
+		rows = make([]float32, len(cands)*(a.upto-1)*d) // (cands, upto-1, d)
+		if err := p.Extend(cands, a.upto, rows); err != nil {
+			return nil, nil, nil, nil, fmt.Errorf("extending a prefix of %d tokens: %w", p.Len(), err)
+		}
 	}
 	a.forwards += len(cands)
 	cert = make([]float64, len(cands))

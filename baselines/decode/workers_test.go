@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"runtime"
+	"slices"
 	"testing"
 
 	"github.com/gelo-research/geloattack/data"
@@ -75,4 +76,74 @@ func TestDecodeSameAtAnyWorkerCount(t *testing.T) {
 			t.Errorf("%s: results at GOMAXPROCS %d differ from GOMAXPROCS 1:\n%s\nvs\n%s", blas.Name(), workers, got.Bytes(), want)
 		}
 	}
+}
+
+// unbatched hides a Model's PrefixBatcher, so the search extends one prefix at a time.
+type unbatched struct{ Model }
+
+// The search reads the same texts, with the same claims, whether a step's live prefixes go
+// through the blocks together (Llama's ExtendAll) or one by one, in the certified and ranking
+// searches, below full rank: the rows agree to rounding, far inside the bounds the claims test.
+// The batched run must take the batched path (several prefixes live at a step).
+func TestDecodeBatchedPrefixesReadTheSame(t *testing.T) {
+	cfg := llama.Config{Architecture: "LlamaForCausalLM", VocabSize: 300, Hidden: 128, Intermediate: 344, Layers: 2,
+		Heads: 4, KVHeads: 2, HeadDim: 32, RMSEps: 1e-5, RopeTheta: 10000, MaxPositions: 64}
+	m, err := llama.Random(cfg, 12, 0.2, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := NewLlama(nil, m, 32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	texts := sourceTexts(40, cfg.VocabSize, 6)
+	sc := gelo.DefaultConfig()
+	sc.Positives, sc.ValFrac = gelo.Fixed(4), 0.3
+	sc.ShieldFrac, sc.ShieldScale = gelo.Fixed(0.1), gelo.Fixed(1)
+	counter := &countingBatcher{Llama: l}
+	for _, rank := range []bool{false, true} {
+		opt := Options{Sampler: sc, Split: data.Train, Batches: 2, Blocks: []int{0, 1}, Rank: rank}
+		batched, err := Run(context.Background(), counter, texts, opt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		alone, err := Run(context.Background(), unbatched{l}, texts, opt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range alone {
+			a, b := alone[i], batched[i]
+			if a.Exact != b.Exact || a.Claims != b.Claims || a.ClaimsRight != b.ClaimsRight || len(a.Decoded) != len(b.Decoded) {
+				t.Errorf("rank %v, batch %d: batched exact %.3f, %d claims (%d right), %d texts; one by one %.3f, %d (%d), %d",
+					rank, i, b.Exact, b.Claims, b.ClaimsRight, len(b.Decoded), a.Exact, a.Claims, a.ClaimsRight, len(a.Decoded))
+				continue
+			}
+			for j := range a.Decoded {
+				if !slices.Equal(a.Decoded[j].Tokens, b.Decoded[j].Tokens) || a.Decoded[j].Claimed != b.Decoded[j].Claimed {
+					t.Errorf("rank %v, batch %d, text %d: batched %v (claimed %v), one by one %v (%v)", rank, i, j,
+						b.Decoded[j].Tokens, b.Decoded[j].Claimed, a.Decoded[j].Tokens, a.Decoded[j].Claimed)
+				}
+			}
+		}
+		if alone[0].Exact == 0 {
+			t.Errorf("rank %v: nothing read: the comparison proves nothing", rank)
+		}
+	}
+	if counter.multi == 0 {
+		t.Error("no step extended several prefixes in one pass")
+	}
+}
+
+// countingBatcher counts ExtendAll passes of more than one prefix.
+type countingBatcher struct {
+	*Llama
+	multi int
+}
+
+func (c *countingBatcher) ExtendAll(ps []Prefix, cands []int, upto int, dst []float32) error {
+	if len(ps) > 1 {
+		c.multi++
+	}
+	return c.Llama.ExtendAll(ps, cands, upto, dst)
 }

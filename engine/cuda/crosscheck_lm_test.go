@@ -456,8 +456,12 @@ func brokenLMKernel(inner engine.Backend, fault string, k any) any {
 		return k
 	case engine.SpanAttentionKernel:
 		if fault == "SpanAttention ignores the cache" {
-			return engine.SpanAttentionKernel(func(o, q, kk, v, _, _, first *engine.Tensor, _, heads, kvHeads int) {
-				k(o, q, kk, v, nil, nil, first, 0, heads, kvHeads)
+			return engine.SpanAttentionKernel(func(o, q, kk, v, _, _, spans *engine.Tensor, heads, kvHeads int) {
+				h := spans.ToHost() // (N, 3): every row's cache segment emptied
+				for r := 0; r < len(h); r += 3 {
+					h[r+1], h[r+2] = 0, 0
+				}
+				k(o, q, kk, v, nil, nil, engine.NewTape(inner).Input(h, spans.Dim(0), 3), heads, kvHeads)
 			})
 		}
 		return k

@@ -17,19 +17,22 @@ import (
 )
 
 // spanCase is one SpanAttention problem: N new rows after a cache of P rows
-// of which cached are seen, span starts by mode.
+// of which cached are seen, span starts by mode; mode segments is
+// alternatives each after a cache segment of its own (SpanAttentionSegments:
+// several prefixes' alternatives in one call), of cached or cached-1 rows at
+// offsets spread over the P rows.
 type spanCase struct {
 	N, P, cached, heads, kvHeads, hd int
 	mode                             string // packed, next or alternatives
 }
 
-// first is the case's span starts: next: 0 for every row; alternatives: r;
-// packed: spans of 3, then 2, 2, ...
+// first is the case's span starts: next: 0 for every row; alternatives and
+// segments: r; packed: spans of 3, then 2, 2, ...
 func (c spanCase) first() []int32 {
 	f := make([]int32, c.N)
 	for r := 1; r < c.N; r++ {
 		switch c.mode {
-		case "alternatives":
+		case "alternatives", "segments":
 			f[r] = int32(r)
 		case "packed":
 			f[r] = f[r-1]
@@ -41,7 +44,21 @@ func (c spanCase) first() []int32 {
 	return f
 }
 
-// spanCases are the crosscheck's SpanAttention problems (TestSpanKernelEmulated's too).
+// spans is the kernel's (N, 3) input: each row's span start, cache segment
+// start and length.
+func (c spanCase) spans() []float32 {
+	var out []float32
+	for r, f := range c.first() {
+		from, n := 0, c.cached
+		if c.mode == "segments" {
+			n = max(c.cached-r%2, 0)
+			from = (3 * r) % (c.P - n + 1)
+		}
+		out = append(out, float32(f), float32(from), float32(n))
+	}
+	return out
+}
+
 var spanCases = []spanCase{
 	{7, 5, 5, 6, 2, 8, "next"},
 	{7, 5, 5, 6, 3, 8, "alternatives"},
@@ -53,12 +70,13 @@ var spanCases = []spanCase{
 	{9, 40, 37, 8, 1, 256, "alternatives"},
 	{5, 17, 17, 3, 3, 100, "next"}, // a head width that is no multiple of 32
 	{70, 0, 0, 2, 2, 1, "next"},    // head width 1, one span of 70
+	{6, 23, 9, 6, 2, 40, "segments"},
 }
 
 // spanHost is one spanCase's host inputs.
 type spanHost struct {
 	q, k, v, kc, vc []float32 // kc, vc: rows from cached on are NaN, which no output may see
-	first           []float32 // the span starts as the kernel reads them
+	spans           []float32 // (N, 3): the span starts and cache segments as the kernel reads them
 }
 
 // spanInputs draws c's inputs: standard normal q, k, v and seen cache rows.
@@ -72,12 +90,12 @@ func spanInputs(rng *rand.Rand, c spanCase) spanHost {
 		return x
 	}
 	in := spanHost{q: normals(c.N * qw), k: normals(c.N * kw), v: normals(c.N * kw), kc: normals(c.P * kw), vc: normals(c.P * kw)}
-	for i := c.cached * kw; i < c.P*kw; i++ {
-		in.kc[i], in.vc[i] = float32(math.NaN()), float32(math.NaN())
+	if c.mode != "segments" { // segments spread over the whole cache
+		for i := c.cached * kw; i < c.P*kw; i++ {
+			in.kc[i], in.vc[i] = float32(math.NaN()), float32(math.NaN())
+		}
 	}
-	for _, f := range c.first() {
-		in.first = append(in.first, float32(f))
-	}
+	in.spans = c.spans()
 	return in
 }
 
@@ -92,9 +110,9 @@ func caseSpanAttention(h *harness) {
 		if c.cached > 0 { // as the op passes them: nil when no cache row is seen
 			kc, vc = h.make(in.kc, c.P, kw), h.make(in.vc, c.P, kw)
 		}
-		ft, o := h.make(in.first, c.N), h.garbage(c.N, qw)
+		st, o := h.make(in.spans, c.N, 3), h.garbage(c.N, qw)
 		h.both(func(be engine.Backend, T func(*pair) *engine.Tensor) {
-			fused[engine.SpanAttentionKernel](be, engine.KernelSpanAttention)(T(o), T(q), T(k), T(v), T(kc), T(vc), T(ft), c.cached, c.heads, c.kvHeads)
+			fused[engine.SpanAttentionKernel](be, engine.KernelSpanAttention)(T(o), T(q), T(k), T(v), T(kc), T(vc), T(st), c.heads, c.kvHeads)
 		})
 		h.allFinite("device o", o.dut.ToHost(), nil)
 		h.out("o", o, h.tol.Elem)
@@ -158,12 +176,8 @@ func spanDeterminism(be engine.Backend, tp *engine.Tape, normals func(int) []flo
 	}
 	c := spanCase{N: 40, P: 200, cached: 190, heads: 8, kvHeads: 2, hd: 64, mode: "packed"}
 	qw, kw := c.heads*c.hd, c.kvHeads*c.hd
-	fl := make([]float32, c.N)
-	for r, f := range c.first() {
-		fl[r] = float32(f)
-	}
 	o := tp.Input(make([]float32, c.N*qw), c.N, qw)
 	kern(o, tp.Input(normals(c.N*qw), c.N, qw), tp.Input(normals(c.N*kw), c.N, kw), tp.Input(normals(c.N*kw), c.N, kw),
-		tp.Input(normals(c.P*kw), c.P, kw), tp.Input(normals(c.P*kw), c.P, kw), tp.Input(fl, c.N), c.cached, c.heads, c.kvHeads)
+		tp.Input(normals(c.P*kw), c.P, kw), tp.Input(normals(c.P*kw), c.P, kw), tp.Input(c.spans(), c.N, 3), c.heads, c.kvHeads)
 	out["SpanAttention"] = o.ToHost()
 }

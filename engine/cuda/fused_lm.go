@@ -251,8 +251,9 @@ const spanMaxHeadDim = 256
 // spanAttention is SpanAttention's kernel (engine.SpanAttentionKernel): one
 // block per (query row, head), an online softmax per warp over its share of
 // the keys, merged in warp order (lm.cu). o, q: (N, heads*hd); k, v: (N,
-// kvHeads*hd); kc, vc: (P, kvHeads*hd) or nil when cached is 0; first: (N).
-func (b *Backend) spanAttention(o, q, k, v, kc, vc, first *engine.Tensor, cached, heads, kvHeads int) {
+// kvHeads*hd); kc, vc: (P, kvHeads*hd) or nil when no span sees a cache row;
+// spans: (N, 3), each row's [first, from, cached].
+func (b *Backend) spanAttention(o, q, k, v, kc, vc, spans *engine.Tensor, heads, kvHeads int) {
 	N, qw := q.Dim(0), q.Dim(1)
 	hd := qw / heads
 	if N == 0 || !b.begin() {
@@ -263,11 +264,15 @@ func (b *Backend) spanAttention(o, q, k, v, kc, vc, first *engine.Tensor, cached
 		b.fail(fmt.Errorf("span attention: head width %d: the CUDA kernel takes at most %d", hd, spanMaxHeadDim))
 		return
 	}
-	if int64(N)*int64(heads) >= 1<<31 || int64(cached)+int64(N) >= 1<<31 {
-		b.fail(fmt.Errorf("span attention of %d rows, %d heads after %d cached: too large for one launch", N, heads, cached))
+	P := 0
+	if kc != nil {
+		P = kc.Dim(0)
+	}
+	if int64(N)*int64(heads) >= 1<<31 || int64(P)+int64(N) >= 1<<31 {
+		b.fail(fmt.Errorf("span attention of %d rows, %d heads after a cache of %d rows: too large for one launch", N, heads, P))
 		return
 	}
 	scale := float32(1 / math.Sqrt(float64(hd)))
-	b.launch("ga_span_attention", Dim3{X: uint32(N * heads)}, blk, ptr(o), ptr(q), ptr(k), ptr(v), ptr(kc), ptr(vc), ptr(first),
-		int32(cached), int32(heads), int32(kvHeads), int32(hd), scale)
+	b.launch("ga_span_attention", Dim3{X: uint32(N * heads)}, blk, ptr(o), ptr(q), ptr(k), ptr(v), ptr(kc), ptr(vc), ptr(spans),
+		int32(heads), int32(kvHeads), int32(hd), scale)
 }

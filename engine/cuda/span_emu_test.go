@@ -50,7 +50,7 @@ func TestSpanKernelEmulated(t *testing.T) {
 	// barrier is a futex wait of 64 or 256 OS threads, about 10 ms per key
 	// a warp visits here, so the long ones are left to the GPU.
 	cases := append(slices.Clone(spanCases[:4]), spanCase{1, 1, 0, 2, 1, 4, "next"}, spanCase{5, 17, 17, 3, 3, 100, "next"},
-		spanCase{2, 9, 9, 2, 1, 256, "alternatives"}, spanCase{1, 40, 40, 1, 1, 32, "next"})
+		spanCase{2, 9, 9, 2, 1, 256, "alternatives"}, spanCase{1, 40, 40, 1, 1, 32, "next"}, spanCase{4, 11, 5, 4, 2, 36, "segments"})
 	for i, c := range cases {
 		// The GPU's GA_BLOCK = 256 threads for the first case; 64 (two
 		// warps, so the merge still runs) for the others.
@@ -65,7 +65,7 @@ func TestSpanKernelEmulated(t *testing.T) {
 		for _, d := range []int{c.N, c.P, c.cached, c.heads, c.kvHeads, c.hd, threads} {
 			binary.Write(&stdin, binary.LittleEndian, int32(d))
 		}
-		for _, x := range [][]float32{in.q, in.k, in.v, in.kc, in.vc, in.first} {
+		for _, x := range [][]float32{in.q, in.k, in.v, in.kc, in.vc, in.spans} {
 			binary.Write(&stdin, binary.LittleEndian, x)
 		}
 		cmd := exec.Command(bin)
@@ -87,7 +87,7 @@ func TestSpanKernelEmulated(t *testing.T) {
 		}
 		want := tp.Input(make([]float32, c.N*qw), c.N, qw)
 		fused[engine.SpanAttentionKernel](ref, engine.KernelSpanAttention)(want, tp.Input(in.q, c.N, qw), tp.Input(in.k, c.N, kw),
-			tp.Input(in.v, c.N, kw), kc, vc, tp.Input(in.first, c.N), c.cached, c.heads, c.kvHeads)
+			tp.Input(in.v, c.N, kw), kc, vc, tp.Input(in.spans, c.N, 3), c.heads, c.kvHeads)
 		for i, x := range got {
 			if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
 				t.Fatalf("%+v: emulated o[%d] = %g", c, i, x)

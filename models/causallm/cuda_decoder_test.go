@@ -35,7 +35,8 @@ type agreement struct {
 // name: a packed Forward of two texts with every tap and the logits; ForwardNext of a 5-token
 // prefix into a cache, of one more token on a clone, of a 4-token chunk on the cache (taps and
 // logits each); ForwardAlternatives of four candidates (one twice) after the clone's 6 tokens;
-// and the packed Forward again.
+// ForwardAlternativesOf the clone's four and the 9-token cache's first two; and the packed
+// Forward again.
 func passes(dc *causallm.Decoder, seq, other []int32) (map[string][]float32, error) {
 	c := dc.Config()
 	ctx := context.Background()
@@ -73,6 +74,9 @@ func passes(dc *causallm.Decoder, seq, other []int32) (map[string][]float32, err
 	alts := []int32{seq[6], (seq[6] + 1) % int32(c.VocabSize), seq[6], 3}
 	if err := dc.ForwardAlternatives(ctx, clone, alts, tapInto("alternatives")); err != nil {
 		return nil, fmt.Errorf("forward alternatives: %w", err)
+	}
+	if err := dc.ForwardAlternativesOf(ctx, []*causallm.Cache{clone, cache}, [][]int32{alts, alts[:2]}, tapInto("alternatives-of")); err != nil {
+		return nil, fmt.Errorf("forward alternatives of two prefixes: %w", err)
 	}
 	if err := dc.Forward(ctx, [][]int32{seq, other}, tapInto("forward-again"), logits("forward-again", len(seq)+len(other))); err != nil {
 		return nil, fmt.Errorf("forward again: %w", err)
@@ -160,8 +164,12 @@ func (c cacheBlind) Unwrap() engine.Backend { return c.Backend }
 func (c cacheBlind) Kernel(name string) any {
 	k := c.Backend.Kernel(name)
 	if f, ok := k.(engine.SpanAttentionKernel); ok {
-		return engine.SpanAttentionKernel(func(o, q, kk, v, _, _, first *engine.Tensor, _, heads, kvHeads int) {
-			f(o, q, kk, v, nil, nil, first, 0, heads, kvHeads)
+		return engine.SpanAttentionKernel(func(o, q, kk, v, _, _, spans *engine.Tensor, heads, kvHeads int) {
+			h := spans.ToHost() // (N, 3): every row's cache segment emptied
+			for r := 0; r < len(h); r += 3 {
+				h[r+1], h[r+2] = 0, 0
+			}
+			f(o, q, kk, v, nil, nil, engine.NewTape(c.Backend).Input(h, spans.Dim(0), 3), heads, kvHeads)
 		})
 	}
 	return k

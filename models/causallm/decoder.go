@@ -38,8 +38,11 @@ type Decoder struct {
 	host     bool                      // be computes in host memory (engine.HostMemory)
 	rope     ropeCache
 	x, a     []float32 // (n, d) host rows: the residual stream and the tapped attention input
-	owned    bool      // Close closes be (NewCPUDecoder made it)
-	restore  func()    // with owned: gives the BLAS library back its thread count
+	// jointK, jointV: (rows, kv), the caches of ForwardAlternativesOf's prefixes one after
+	// another, refilled block by block.
+	jointK, jointV *engine.Tensor
+	owned          bool   // Close closes be (NewCPUDecoder made it)
+	restore        func() // with owned: gives the BLAS library back its thread count
 }
 
 // blockWeights is one decoder block's weights on a backend (PyTorch layout, (out, in)): the
@@ -475,7 +478,7 @@ func (dc *Decoder) Forward(ctx context.Context, seqs [][]int32, tap llama.Tap, l
 			ids = append(ids, id)
 		}
 	}
-	return dc.run(ctx, ids, pos, first, nil, false, tap, logits)
+	return dc.run(ctx, ids, pos, first, nil, nil, false, tap, logits)
 }
 
 // ForwardNext runs the tokens ids at positions cache.Len().. of the sequence whose prefix the cache
@@ -488,7 +491,7 @@ func (dc *Decoder) ForwardNext(ctx context.Context, cache *Cache, ids []int32, t
 	for i := range ids {
 		pos[i] = int32(cache.n + i)
 	}
-	return dc.run(ctx, ids, pos, first, cache, false, tap, logits)
+	return dc.run(ctx, ids, pos, first, []*Cache{cache}, nil, false, tap, logits)
 }
 
 // ForwardAlternatives runs every token of ids as the next token after the prefix the cache holds,
@@ -502,12 +505,38 @@ func (dc *Decoder) ForwardAlternatives(ctx context.Context, cache *Cache, ids []
 	for i := range ids {
 		pos[i], first[i] = int32(cache.n), int32(i)
 	}
-	return dc.run(ctx, ids, pos, first, cache, true, tap, nil)
+	return dc.run(ctx, ids, pos, first, []*Cache{cache}, nil, true, tap, nil)
 }
 
-// run is the body of the three forwards: n = len(ids) rows at positions pos, row r attending to the
-// cache's tokens and to rows first[r]..r. Without alts the new keys and values join the cache.
-func (dc *Decoder) run(ctx context.Context, ids, pos, first []int32, cache *Cache, alts bool, tap llama.Tap, logits []float32) error {
+// ForwardAlternativesOf is ForwardAlternatives of several prefixes in one batch: the rows are
+// every token of ids[0] after the prefix caches[0] holds, then every token of ids[1] after
+// caches[1]'s, and so on, each on its own, so that each weight matrix is read once for all of
+// them (on a GPU, one launch per op for a whole search step instead of one per prefix). The
+// caches are left as they were. On the CPU a row has the bits ForwardAlternatives gives it when
+// the GEMMs of the pass have the same shapes, which they do not here (more rows): the rows agree
+// to rounding. tap as Forward's, over all the rows.
+func (dc *Decoder) ForwardAlternativesOf(ctx context.Context, caches []*Cache, ids [][]int32, tap llama.Tap) error {
+	if len(caches) == 0 || len(caches) != len(ids) {
+		return fmt.Errorf("causallm: forward alternatives: %d caches for %d lists of tokens", len(caches), len(ids))
+	}
+	var all, pos, first []int32
+	owner := make([]int, 0, len(caches)) // the cache of each row
+	for i, c := range caches {
+		if len(ids[i]) == 0 || c.n >= c.cap {
+			return fmt.Errorf("causallm: forward alternatives: prefix %d: %d tokens after %d in a cache of %d", i, len(ids[i]), c.n, c.cap)
+		}
+		for _, id := range ids[i] {
+			pos, first = append(pos, int32(c.n)), append(first, int32(len(all)))
+			all, owner = append(all, id), append(owner, i)
+		}
+	}
+	return dc.run(ctx, all, pos, first, caches, owner, true, tap, nil)
+}
+
+// run is the body of the forwards: n = len(ids) rows at positions pos, row r attending to the
+// tokens of its cache (caches[owner[r]]; owner nil: caches[0] for every row; no cache when caches
+// is empty) and to rows first[r]..r. Without alts the new keys and values join the one cache.
+func (dc *Decoder) run(ctx context.Context, ids, pos, first []int32, caches []*Cache, owner []int, alts bool, tap llama.Tap, logits []float32) error {
 	c := dc.cfg
 	n, d := len(ids), c.Hidden
 	for _, id := range ids {
@@ -531,9 +560,29 @@ func (dc *Decoder) run(ctx context.Context, ids, pos, first []int32, cache *Cach
 		}
 	}
 	table := dc.rope.rows(pos, c.HeadDim) // (n, hd): cos | sin of each row's position
-	cached := 0
-	if cache != nil {
-		cached = cache.n
+	var cache *Cache                      // the one cache, when there is one
+	if len(caches) == 1 {
+		cache = caches[0]
+	}
+	// segs: the cache rows each row sees; several caches are copied one after another into the
+	// joint buffers block by block, cache i from row offs[i].
+	segs := make([]engine.CacheSegment, n)
+	offs := make([]int, len(caches)+1)
+	for i, ch := range caches {
+		offs[i+1] = offs[i] + ch.n
+	}
+	for r := range segs {
+		switch {
+		case owner != nil:
+			segs[r] = engine.CacheSegment{From: offs[owner[r]], Len: caches[owner[r]].n}
+		case cache != nil:
+			segs[r] = engine.CacheSegment{Len: cache.n}
+		}
+	}
+	if len(caches) > 1 {
+		if err := dc.growJoint(offs[len(caches)]); err != nil {
+			return err
+		}
 	}
 	for l := range dc.blocks {
 		if err := ctx.Err(); err != nil {
@@ -560,16 +609,25 @@ func (dc *Decoder) run(ctx context.Context, ids, pos, first []int32, cache *Cach
 			}
 		}
 		var kc, vc *engine.Tensor
-		if cache != nil {
+		kv := c.KVDim()
+		switch {
+		case cache != nil:
 			kc, vc = cache.k[l], cache.v[l]
+		case len(caches) > 1:
+			kc, vc = dc.jointK, dc.jointV
+			for i, ch := range caches {
+				if ch.n > 0 {
+					dc.be.Copy2D(kc, offs[i]*kv, kv, ch.k[l], 0, kv, ch.n, kv, false)
+					dc.be.Copy2D(vc, offs[i]*kv, kv, ch.v[l], 0, kv, ch.n, kv, false)
+				}
+			}
 		}
 		k, v, y := layer(tp, c, &dc.blocks[l], xt, a, tp.Input(table, n, c.HeadDim), func(q, k, v *engine.Tensor) *engine.Tensor {
-			return tp.SpanAttention(q, k, v, kc, vc, cached, first, c.Heads, c.KVHeads) // (n, q)
+			return tp.SpanAttentionSegments(q, k, v, kc, vc, first, segs, c.Heads, c.KVHeads) // (n, q)
 		})
 		if cache != nil && !alts && tp.Err() == nil {
-			kv := c.KVDim()
-			dc.be.Copy2D(kc, cached*kv, kv, k, 0, kv, n, kv, false)
-			dc.be.Copy2D(vc, cached*kv, kv, v, 0, kv, n, kv, false)
+			dc.be.Copy2D(kc, cache.n*kv, kv, k, 0, kv, n, kv, false)
+			dc.be.Copy2D(vc, cache.n*kv, kv, v, 0, kv, n, kv, false)
 		}
 		if err := dc.download(y, x); err != nil {
 			return fmt.Errorf("causallm: forward: block %d: %w", l, err)
@@ -611,6 +669,33 @@ func (dc *Decoder) run(ctx context.Context, ids, pos, first []int32, cache *Cach
 		}
 	}
 	return nil
+}
+
+// growJoint makes the joint cache buffers hold at least rows rows.
+func (dc *Decoder) growJoint(rows int) error {
+	if dc.jointK != nil && dc.jointK.Dim(0) >= rows {
+		return nil
+	}
+	rows = max(rows, 2*dc.jointRows())
+	kv := dc.cfg.KVDim()
+	k, err := engine.NewBuffer(dc.be, "joint cache k", rows, kv)
+	if err != nil {
+		return fmt.Errorf("causallm: forward alternatives: %w", err)
+	}
+	v, err := engine.NewBuffer(dc.be, "joint cache v", rows, kv)
+	if err != nil {
+		return fmt.Errorf("causallm: forward alternatives: %w", err)
+	}
+	dc.jointK, dc.jointV = k, v
+	return nil
+}
+
+// jointRows is the rows the joint cache buffers hold.
+func (dc *Decoder) jointRows() int {
+	if dc.jointK == nil {
+		return 0
+	}
+	return dc.jointK.Dim(0)
 }
 
 // layer records one decoder block on tp, the one definition the training model and the Decoder

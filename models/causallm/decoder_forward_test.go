@@ -317,3 +317,66 @@ func workerPasses(t *testing.T, dc *causallm.Decoder) map[string][]float32 {
 	}
 	return out
 }
+
+// ForwardAlternativesOf runs the alternatives of several prefixes (of different lengths, one of
+// them taken twice) in one batch: each row agrees with ForwardAlternatives of its own prefix
+// within the fp32 chain bound at every tap, the caches are left as they were, and a single prefix
+// gives ForwardAlternatives' bits (the same GEMM shapes).
+func TestForwardAlternativesOfSeveralPrefixes(t *testing.T) {
+	for name, c := range decoderFamilies() {
+		t.Run(name, func(t *testing.T) {
+			dc := decoder(t, randomWeights(t, c, 5), 2)
+			ctx := context.Background()
+			var caches []*causallm.Cache
+			for i, n := range []int{3, 7, 1} {
+				cache, err := dc.NewCache(12)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := dc.ForwardNext(ctx, cache, tokens(uint64(30+i), c.VocabSize, n), nil, nil); err != nil {
+					t.Fatal(err)
+				}
+				caches = append(caches, cache)
+			}
+			caches = append(caches, caches[1])
+			ids := [][]int32{tokens(40, c.VocabSize, 4), tokens(41, c.VocabSize, 2), tokens(42, c.VocabSize, 5), tokens(43, c.VocabSize, 3)}
+			got := taps{}
+			if err := dc.ForwardAlternativesOf(ctx, caches, ids, got.tap); err != nil {
+				t.Fatal(err)
+			}
+			tol := fptol.Chain(6*c.Layers+1, max(c.Hidden, c.Intermediate, 12), fptol.Float32)
+			row := 0
+			for i, cache := range caches {
+				if cache.Len() != []int{3, 7, 1, 7}[i] {
+					t.Fatalf("prefix %d: cache holds %d tokens after the alternatives", i, cache.Len())
+				}
+				want := taps{}
+				if err := dc.ForwardAlternatives(ctx, cache, ids[i], want.tap); err != nil {
+					t.Fatal(err)
+				}
+				d, n := c.Hidden, len(ids[i])
+				for k, x := range want {
+					if e := maxRel(got[k][row*d:(row+n)*d], x); e > tol {
+						t.Errorf("prefix %d, %v: rows differ from its own alternatives by %g (bound %g)", i, k, e, tol)
+					}
+				}
+				row += n
+			}
+			one, alone := taps{}, taps{}
+			if err := dc.ForwardAlternativesOf(ctx, caches[1:2], ids[1:2], one.tap); err != nil {
+				t.Fatal(err)
+			}
+			if err := dc.ForwardAlternatives(ctx, caches[1], ids[1], alone.tap); err != nil {
+				t.Fatal(err)
+			}
+			for k, x := range alone {
+				if maxRel(one[k], x) != 0 {
+					t.Errorf("one prefix, %v: differs from ForwardAlternatives", k)
+				}
+			}
+			if err := dc.ForwardAlternativesOf(ctx, caches[:2], ids[:1], nil); err == nil {
+				t.Error("2 caches for 1 list of tokens: no error")
+			}
+		})
+	}
+}

@@ -186,9 +186,10 @@ extern "C" __global__ void ga_xent_bwd(float* logits, const float* lse, const fl
 // Span attention (op_span_attention.go; forward only, for inference): one
 // block per (query row r, head j), blockIdx.x = r*heads + j, launched with
 // GA_BLOCK threads (a multiple of 32 up to GA_BLOCK works: the host
-// emulation of TestSpanKernelEmulated runs fewer). Row r sees L = cached + r - first[r] + 1 keys of kv head
-// g = j / (heads/kvHeads): cache rows 0..cached-1 of kc, vc, then new rows
-// first[r]..r of k, v (first holds float32 row indices). Warp w of the
+// emulation of TestSpanKernelEmulated runs fewer). spans holds each row's
+// [first, from, cached] as float32s (exact below 2^24). Row r sees
+// L = cached + r - first + 1 keys of kv head g = j / (heads/kvHeads): cache
+// rows from..from+cached-1 of kc, vc, then new rows first..r of k, v. Warp w of the
 // block's nw (blockDim.x/32, at most GA_SPAN_WARPS) takes keys w, w + nw,
 // ...; its lanes split the head's columns (lane c
 // holds columns c, c+32, ..., so hd <= GA_SPAN_MAX_HD), a score is a warp
@@ -204,8 +205,8 @@ extern "C" __global__ void ga_xent_bwd(float* logits, const float* lse, const fl
 #define GA_SPAN_WARPS (GA_BLOCK / 32)
 
 extern "C" __global__ void ga_span_attention(float* o, const float* q, const float* k, const float* v,
-                                             const float* kc, const float* vc, const float* first, int cached,
-                                             int heads, int kvHeads, int hd, float scale) {
+                                             const float* kc, const float* vc, const float* spans, int heads,
+                                             int kvHeads, int hd, float scale) {
   __shared__ float qs[GA_SPAN_MAX_HD];
   __shared__ float wm[GA_SPAN_WARPS], wl[GA_SPAN_WARPS];
   __shared__ int wbad[GA_SPAN_WARPS];
@@ -215,7 +216,7 @@ extern "C" __global__ void ga_span_attention(float* o, const float* q, const flo
   int g = j / (heads / kvHeads);
   int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
   long qw = (long)heads * hd, kw = (long)kvHeads * hd;
-  long f0 = (long)first[r];
+  long f0 = (long)spans[3 * r], from = (long)spans[3 * r + 1], cached = (long)spans[3 * r + 2];
   long L = cached + (r - f0) + 1;
   for (int c = threadIdx.x; c < hd; c += blockDim.x) qs[c] = q[r * qw + (long)j * hd + c];
   __syncthreads();
@@ -228,8 +229,8 @@ extern "C" __global__ void ga_span_attention(float* o, const float* q, const flo
     const float* kr;
     const float* vr;
     if (i < cached) {
-      kr = kc + i * kw + (long)g * hd;
-      vr = vc + i * kw + (long)g * hd;
+      kr = kc + (from + i) * kw + (long)g * hd;
+      vr = vc + (from + i) * kw + (long)g * hd;
     } else {
       long row = f0 + (i - cached);
       kr = k + row * kw + (long)g * hd;
