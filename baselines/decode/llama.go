@@ -86,6 +86,9 @@ func (l *Llama) Rows(tokens []int, upto int) ([][]float32, error) {
 }
 
 // Block0 is RMSNorm(E[v])·g_0 for v in [lo, hi): block 0's attention input, position-free.
+// It is the one decoder formula computed outside the Decoder, on purpose: the norm in float64
+// (the Decoder's RMSNorm is float32) puts these rows on the accurate side of the recomputation
+// bound the bag is tested with, and reading the vocabulary's rows needs no pass through a block.
 func (l *Llama) Block0(lo, hi int, dst []float32) error {
 	if lo < 0 || hi > l.Vocab() || lo > hi {
 		return fmt.Errorf("tokens [%d, %d) of a vocabulary of %d", lo, hi, l.Vocab())
