@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"os/exec"
 	"path/filepath"
@@ -80,7 +79,7 @@ func TestBaselineRowspaceAttacksPyTorchBF16Deployer(t *testing.T) {
 	}
 	lines := 0
 	ids := map[int64]bool{}
-	texts, err := deployer.ReadTexts(bytes.NewReader(mustRead(t, in)))
+	texts, err := deployer.ReadTexts(mustRead(t, in))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -53,7 +52,7 @@ func TestRecoverAttacksPyTorchBF16Deployer(t *testing.T) {
 		t.Fatalf("recover -deployer-texts: %v\n%s", err, b)
 	}
 	lines := 0
-	texts, err := deployer.ReadTexts(bytes.NewReader(mustRead(t, in)))
+	texts, err := deployer.ReadTexts(mustRead(t, in))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,7 +13,6 @@
 package deployer
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/sha256"
@@ -81,28 +80,29 @@ func WriteTexts(w io.Writer, texts []Text) error {
 	return nil
 }
 
-// ReadTexts reads the deployer's --tokens input as WriteTexts writes it, with the same checks
-// (ids >= 0 and distinct, tokens present, bos within them) and no field it does not know.
-func ReadTexts(r io.Reader) ([]Text, error) {
+// ReadTexts reads the deployer's --tokens input (the file's bytes) as WriteTexts writes it, with
+// the same checks (ids >= 0 and distinct, tokens present, bos within them) and no field it does
+// not know.
+func ReadTexts(b []byte) ([]Text, error) {
 	var texts []Text
 	seen := map[int64]bool{}
-	sc := bufio.NewScanner(r)
-	sc.Buffer(nil, 64<<20)
-	for line := 1; sc.Scan(); line++ {
-		dec := json.NewDecoder(bytes.NewReader(sc.Bytes()))
+	line := 0
+	for raw := range bytes.Lines(b) {
+		line++
+		if len(bytes.TrimSpace(raw)) == 0 {
+			continue
+		}
+		dec := json.NewDecoder(bytes.NewReader(raw))
 		dec.DisallowUnknownFields()
 		var x textLine
 		if err := dec.Decode(&x); err != nil {
 			return nil, fmt.Errorf("deployer input: line %d: %w", line, err)
 		}
 		t := Text{ID: x.ID, Tokens: x.Tokens, BOS: x.BOS}
-		if err := t.check(line-1, seen); err != nil {
-			return nil, err
+		if err := t.check(len(texts), seen); err != nil {
+			return nil, fmt.Errorf("line %d: %w", line, err)
 		}
 		texts = append(texts, t)
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("deployer input: %w", err)
 	}
 	return texts, nil
 }

@@ -194,7 +194,7 @@ func TestWriteTexts(t *testing.T) {
 	if buf.String() != want {
 		t.Fatalf("got %q, want %q", buf.String(), want)
 	}
-	back, err := deployer.ReadTexts(strings.NewReader(want))
+	back, err := deployer.ReadTexts([]byte(want))
 	if err != nil || len(back) != 2 || back[0].ID != 3 || back[0].BOS != 1 || !slices.Equal(back[0].Tokens, []int32{1, 5, 9}) ||
 		back[1].ID != 0 || back[1].BOS != 0 || !slices.Equal(back[1].Tokens, []int32{7}) {
 		t.Errorf("ReadTexts of WriteTexts' output: %+v, %v", back, err)
@@ -205,7 +205,7 @@ func TestWriteTexts(t *testing.T) {
 		"bos past end":  `{"id":1,"tokens":[1],"bos":2}`,
 		"not json":      `{"id":1,`,
 	} {
-		if _, err := deployer.ReadTexts(strings.NewReader(in)); err == nil {
+		if _, err := deployer.ReadTexts([]byte(in)); err == nil {
 			t.Errorf("ReadTexts %s: accepted", name)
 		}
 	}
