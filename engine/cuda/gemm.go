@@ -35,8 +35,14 @@ func (b *Backend) gemm(transA, transB bool, batch, m, n, k int, alpha float32, a
 	b.gemmStrided(transA, transB, batch, m, n, k, alpha, a, m*k, bm, k*n, beta, c, m*n)
 }
 
-// gemmStrided is GemmStrided on device addresses.
+// gemmStrided is GemmStrided on device addresses, in the backend's precision.
 func (b *Backend) gemmStrided(transA, transB bool, batch, m, n, k int, alpha float32, a DevicePtr, strideA int, bm DevicePtr, strideB int, beta float32, c DevicePtr, strideC int) {
+	b.gemmStridedIn(b.prec, b.compute, transA, transB, batch, m, n, k, alpha, a, strideA, bm, strideB, beta, c, strideC)
+}
+
+// gemmStridedIn is gemmStrided in precision prec with cuBLAS compute type compute: the
+// backend's for the model's GEMMs, fp32 for data such as MixRows' U.
+func (b *Backend) gemmStridedIn(prec string, compute int32, transA, transB bool, batch, m, n, k int, alpha float32, a DevicePtr, strideA int, bm DevicePtr, strideB int, beta float32, c DevicePtr, strideC int) {
 	if batch == 0 || m == 0 || n == 0 {
 		return
 	}
@@ -60,7 +66,7 @@ func (b *Backend) gemmStrided(transA, transB bool, batch, m, n, k int, alpha flo
 	d := b.dev
 	d.alpha, d.beta = alpha, beta
 	var in uintptr = DataFloat32
-	if b.prec == PrecisionBF16 {
+	if prec == PrecisionBF16 {
 		// Real bf16 inputs: cuBLAS's FAST_16BF compute type on fp32
 		// operands ran tf32 kernels (bit-identical results) on an H100.
 		// The copies keep the strides: a shared matrix is rounded once.
@@ -71,7 +77,7 @@ func (b *Backend) gemmStrided(transA, transB bool, batch, m, n, k int, alpha flo
 		uintptr(unsafe.Pointer(&d.alpha)), uintptr(bm), in, uintptr(ldb), uintptr(strideB),
 		uintptr(a), in, uintptr(lda), uintptr(strideA),
 		uintptr(unsafe.Pointer(&d.beta)), uintptr(c), DataFloat32, uintptr(ldc), uintptr(strideC),
-		uintptr(batch), uintptr(b.compute), uintptr(uint32(cublasGemmDefault&0xffffffff)))
+		uintptr(batch), uintptr(compute), uintptr(uint32(cublasGemmDefault&0xffffffff)))
 	b.fail(cublasCheck("cublasGemmStridedBatchedEx", int32(r)))
 }
 
