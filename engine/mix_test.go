@@ -159,7 +159,7 @@ func TestMixRowsIsData(t *testing.T) {
 	}
 	defer be.Close()
 	tp := engine.NewTape(be)
-	a := []float32{1, 2, 3, 4}  // (1, 2, 2)
+	a := []float32{1, 2, 3, 4} // (1, 2, 2)
 	x := []float32{1, 0, 0, 1} // identity
 	u := tp.MixRows(tp.Input(a, 1, 2, 2), tp.Input(x, 1, 2, 2), engine.MixRoundNone)
 	w := tp.Variable([]float32{1, 1, 1, 1}, 1, 2, 2)
