@@ -485,6 +485,17 @@ if [ $GPU = 1 ]; then
 		fi
 	done
 
+	# docs/gpu.md item 4: the bf16 paper step again with the bf16 weight copies turned off, beside
+	# the run above (copies on when adamw16.ptx is loaded, as part 0 arranges).
+	MUST_RUN=1
+	run_check 1 "models/settransformer: bf16 paper step without the bf16 weight copies" 30 "$BUNDLE/src/models/settransformer" st-nocopies.log \
+		env GELOATTACK_GPU_TIMING=bf16 GELOATTACK_CUDA_BF16_WEIGHTS=off "$BIN/models_settransformer.test" -test.run '^TestCUDAPaperStepTiming$' -test.v -test.timeout=28s
+	MUST_RUN=0
+	section "### bf16 paper step without the weight copies (GELOATTACK_CUDA_BF16_WEIGHTS=off)" "" \
+		"$(code "$(grep -E 'launches|step median' "$LOGS/st-nocopies.log" | sed 's/^ *//')")" \
+		"With the copies: the models/settransformer section above (its bf16 lines)." ""
+	write_report
+
 	# Part 2: six runs at once (each small; the GPU and 16 cores hold them), beside README's CPU figures.
 	section "## Part 2: quickstarts on cuda beside README.md's CPU figures" ""
 	pids=() tags=()

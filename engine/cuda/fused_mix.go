@@ -18,6 +18,7 @@ func (b *Backend) MixRows(u, a, x *engine.Tensor, batch, n, k, d int, round engi
 		return
 	}
 	defer b.end()
+	b.wrote(u)
 	b.gemmStridedIn(PrecisionFP32, cublasCompute32F, false, false, batch, n, d, k, 1, ptr(a), n*k, ptr(x), k*d, 0, ptr(u), n*d)
 	if round == engine.MixRoundNone {
 		return

@@ -16,6 +16,7 @@ func (b *Backend) Gemm(transA, transB bool, batch, m, n, k int, alpha float32, a
 		return
 	}
 	defer b.end()
+	b.wrote(c)
 	b.gemm(transA, transB, batch, m, n, k, alpha, ptr(a), ptr(bm), beta, ptr(c))
 }
 
@@ -27,6 +28,7 @@ func (b *Backend) GemmStrided(transA, transB bool, batch, m, n, k int, alpha flo
 		return
 	}
 	defer b.end()
+	b.wrote(c)
 	b.gemmStrided(transA, transB, batch, m, n, k, alpha, ptr(a), strideA, ptr(bm), strideB, beta, ptr(c), strideC)
 }
 
@@ -69,8 +71,9 @@ func (b *Backend) gemmStridedIn(prec string, compute int32, transA, transB bool,
 	if prec == PrecisionBF16 {
 		// Real bf16 inputs: cuBLAS's FAST_16BF compute type on fp32
 		// operands ran tf32 kernels (bit-identical results) on an H100.
-		// The copies keep the strides: a shared matrix is rounded once.
-		a, bm = b.toBF16(slotA16, a, (batch-1)*strideA+m*k), b.toBF16(slotB16, bm, (batch-1)*strideB+k*n)
+		// The copies keep the strides: a shared matrix is rounded once. A
+		// weight AdamW keeps a fresh bf16 copy of is read from it.
+		a, bm = b.bf16Operand(slotA16, a, (batch-1)*strideA+m*k), b.bf16Operand(slotB16, bm, (batch-1)*strideB+k*n)
 		in = DataBFloat16
 	}
 	r, _, _ := purego.SyscallN(d.Blas.gemmSBEx, d.handle, uintptr(o1), uintptr(o2), uintptr(n), uintptr(m), uintptr(k),
@@ -86,6 +89,15 @@ func tn(t bool) string {
 		return "T"
 	}
 	return "N"
+}
+
+// bf16Operand is the bf16 form of the n elements at x: the weight copy AdamW keeps when it is
+// fresh there (weights16.go), else x rounded into slot.
+func (b *Backend) bf16Operand(slot int, x DevicePtr, n int) DevicePtr {
+	if y, ok := b.bf16Copy(x, n); ok {
+		return y
+	}
+	return b.toBF16(slot, x, n)
 }
 
 // toBF16 rounds n elements at x to bf16 into slot and returns the copy.
