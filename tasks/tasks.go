@@ -14,6 +14,7 @@ import (
 	"github.com/gelo-research/geloattack/data/gelo"
 	"github.com/gelo-research/geloattack/engine"
 	"github.com/gelo-research/geloattack/models/settransformer"
+	"github.com/gelo-research/geloattack/train/trainopts"
 )
 
 // Task is one attack objective over a model: it runs the forward and backward pass of a batch and
@@ -102,6 +103,15 @@ func modelBatch(mask *[]float32, b *gelo.Batch) settransformer.Batch {
 		mb.X, mb.A, mb.NX, mb.Round = b.X, b.A, b.NX, MixRound(b.Observe)
 	}
 	return mb
+}
+
+// MixOnDevice reports whether a run with trainer options o whose model lives on be forms each
+// batch's U = A X on be (train.mix_on): auto does unless be computes in host memory (the CPU,
+// whose results stay those of host mixing). The training loop and the evaluation of a checkpoint
+// both resolve it here, so they score the same batches.
+func MixOnDevice(o trainopts.Options, be engine.Backend) bool {
+	_, host := be.(engine.HostMemory)
+	return o.MixOnDevice(host)
 }
 
 // MixRound is the rounding of device-formed U for the sampler's observe dtype.

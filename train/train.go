@@ -347,11 +347,9 @@ func evaluate(ctx context.Context, r Run) (map[string]map[string]float64, error)
 		Bucket: o.Bucket(r.Sampler.Config()), MixOnDevice: mixOnDevice(r)})
 }
 
-// mixOnDevice resolves the run's mix_on against its model's backend: auto forms U on the device
-// unless the backend computes in host memory (the CPU, whose results stay those of host mixing).
+// mixOnDevice resolves the run's mix_on against its model's backend (tasks.MixOnDevice).
 func mixOnDevice(r Run) bool {
-	_, host := r.Task.Params().Data().Storage().Backend().(engine.HostMemory)
-	return r.Options.MixOnDevice(host)
+	return tasks.MixOnDevice(r.Options, r.Task.Params().Data().Storage().Backend())
 }
 
 // Keys of checkpoints.State.Last holding the loss window of the unfinished log interval.
