@@ -69,7 +69,8 @@ func yamlName(f reflect.StructField) string {
 
 // Diff names the first field (dotted path: old -> new) where a run made with config had would
 // differ from one made with want, or "" when they train the same thing. Settings that do not
-// change results (train.workers, train.prefetch, device) are ignored, and model widths left at 0
+// change results (train.workers, train.prefetch, device; train.mix_on, which changes only the
+// summation order of U's sums, as a device does) are ignored, and model widths left at 0
 // in want (filled from the store) match any. precision is compared: bf16 and fp32 GEMMs train
 // different numbers, so sweep cells that differ only in it are different runs (resuming a run
 // with another precision is allowed by runner.Train, which sets it aside before calling Diff).
@@ -81,6 +82,7 @@ func Diff(had, want Run) string {
 		want.Model.CandidateDim = had.Model.CandidateDim
 	}
 	had.Train.Workers, had.Train.Prefetch, had.Device = want.Train.Workers, want.Train.Prefetch, want.Device
+	had.Train.MixOn = want.Train.MixOn
 	a, b := Fields(had), Fields(want)
 	for i := range a {
 		if a[i] != b[i] {

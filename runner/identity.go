@@ -37,7 +37,8 @@ type identity struct {
 }
 
 // configHash is a hash of the fields of cfg that a resume may not change: every field but
-// train.steps, train.workers, train.prefetch, device and precision. The config goes through the
+// train.steps, train.workers, train.prefetch, device and precision, and train.mix_on, which is
+// left out of the hash altogether so that runs begun before it existed keep their hash. The config goes through the
 // JSON of checkpoint metadata first, so a hash taken at the start equals one taken of the
 // config a checkpoint recorded.
 func configHash(cfg config.Run) (string, error) {
@@ -52,6 +53,9 @@ func configHash(cfg config.Run) (string, error) {
 	c.Train.Steps, c.Train.Workers, c.Train.Prefetch, c.Device, c.Precision = 0, 0, 0, "", ""
 	h := sha256.New()
 	for _, f := range config.Fields(c) {
+		if f.Path == "train.mix_on" {
+			continue
+		}
 		fmt.Fprintf(h, "%s=%q\n", f.Path, f.Value)
 	}
 	return "sha256:" + hex.EncodeToString(h.Sum(nil)), nil

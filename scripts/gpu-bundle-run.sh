@@ -5,8 +5,9 @@
 #
 # It checks the whole GPU path in parts, each stopped at its own time budget, the whole under 10
 # minutes: (0) engine/cuda/kernels/*.cu compiled to PTX with nvcc (scripts/lib/fresh-ptx.sh), and
-# every later part run with GELOATTACK_CUDA_PTX at the committed PTX with the fresh lm.ptx, so new
-# kernels are checked in the same run (the fresh lm.ptx is copied to REPORT_DIR to be committed;
+# every later part run with GELOATTACK_CUDA_PTX at the committed PTX with the fresh lm.ptx and every
+# module not committed yet (mix.ptx), so new kernels are checked in the same run (those are copied
+# to REPORT_DIR to be committed;
 # without nvcc the embedded PTX is used, and the report says which); (1) the crosschecks
 # (GemmStrided first, then every kernel, then the other packages' GPU tests, the decoder's on the
 # GPU among them); (2) the quickstart and the unmix quickstart on -device cuda in fp32, tf32 and bf16 beside
@@ -19,7 +20,7 @@
 #
 # REPORT_DIR (default: $OUT when set, else ./gpu-report) receives report.md, one Markdown report with
 # every figure, pass/fail/skip per check and the exact commands, logs.tar.gz, the raw logs, and on
-# a GPU with nvcc lm.ptx, the freshly compiled module. The
+# a GPU with nvcc lm.ptx and mix.ptx (until it is committed), the freshly compiled modules. The
 # report is rewritten after every check, so a run killed from outside still leaves one. Exit status
 # 0 when every check ran and none failed (checks that need a GPU are skipped, not failed, on a
 # machine without one).
@@ -408,7 +409,17 @@ if [ $GPU = 1 ]; then
 	0)
 		export GELOATTACK_CUDA_PTX=$WORK/ptx/ship
 		cp "$WORK/ptx/fresh/lm.ptx" "$REPORT_DIR/lm.ptx"
-		PTX_LINE="fresh: every test and command below ran with GELOATTACK_CUDA_PTX at the committed PTX with lm.ptx compiled here ($(grep -m1 '^nvcc: ' "$LOGS/ptx.log" | cut -c7-)); that lm.ptx is beside this report, to be committed as engine/cuda/ptx/lm.ptx"
+		# Modules with no committed PTX yet (mix.ptx: device-side mixing's rounding kernel) come
+		# back too, to be committed beside lm.ptx.
+		newptx=
+		for f in "$WORK/ptx/ship"/*.ptx; do
+			b=$(basename "$f")
+			if [ ! -f "$BUNDLE/src/engine/cuda/ptx/$b" ]; then
+				cp "$f" "$REPORT_DIR/$b"
+				newptx="$newptx $b"
+			fi
+		done
+		PTX_LINE="fresh: every test and command below ran with GELOATTACK_CUDA_PTX at the committed PTX with lm.ptx compiled here ($(grep -m1 '^nvcc: ' "$LOGS/ptx.log" | cut -c7-))${newptx:+ and the new modules$newptx}; that lm.ptx${newptx:+ and$newptx} are beside this report, to be committed into engine/cuda/ptx/"
 		;;
 	2)
 		C_RESULT[${#C_RESULT[@]} - 1]=skip
@@ -474,6 +485,17 @@ if [ $GPU = 1 ]; then
 		fi
 	done
 
+	# docs/gpu.md item 4: the bf16 paper step again with the bf16 weight copies turned off, beside
+	# the run above (copies on when adamw16.ptx is loaded, as part 0 arranges).
+	MUST_RUN=1
+	run_check 1 "models/settransformer: bf16 paper step without the bf16 weight copies" 30 "$BUNDLE/src/models/settransformer" st-nocopies.log \
+		env GELOATTACK_GPU_TIMING=bf16 GELOATTACK_CUDA_BF16_WEIGHTS=off "$BIN/models_settransformer.test" -test.run '^TestCUDAPaperStepTiming$' -test.v -test.timeout=28s
+	MUST_RUN=0
+	section "### bf16 paper step without the weight copies (GELOATTACK_CUDA_BF16_WEIGHTS=off)" "" \
+		"$(code "$(grep -E 'launches|step median' "$LOGS/st-nocopies.log" | sed 's/^ *//')")" \
+		"With the copies: the models/settransformer section above (its bf16 lines)." ""
+	write_report
+
 	# Part 2: six runs at once (each small; the GPU and 16 cores hold them), beside README's CPU figures.
 	section "## Part 2: quickstarts on cuda beside README.md's CPU figures" ""
 	pids=() tags=()
@@ -529,6 +551,7 @@ if [ $GPU = 1 ]; then
 	else
 		skip_check 3 "PyTorch twin of the step and unmix benchmarks" "no PyTorch with CUDA ($PY)" "$PY bench/torch_settransformer.py"
 	fi
+	section "The train rows form U = A X on the GPU (train.mix_on auto: device mixing; before 2026-11-27 the sampler's workers formed it). Host against device mixing in one run: part 1's tasks section, TestMixTimingCUDA's two lines." ""
 	section "Targets (docs/gpu.md): paper retrieval step ≤ 12 ms bf16 on an H100, unmix ≤ 20 ms, end-to-end training ≥ 3× PyTorch eager." ""
 	write_report
 

@@ -40,8 +40,7 @@ func (r *Retrieval) Model() *settransformer.Model { return r.model }
 
 // modelBatch views a sampler batch as the model's input; the float mask buffer is reused.
 func (r *Retrieval) modelBatch(b *gelo.Batch) settransformer.Batch {
-	r.mask = floatMask(r.mask, b.Mask)
-	return settransformer.Batch{B: b.B, N: b.N, U: b.U, Mask: r.mask}
+	return modelBatch(&r.mask, b)
 }
 
 // targets builds the in-batch candidate set (plus extra negatives drawn from rng when non-nil,

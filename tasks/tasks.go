@@ -13,6 +13,8 @@ import (
 	"github.com/gelo-research/geloattack/data"
 	"github.com/gelo-research/geloattack/data/gelo"
 	"github.com/gelo-research/geloattack/engine"
+	"github.com/gelo-research/geloattack/models/settransformer"
+	"github.com/gelo-research/geloattack/train/trainopts"
 )
 
 // Task is one attack objective over a model: it runs the forward and backward pass of a batch and
@@ -49,6 +51,9 @@ type EvalSpec struct {
 	// Bucket pads each batch's set size to a multiple of it (gelo.PadTo); 0 means the sampler
 	// config's default (gelo.Config.DefaultSetBucket).
 	Bucket int
+	// MixOnDevice makes the model's backend form each batch's U = A X (gelo.MixOnDevice)
+	// instead of the sampler's workers.
+	MixOnDevice bool
 }
 
 // Evaluate scores spec.Batches fixed batches of each split: val from the start of its stream, train
@@ -66,8 +71,11 @@ func Evaluate(ctx context.Context, s *gelo.Sampler, task Task, spec EvalSpec) (m
 		if bucket == 0 {
 			bucket = s.Config().DefaultSetBucket()
 		}
-		pipe := gelo.NewFinitePipeline(ctx, s, split, spec.BatchSize, spec.Workers, spec.Prefetch, first, int64(spec.Batches),
-			gelo.PadTo(bucket))
+		opts := []gelo.PipelineOption{gelo.PadTo(bucket)}
+		if spec.MixOnDevice {
+			opts = append(opts, gelo.MixOnDevice())
+		}
+		pipe := gelo.NewFinitePipeline(ctx, s, split, spec.BatchSize, spec.Workers, spec.Prefetch, first, int64(spec.Batches), opts...)
 		ev := task.NewEvaluator()
 		for i := 0; i < spec.Batches; i++ {
 			b, err := pipe.Next()
@@ -83,6 +91,38 @@ func Evaluate(ctx context.Context, s *gelo.Sampler, task Task, spec EvalSpec) (m
 		out[split.String()] = ev.Metrics()
 	}
 	return out, nil
+}
+
+// modelBatch views a sampler batch as the model's input: U, or X and A for the backend to form
+// U = A X (rounded to the sampler's observe dtype), with the row mask as 1/0 floats in *mask
+// (reused).
+func modelBatch(mask *[]float32, b *gelo.Batch) settransformer.Batch {
+	*mask = floatMask(*mask, b.Mask)
+	mb := settransformer.Batch{B: b.B, N: b.N, U: b.U, Mask: *mask}
+	if b.X != nil {
+		mb.X, mb.A, mb.NX, mb.Round = b.X, b.A, b.NX, MixRound(b.Observe)
+	}
+	return mb
+}
+
+// MixOnDevice reports whether a run with trainer options o whose model lives on be forms each
+// batch's U = A X on be (train.mix_on): auto does unless be computes in host memory (the CPU,
+// whose results stay those of host mixing). The training loop and the evaluation of a checkpoint
+// both resolve it here, so they score the same batches.
+func MixOnDevice(o trainopts.Options, be engine.Backend) bool {
+	_, host := be.(engine.HostMemory)
+	return o.MixOnDevice(host)
+}
+
+// MixRound is the rounding of device-formed U for the sampler's observe dtype.
+func MixRound(o gelo.ObserveDtype) engine.MixRound {
+	switch o {
+	case gelo.ObserveBF16:
+		return engine.MixRoundBF16
+	case gelo.ObserveFP16:
+		return engine.MixRoundFP16
+	}
+	return engine.MixRoundNone
 }
 
 // floatMask writes a batch's row mask as 1/0 floats, the form the models take, into buf (grown

@@ -70,8 +70,7 @@ func (u *Unmix) LastParts() map[string]float64 { return u.model.LossParts() }
 
 // modelBatch views a sampler batch as the model's input; the float mask buffer is reused.
 func (u *Unmix) modelBatch(b *gelo.Batch) settransformer.Batch {
-	u.mask = floatMask(u.mask, b.Mask)
-	return settransformer.Batch{B: b.B, N: b.N, U: b.U, Mask: u.mask}
+	return modelBatch(&u.mask, b)
 }
 
 // targets gathers the examples' clean rows, zero-padded to the largest count: H (B, Nmax, d).

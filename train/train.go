@@ -67,8 +67,13 @@ func Train(ctx context.Context, r Run) (Result, error) {
 		unit:   "rows",
 		open: func(start int64) (func(int64) (float64, int64, error), func(), error) {
 			pctx, cancelPipe := context.WithCancel(context.Background())
-			pipe := gelo.NewPipeline(pctx, r.Sampler, data.Train, o.BatchSize, o.Workers, o.Prefetch, start,
-				gelo.PadTo(o.Bucket(r.Sampler.Config())))
+			// The pipeline already generates Prefetch batches ahead on Workers goroutines while
+			// the step runs; device mixing takes each example's GEMM out of that generation.
+			opts := []gelo.PipelineOption{gelo.PadTo(o.Bucket(r.Sampler.Config()))}
+			if mixOnDevice(r) {
+				opts = append(opts, gelo.MixOnDevice())
+			}
+			pipe := gelo.NewPipeline(pctx, r.Sampler, data.Train, o.BatchSize, o.Workers, o.Prefetch, start, opts...)
 			step := func(step int64) (float64, int64, error) {
 				b, err := pipe.Next()
 				if err != nil {
@@ -334,11 +339,17 @@ func checkResumeState(ck checkpoints.Checkpoint) error {
 	return nil
 }
 
-// evaluate is the periodic evaluation of a run (tasks.Evaluate with the run's batch settings).
+// evaluate is the periodic evaluation of a run (tasks.Evaluate with the run's batch settings,
+// U formed where training forms it).
 func evaluate(ctx context.Context, r Run) (map[string]map[string]float64, error) {
 	o := r.Options
 	return tasks.Evaluate(ctx, r.Sampler, r.Task, tasks.EvalSpec{BatchSize: o.BatchSize, Batches: o.EvalBatches, Workers: o.Workers, Prefetch: o.Prefetch,
-		Bucket: o.Bucket(r.Sampler.Config())})
+		Bucket: o.Bucket(r.Sampler.Config()), MixOnDevice: mixOnDevice(r)})
+}
+
+// mixOnDevice resolves the run's mix_on against its model's backend (tasks.MixOnDevice).
+func mixOnDevice(r Run) bool {
+	return tasks.MixOnDevice(r.Options, r.Task.Params().Data().Storage().Backend())
 }
 
 // Keys of checkpoints.State.Last holding the loss window of the unfinished log interval.

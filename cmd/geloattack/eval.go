@@ -107,7 +107,8 @@ func evalFlags(flags *flag.FlagSet) runFunc {
 		if err := sess.LoadWeights(ck); err != nil {
 			return err
 		}
-		spec := tasks.EvalSpec{BatchSize: cfg.Train.BatchSize, Batches: cfg.Eval.Batches, Workers: cfg.Train.Workers, Prefetch: cfg.Train.Prefetch, Bucket: cfg.Train.SetBucket}
+		spec := tasks.EvalSpec{BatchSize: cfg.Train.BatchSize, Batches: cfg.Eval.Batches, Workers: cfg.Train.Workers, Prefetch: cfg.Train.Prefetch, Bucket: cfg.Train.SetBucket,
+			MixOnDevice: tasks.MixOnDevice(cfg.Train, sess.Backend)} // U formed where the run's evaluations formed it
 		batches.apply(&spec.Batches)
 		batchSize.apply(&spec.BatchSize)
 		fmt.Fprintf(os.Stderr, "evaluating %s (step %d) on %d batches of %d examples per split\n", path, ck.State.Step, spec.Batches, spec.BatchSize)

@@ -13,6 +13,7 @@ import (
 	"github.com/gelo-research/geloattack/eval"
 	"github.com/gelo-research/geloattack/runner"
 	"github.com/gelo-research/geloattack/train"
+	"github.com/gelo-research/geloattack/train/trainopts"
 )
 
 var cmdTrain = &Command{
@@ -37,6 +38,8 @@ func trainFlags(flags *flag.FlagSet) runFunc {
 	acceptChanged := flags.Bool("accept-changed-inputs", false, "with -resume: continue a task-lm run whose lm.texts or lm.tokenizer changed since its checkpoint (refused otherwise); the run header and metrics.jsonl record it")
 	steps := overrideInt(flags, "steps", "train.steps", "")
 	workers := overrideInt(flags, "workers", "train.workers", "the example-generating goroutines")
+	mixOn := flags.String("mix-on", "", "override train.mix_on, where each batch's U = A X is formed: "+trainopts.MixOnHelp+
+		" (left out: the config's, default auto; host keeps the CPU's figures as they were, device uploads X and A and multiplies on the GPU in fp32)")
 	dev := addDeviceFlags(flags)
 	addSamplerOverrides(flags, "texts per example")
 	// resolve applies the flags to a config: the sampler overrides, -steps and -workers (then
@@ -45,6 +48,9 @@ func trainFlags(flags *flag.FlagSet) runFunc {
 		var err error
 		if cfg.Sampler, err = samplerOf(ctx, flags, cfg.Sampler); err != nil {
 			return fmt.Errorf("train: %w", err)
+		}
+		if *mixOn != "" {
+			cfg.Train.MixOn = *mixOn
 		}
 		if err := overrideTrain(cfg, steps, workers); err != nil {
 			return err
@@ -98,8 +104,9 @@ func trainFlags(flags *flag.FlagSet) runFunc {
 	}
 }
 
-// overrideTrain applies -steps and -workers when given and validates the result, so an override
-// the config would refuse (a warmup longer than the run, ...) is refused too.
+// overrideTrain applies -steps and -workers when given and validates the result (with -mix-on,
+// set before), so an override the config would refuse (a warmup longer than the run, ...) is
+// refused too.
 func overrideTrain(cfg *config.Run, steps, workers *optInt) error {
 	steps.apply(&cfg.Train.Steps)
 	workers.apply(&cfg.Train.Workers)

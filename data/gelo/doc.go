@@ -4,7 +4,9 @@
 // An example is: positives drawn from one split, t token rows of each (H, optionally centered),
 // k secret shield rows S, X = [H; S] with its rows permuted, a fresh secret invertible A, and the
 // observed rows of U = A X, optionally rounded to bf16/fp16. Models only ever see those observed
-// rows (Batch.U); the rest of an Example is ground truth for losses and metrics.
+// rows (Batch.U); the rest of an Example is ground truth for losses and metrics. A MixOnDevice
+// pipeline leaves the product to the model's device: its batches carry X and the observed rows of
+// A (Batch.X, Batch.A) instead of U, and the model forms U from them and nothing else.
 //
 // Choices this package makes where the SPEC is silent:
 //   - Randomness. Each generation stage (parameters, texts, shields, permutation, mixing,

@@ -21,8 +21,18 @@ type Batch struct {
 	U []float32
 	// Mask: (B, N), true for a real row, false for padding.
 	Mask []bool
-	// Examples holds the examples in order; Examples[b].UObs aliases U's rows of example b.
+	// Examples holds the examples in order; Examples[b].UObs aliases U's rows of example b (nil
+	// in a batch of a MixOnDevice pipeline).
 	Examples []*Example
+
+	// X, A and NX are set instead of U by a MixOnDevice pipeline, for the model's device to form
+	// U = A X (engine.Tape.MixRows), rounded to Observe. NX is the padded row count of X.
+	// X: (B, NX, D), example b's rows of X = [H; S] in their shuffled order (Example.X), padded
+	// rows zero. A: (B, N, NX), example b's observed rows of its mixing matrix (ObsRows order,
+	// so U's rows come out as a host batch's), padded rows and columns zero.
+	X, A    []float32
+	NX      int
+	Observe ObserveDtype
 }
 
 // NewBatch pads examples into one Batch whose set size N is the largest example's. Each example's
@@ -69,6 +79,47 @@ func newBatch(index int64, examples []*Example, bucket int) (*Batch, error) {
 	return b, nil
 }
 
+// newMixBatch is newBatch for MixOnDevice: X and A instead of U (examples without UObs), with
+// X's rows padded up to a multiple of bucket as N is.
+func newMixBatch(index int64, examples []*Example, bucket int, observe ObserveDtype) (*Batch, error) {
+	if len(examples) == 0 {
+		return nil, errors.New("gelo batch: no examples")
+	}
+	d, n, nx := examples[0].D, 0, 0
+	for _, ex := range examples {
+		if ex.D != d {
+			return nil, fmt.Errorf("gelo batch %d: example %d has d=%d, example %d has d=%d",
+				index, ex.Index, ex.D, examples[0].Index, d)
+		}
+		if len(ex.ObsRows) != ex.NObs || len(ex.A) != ex.N*ex.N || len(ex.Perm) != ex.N {
+			return nil, fmt.Errorf("gelo batch %d: example %d has %d observed rows for NObs %d, %d mixing values and %d rows of X for N %d",
+				index, ex.Index, len(ex.ObsRows), ex.NObs, len(ex.A), len(ex.Perm), ex.N)
+		}
+		n, nx = max(n, ex.NObs), max(nx, ex.N)
+	}
+	n, nx = PadN(n, bucket), PadN(nx, bucket)
+	b := &Batch{Index: index, B: len(examples), N: n, D: d, NX: nx, Observe: observe, Examples: examples}
+	b.X = make([]float32, b.B*nx*d) // X: (B, NX, D)
+	b.A = make([]float32, b.B*n*nx) // A: (B, N, NX)
+	b.Mask = make([]bool, b.B*n)    // Mask: (B, N)
+	for i, ex := range examples {
+		x := b.X[i*nx*d : (i+1)*nx*d]
+		for r, src := range ex.Perm { // as Example.X, straight into the batch
+			if src < ex.NClean {
+				copy(x[r*d:(r+1)*d], ex.H[src*d:(src+1)*d])
+			} else {
+				copy(x[r*d:(r+1)*d], ex.S[(src-ex.NClean)*d:(src-ex.NClean+1)*d])
+			}
+		}
+		a := b.A[i*n*nx : (i+1)*n*nx]
+		for r, row := range ex.ObsRows {
+			copy(a[r*nx:r*nx+ex.N], ex.A[row*ex.N:(row+1)*ex.N])
+			b.Mask[i*n+r] = true
+		}
+	}
+	return b, nil
+}
+
 // PipelineOption changes how a Pipeline batches its examples.
 type PipelineOption func(*Pipeline)
 
@@ -80,6 +131,14 @@ func PadTo(bucket int) PipelineOption {
 	return func(p *Pipeline) { p.bucket = bucket }
 }
 
+// MixOnDevice makes the pipeline's batches carry X and A instead of U (Batch.X, Batch.A), so
+// that the model's device forms U = A X: the workers skip each example's GEMM (the largest part
+// of generating a paper-size example), and a GPU run's step uploads X and A. Its examples have
+// no UObs. The batches are otherwise those of a pipeline without it (same examples, N, Mask).
+func MixOnDevice() PipelineOption {
+	return func(p *Pipeline) { p.deviceMix = true }
+}
+
 // ErrClosed is returned by Next after Close.
 var ErrClosed = errors.New("gelo pipeline: closed")
 
@@ -88,7 +147,8 @@ var ErrClosed = errors.New("gelo pipeline: closed")
 type Pipeline struct {
 	split     data.Split
 	batchSize int
-	bucket    int // N is padded to a multiple of it (PadTo)
+	bucket    int  // N is padded to a multiple of it (PadTo)
+	deviceMix bool // batches carry X and A instead of U (MixOnDevice)
 	first     int64
 	end       int64 // one past the last batch; -1 for an endless stream
 
@@ -217,7 +277,7 @@ func (p *Pipeline) work(s *Sampler, tasks <-chan task) {
 		}
 		b := t.b
 		index := b.index*int64(p.batchSize) + int64(t.pos)
-		ex, err := s.ExampleWith(ws, p.split, index)
+		ex, err := s.exampleWith(ws, p.split, index, !p.deviceMix)
 		if err != nil {
 			b.mu.Lock()
 			if b.err == nil {
@@ -227,7 +287,9 @@ func (p *Pipeline) work(s *Sampler, tasks <-chan task) {
 		}
 		b.examples[t.pos] = ex
 		if b.left.Add(-1) == 0 {
-			if b.err == nil { // every writer of b.err has finished: the counter orders them before us
+			if b.err == nil && p.deviceMix { // every writer of b.err has finished: the counter orders them before us
+				b.batch, b.err = newMixBatch(b.index, b.examples, p.bucket, s.Config().ObserveDtype)
+			} else if b.err == nil {
 				b.batch, b.err = newBatch(b.index, b.examples, p.bucket)
 			}
 			close(b.done)

@@ -82,6 +82,13 @@ func (s *Sampler) Example(split data.Split, index int64) (*Example, error) {
 
 // ExampleWith draws example index of split, using ws for scratch. The result does not alias ws.
 func (s *Sampler) ExampleWith(ws *Workspace, split data.Split, index int64) (*Example, error) {
+	return s.exampleWith(ws, split, index, true)
+}
+
+// exampleWith is ExampleWith; formU false leaves UObs nil (every other field as with true, U's
+// rows included in ObsRows) for a batch whose U = A X the model's device forms (MixOnDevice): the
+// host then skips the example's GEMM.
+func (s *Sampler) exampleWith(ws *Workspace, split data.Split, index int64, formU bool) (*Example, error) {
 	texts := s.Texts(split)
 	if texts == nil {
 		return nil, fmt.Errorf("gelo example: unknown split %v", split)
@@ -159,6 +166,9 @@ func (s *Sampler) ExampleWith(ws *Workspace, split data.Split, index int64) (*Ex
 	} else {
 		ex.ObsRows = sample.Distinct(stream(cfg.callSeed(), split, index, stageObserve), n, ex.NObs)
 		slices.Sort(ex.ObsRows)
+	}
+	if !formU {
+		return ex, nil
 	}
 	aObs := ex.A
 	if ex.NObs < n {

@@ -86,6 +86,10 @@ type Backend struct {
 	scratch     [scratchSlots]scratchBuf
 	oneD        DevicePtr      // one double, SumSquaresHost's result
 	kernels     map[string]any // fused kernels by name; see kernelTable
+	// copies are the bf16 copies of the storages AdamW updates (weights16.go); noCopies turns
+	// them off (GELOATTACK_CUDA_BF16_WEIGHTS=off).
+	copies   map[*storage]*weightCopy
+	noCopies bool
 }
 
 // Scratch slots: attention's head-split copies and score matrices, the
@@ -168,6 +172,7 @@ func NewBackend(opts BackendOptions) (*Backend, error) {
 		b.prof = &profiler{total: map[string]*profStat{}}
 	}
 	b.flash = opts.FusedAttention || os.Getenv("GELOATTACK_CUDA_ATTENTION") == "fused"
+	b.noCopies = weightCopiesOff()
 	b.oneD = b.alloc(2)
 	if err := b.Err(); err != nil {
 		_ = b.Close() // the allocation error is the one to report

@@ -6,6 +6,7 @@ import "github.com/gelo-research/geloattack/engine"
 func (b *Backend) Upload(t *engine.Tensor, src []float32) {
 	if b.begin() {
 		defer b.end()
+		b.wrote(t)
 		if b.prof != nil {
 			b.profStart("upload")
 			defer b.profStop()
@@ -37,6 +38,7 @@ func (b *Backend) DownloadRange(dst []float32, t *engine.Tensor, off int) {
 func (b *Backend) Fill(t *engine.Tensor, v float32) {
 	if b.begin() {
 		defer b.end()
+		b.wrote(t)
 		b.fail(b.dev.Fill(ptr(t), t.Size(), v))
 	}
 }
@@ -48,6 +50,7 @@ func (b *Backend) Axpy(y *engine.Tensor, alpha float32, x *engine.Tensor) {
 		return
 	}
 	defer b.end()
+	b.wrote(y)
 	b.launch("ga_axpy", gridFor(n), blk, ptr(y), alpha, ptr(x), int64(n))
 }
 
@@ -57,6 +60,7 @@ func (b *Backend) Copy2D(dst *engine.Tensor, dstOff, dstLd int, src *engine.Tens
 		return
 	}
 	defer b.end()
+	b.wrote(dst)
 	if dstLd == 0 {
 		b.launch("ga_colsum", Dim3{X: uint32((cols + gaBlock - 1) / gaBlock)}, blk,
 			at(dst, dstOff), at(src, srcOff), int32(srcLd), int32(rows), int32(cols))
@@ -73,6 +77,7 @@ func (b *Backend) Transpose(y, x *engine.Tensor, accumulate bool) {
 		return
 	}
 	defer b.end()
+	b.wrote(y)
 	batch := x.Size() / (n * m)
 	b.launch("ga_transpose", Dim3{X: uint32((m + 31) / 32), Y: uint32((n + 31) / 32), Z: uint32(batch)}, Dim3{X: 32, Y: 8},
 		ptr(y), ptr(x), int32(n), int32(m), b2i(accumulate))

@@ -9,6 +9,7 @@ func (b *Backend) Unary(op engine.UnaryOp, y, x *engine.Tensor, c float32) {
 		return
 	}
 	defer b.end()
+	b.wrote(y)
 	b.launch("ga_unary", gridFor(n), blk, int32(op), ptr(y), ptr(x), c, int64(n))
 }
 
@@ -19,6 +20,7 @@ func (b *Backend) UnaryBackward(op engine.UnaryOp, dx, dy, x, y *engine.Tensor, 
 		return
 	}
 	defer b.end()
+	b.wrote(dx)
 	b.launch("ga_unary_bwd", gridFor(n), blk, int32(op), ptr(dx), ptr(dy), ptr(x), ptr(y), c, int64(n))
 }
 
@@ -29,6 +31,7 @@ func (b *Backend) Binary(op engine.BinaryOp, y, a, bt *engine.Tensor) {
 		return
 	}
 	defer b.end()
+	b.wrote(y)
 	b.launch("ga_binary", gridFor(n), blk, int32(op), ptr(y), ptr(a), ptr(bt), b2i(bt.Size() == 1 && n != 1), int64(n))
 }
 
@@ -39,6 +42,7 @@ func (b *Backend) BinaryBackward(op engine.BinaryOp, da, db, dy, a, bt *engine.T
 		return
 	}
 	defer b.end()
+	b.wrote(da, db)
 	scalar := bt.Size() == 1 && n != 1
 	dbFull := db
 	if scalar {
@@ -61,6 +65,10 @@ func (b *Backend) AdamW(p, g, m, v *engine.Tensor, s engine.AdamWStep) {
 		return
 	}
 	defer b.end()
+	if b.adamWWithCopy(p, g, m, v, s) {
+		return
+	}
+	b.wrote(p)
 	b.launch("ga_adamw", gridFor(n), blk, ptr(p), ptr(g), ptr(m), ptr(v), int64(n),
 		s.LR, s.Beta1, s.Beta2, s.Eps, s.Decay, s.BiasCorr1, s.BiasCorr2)
 }

@@ -16,6 +16,7 @@ func (b *Backend) Gemm(transA, transB bool, batch, m, n, k int, alpha float32, a
 		return
 	}
 	defer b.end()
+	b.wrote(c)
 	b.gemm(transA, transB, batch, m, n, k, alpha, ptr(a), ptr(bm), beta, ptr(c))
 }
 
@@ -27,6 +28,7 @@ func (b *Backend) GemmStrided(transA, transB bool, batch, m, n, k int, alpha flo
 		return
 	}
 	defer b.end()
+	b.wrote(c)
 	b.gemmStrided(transA, transB, batch, m, n, k, alpha, ptr(a), strideA, ptr(bm), strideB, beta, ptr(c), strideC)
 }
 
@@ -35,8 +37,14 @@ func (b *Backend) gemm(transA, transB bool, batch, m, n, k int, alpha float32, a
 	b.gemmStrided(transA, transB, batch, m, n, k, alpha, a, m*k, bm, k*n, beta, c, m*n)
 }
 
-// gemmStrided is GemmStrided on device addresses.
+// gemmStrided is GemmStrided on device addresses, in the backend's precision.
 func (b *Backend) gemmStrided(transA, transB bool, batch, m, n, k int, alpha float32, a DevicePtr, strideA int, bm DevicePtr, strideB int, beta float32, c DevicePtr, strideC int) {
+	b.gemmStridedIn(b.prec, b.compute, transA, transB, batch, m, n, k, alpha, a, strideA, bm, strideB, beta, c, strideC)
+}
+
+// gemmStridedIn is gemmStrided in precision prec with cuBLAS compute type compute: the
+// backend's for the model's GEMMs, fp32 for data such as MixRows' U.
+func (b *Backend) gemmStridedIn(prec string, compute int32, transA, transB bool, batch, m, n, k int, alpha float32, a DevicePtr, strideA int, bm DevicePtr, strideB int, beta float32, c DevicePtr, strideC int) {
 	if batch == 0 || m == 0 || n == 0 {
 		return
 	}
@@ -60,18 +68,19 @@ func (b *Backend) gemmStrided(transA, transB bool, batch, m, n, k int, alpha flo
 	d := b.dev
 	d.alpha, d.beta = alpha, beta
 	var in uintptr = DataFloat32
-	if b.prec == PrecisionBF16 {
+	if prec == PrecisionBF16 {
 		// Real bf16 inputs: cuBLAS's FAST_16BF compute type on fp32
 		// operands ran tf32 kernels (bit-identical results) on an H100.
-		// The copies keep the strides: a shared matrix is rounded once.
-		a, bm = b.toBF16(slotA16, a, (batch-1)*strideA+m*k), b.toBF16(slotB16, bm, (batch-1)*strideB+k*n)
+		// The copies keep the strides: a shared matrix is rounded once. A
+		// weight AdamW keeps a fresh bf16 copy of is read from it.
+		a, bm = b.bf16Operand(slotA16, a, (batch-1)*strideA+m*k), b.bf16Operand(slotB16, bm, (batch-1)*strideB+k*n)
 		in = DataBFloat16
 	}
 	r, _, _ := purego.SyscallN(d.Blas.gemmSBEx, d.handle, uintptr(o1), uintptr(o2), uintptr(n), uintptr(m), uintptr(k),
 		uintptr(unsafe.Pointer(&d.alpha)), uintptr(bm), in, uintptr(ldb), uintptr(strideB),
 		uintptr(a), in, uintptr(lda), uintptr(strideA),
 		uintptr(unsafe.Pointer(&d.beta)), uintptr(c), DataFloat32, uintptr(ldc), uintptr(strideC),
-		uintptr(batch), uintptr(b.compute), uintptr(uint32(cublasGemmDefault&0xffffffff)))
+		uintptr(batch), uintptr(compute), uintptr(uint32(cublasGemmDefault&0xffffffff)))
 	b.fail(cublasCheck("cublasGemmStridedBatchedEx", int32(r)))
 }
 
@@ -80,6 +89,15 @@ func tn(t bool) string {
 		return "T"
 	}
 	return "N"
+}
+
+// bf16Operand is the bf16 form of the n elements at x: the weight copy AdamW keeps when it is
+// fresh there (weights16.go), else x rounded into slot.
+func (b *Backend) bf16Operand(slot int, x DevicePtr, n int) DevicePtr {
+	if y, ok := b.bf16Copy(x, n); ok {
+		return y
+	}
+	return b.toBF16(slot, x, n)
 }
 
 // toBF16 rounds n elements at x to bf16 into slot and returns the copy.

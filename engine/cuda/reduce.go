@@ -21,6 +21,7 @@ func (b *Backend) Reduce(op engine.ReduceOp, y, x *engine.Tensor) {
 		return
 	}
 	defer b.end()
+	b.wrote(y)
 	b.reduceTo(ptr(y), 0, ptr(x), x.Size(), op == engine.ReduceSumSquares, 1, false)
 }
 
@@ -30,6 +31,7 @@ func (b *Backend) ReduceBackward(op engine.ReduceOp, dx, dy, x *engine.Tensor) {
 		return
 	}
 	defer b.end()
+	b.wrote(dx)
 	n := dx.Size()
 	b.launch("ga_reduce_bwd", gridFor(n), blk, int32(op), ptr(dx), ptr(dy), ptr(x), int64(n))
 }

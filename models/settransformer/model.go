@@ -13,11 +13,23 @@ import (
 type Batch struct {
 	// B is the number of sets and N the rows of the largest one.
 	B, N int
-	// U holds the observed rows: (B, N, d), row-major.
+	// U holds the observed rows: (B, N, d), row-major. nil when X and A are set.
 	U []float32
 	// Mask is (B, N): 1 for a real row, 0 for padding (any position); nil when every row is real.
 	Mask []float32
+
+	// X and A, set instead of U, make the model's backend form U = A X (engine.Tape.MixRows,
+	// fp32, rounded to Round) at the start of each pass: device-side mixing, where the host
+	// uploads X and A and no longer multiplies. X: (B, NX, d), each set's rows [H; S], padded
+	// rows zero; A: (B, N, NX), each set's observed rows of its mixing matrix, padded rows and
+	// columns zero (so U's padded rows come out zero).
+	X, A  []float32
+	NX    int
+	Round engine.MixRound
 }
+
+// deviceMixed reports whether b carries X and A for the backend to form U.
+func (b Batch) deviceMixed() bool { return b.X != nil || b.A != nil }
 
 // Targets are the retrieval targets of one batch (SPEC §5, in-batch candidates).
 type Targets struct {
@@ -115,7 +127,15 @@ func checkBatch(b Batch, d int) error {
 	if b.B < 1 || b.N < 1 {
 		return fmt.Errorf("settransformer: batch of %d sets of %d rows: want both >= 1", b.B, b.N)
 	}
-	if want := b.B * b.N * d; len(b.U) != want {
+	if b.deviceMixed() {
+		if b.U != nil {
+			return fmt.Errorf("settransformer: batch has both U and X, A: want U, or X and A for the backend to form U")
+		}
+		if b.NX < 1 || len(b.X) != b.B*b.NX*d || len(b.A) != b.B*b.N*b.NX {
+			return fmt.Errorf("settransformer: batch X has %d values and A %d, want B*NX*d = %d*%d*%d and B*N*NX = %d*%d*%d",
+				len(b.X), len(b.A), b.B, b.NX, d, b.B, b.N, b.NX)
+		}
+	} else if want := b.B * b.N * d; len(b.U) != want {
 		return fmt.Errorf("settransformer: batch U has %d values, want B*N*d = %d*%d*%d = %d", len(b.U), b.B, b.N, d, want)
 	}
 	if b.Mask != nil {
@@ -129,6 +149,15 @@ func checkBatch(b Batch, d int) error {
 		}
 	}
 	return nil
+}
+
+// inputU puts b's U on tp: uploaded with its padded rows zeroed (cleanRows, scratch *buf), or,
+// for a device-mixed batch, formed there from X and A. u: (B, N, d).
+func inputU(tp *engine.Tape, buf *[]float32, b Batch, d int) *engine.Tensor {
+	if b.deviceMixed() {
+		return tp.MixRows(tp.Input(b.A, b.B, b.N, b.NX), tp.Input(b.X, b.B, b.NX, d), b.Round)
+	}
+	return tp.Input(cleanRows(buf, b, d), b.B, b.N, d)
 }
 
 // cleanRows returns b.U with every padded row zeroed. Attention never reads padded keys, but a
@@ -166,7 +195,7 @@ func (m *Model) forward(b Batch) (q, rows, keyMask *engine.Tensor, err error) {
 	}
 	tp := m.tape
 	tp.Reset()
-	u := tp.Input(cleanRows(&m.clean, b, m.cfg.InputDim), b.B, b.N, m.cfg.InputDim) // (B, N, d)
+	u := inputU(tp, &m.clean, b, m.cfg.InputDim) // (B, N, d)
 	var mask *engine.Tensor
 	if b.Mask != nil {
 		mask = tp.Input(b.Mask, b.B, b.N) // (B, N)

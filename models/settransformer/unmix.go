@@ -164,7 +164,7 @@ func (m *UnmixModel) Forward(b Batch) (UnmixOutputs, error) {
 	tp := m.tape
 	tp.Reset()
 	m.hasParts = false
-	u := tp.Input(cleanRows(&m.clean, b, d), b.B, b.N, d) // (B, N, d)
+	u := inputU(tp, &m.clean, b, d) // (B, N, d)
 	var mask *engine.Tensor
 	if b.Mask != nil {
 		mask = tp.Input(b.Mask, b.B, b.N) // (B, N)
@@ -202,13 +202,13 @@ func (m *UnmixModel) ForwardBackward(b Batch, t UnmixTargets) (float32, error) {
 		return 0, fmt.Errorf("settransformer: ForwardBackward of an unmix model built without WithLoss: it has no loss to train with")
 	}
 	nh := len(t.H) / (b.B * d)
-	u, err := m.packRows(b)
+	packed, err := m.packRows(b)
 	if err != nil {
 		return 0, err
 	}
 	tp := m.tape
 	tp.Reset()
-	uT := tp.Input(u, b.B, b.N, d) // (B, N, d), real rows first
+	uT := inputU(tp, &m.clean, packed, d) // (B, N, d), real rows first
 	var mask *engine.Tensor
 	for _, c := range m.counts {
 		if c < b.N {
@@ -247,10 +247,11 @@ func (m *UnmixModel) LossParts() map[string]float64 {
 	return m.parts.Values()
 }
 
-// packRows returns U with each set's real rows moved to its front in their order and the rest
-// zeroed (zeroed, not masked: see cleanRows), and sets m.counts to the real rows per set. With no
-// mask b.U is used as it is.
-func (m *UnmixModel) packRows(b Batch) ([]float32, error) {
+// packRows returns b with each set's real rows moved to its front in their order and the rest
+// zeroed (zeroed, not masked: see cleanRows), and no mask, and sets m.counts to the real rows
+// per set. The rows moved are U's, or for a device-mixed batch A's (U = A X then comes out
+// packed, and the host moves B*N*NX values instead of B*N*d). With no mask b is used as it is.
+func (m *UnmixModel) packRows(b Batch) (Batch, error) {
 	d := m.cfg.InputDim
 	if cap(m.counts) < b.B {
 		m.counts = make([]int, b.B)
@@ -260,23 +261,33 @@ func (m *UnmixModel) packRows(b Batch) ([]float32, error) {
 		for i := range m.counts {
 			m.counts[i] = b.N
 		}
-		return b.U, nil
+		return b, nil
 	}
-	out := grow(&m.packed, len(b.U))
+	rows, w := b.U, d // rows: (B, N, w)
+	if b.deviceMixed() {
+		rows, w = b.A, b.NX
+	}
+	out := grow(&m.packed, len(rows))
 	for s := 0; s < b.B; s++ {
 		n := 0
 		for r := 0; r < b.N; r++ {
 			if b.Mask[s*b.N+r] == 1 {
-				src := (s*b.N + r) * d
-				copy(out[(s*b.N+n)*d:(s*b.N+n+1)*d], b.U[src:src+d])
+				src := (s*b.N + r) * w
+				copy(out[(s*b.N+n)*w:(s*b.N+n+1)*w], rows[src:src+w])
 				n++
 			}
 		}
 		if n == 0 {
-			return nil, fmt.Errorf("settransformer: set %d of the batch has no real rows", s)
+			return Batch{}, fmt.Errorf("settransformer: set %d of the batch has no real rows", s)
 		}
-		clear(out[(s*b.N+n)*d : (s+1)*b.N*d])
+		clear(out[(s*b.N+n)*w : (s+1)*b.N*w])
 		m.counts[s] = n
 	}
-	return out, nil
+	if b.deviceMixed() {
+		b.A = out
+	} else {
+		b.U = out
+	}
+	b.Mask = nil
+	return b, nil
 }

@@ -6,8 +6,9 @@
 #   KERNELS    the .cu sources (engine/cuda/kernels)
 #   COMMITTED  the committed PTX (engine/cuda/ptx)
 #   OUT        a folder it creates: OUT/fresh/*.ptx, every module rebuilt; OUT/ship/*.ptx, the
-#              committed modules with the fresh lm.ptx in place of lm.ptx (only lm.ptx is meant to
-#              be committed: the other modules stay as they were checked)
+#              committed modules with the fresh lm.ptx in place of lm.ptx, plus every fresh module
+#              that has no committed one yet (mix.ptx): what a commit of those would embed (the
+#              other modules stay as they were checked)
 # nvcc: $NVCC, else PATH, /usr/local/cuda*/bin, /opt/conda/bin, or a pip nvidia-cuda-nvcc wheel of
 # ${PYTHON:-python3}. Prints one line per step on stdout ("nvcc: PATH", "fresh NAME.ptx: N kernels,
 # same as the committed one | differs from the committed one | new"), nvcc's own output on stderr.
@@ -49,6 +50,11 @@ if [ ! -f "$out/fresh/lm.ptx" ]; then
 	exit 1
 fi
 cp "$committed"/*.ptx "$out/ship/" && cp "$out/fresh/lm.ptx" "$out/ship/" || exit 1
+for f in "$out/fresh"/*.ptx; do
+	if [ ! -f "$committed/$(basename "$f")" ]; then
+		cp "$f" "$out/ship/" || exit 1
+	fi
+done
 for f in "$out/fresh"/*.ptx; do
 	b=$(basename "$f")
 	n=$(grep -c '\.entry' "$f")

@@ -51,6 +51,36 @@ type Options struct {
 	// sampler's set size is ranged (positives, tokens_per_text or shield_frac), else 1, which pads
 	// only to the batch's largest example.
 	SetBucket int `yaml:"set_bucket" json:"set_bucket"`
+	// MixOn is where each batch's observations U = A X are formed: host (the sampler's workers,
+	// with the host's BLAS), device (the model's backend, from the padded rows X and the mixing
+	// rows A uploaded each step; engine.Tape.MixRows, fp32 in every precision) or auto: device on
+	// a GPU, host on the CPU. Default auto, so CPU results are those of host mixing. The two
+	// differ only in the summation order of U's sums (within fptol), so a run may resume with
+	// another; evaluation during training follows it.
+	MixOn string `yaml:"mix_on" json:"mix_on"`
+}
+
+// Where a batch's U = A X is formed (Options.MixOn).
+const (
+	MixAuto   = "auto"
+	MixHost   = "host"
+	MixDevice = "device"
+)
+
+// MixOnHelp lists the values of mix_on, for errors and flag help.
+const MixOnHelp = "auto (device on a GPU, host on the CPU), host or device"
+
+// MixOnDevice resolves MixOn for a run whose model computes in host memory (the CPU backend)
+// when hostMemory is true: whether the model's backend forms U. "" (a config written before the
+// key existed) is auto.
+func (o Options) MixOnDevice(hostMemory bool) bool {
+	switch o.MixOn {
+	case MixDevice:
+		return true
+	case MixHost:
+		return false
+	}
+	return !hostMemory
 }
 
 // Bucket is the set-size bucket a run with sampler config sc uses: SetBucket, or its default.
@@ -66,7 +96,7 @@ func DefaultOptions() Options {
 	return Options{
 		Steps: 600, BatchSize: 8, LR: 1e-3, MinLRFrac: 0.1, WarmupSteps: 50, WeightDecay: 0.01,
 		Beta1: 0.9, Beta2: 0.95, GradClip: 1, LogEvery: 10, EvalEvery: 100, EvalBatches: 8,
-		CkptEvery: 100, KeepCkpts: 3, Workers: 1, Prefetch: 4,
+		CkptEvery: 100, KeepCkpts: 3, Workers: 1, Prefetch: 4, MixOn: MixAuto,
 	}
 }
 
@@ -93,5 +123,16 @@ var Rules = field.Table[Options]{
 	{Key: "set_bucket", Bounds: field.Bounds{Int: true, Min: 1, Max: 1 << 12, Zero: "32 when the set size is ranged, else 1"}, Get: func(o Options) float64 { return float64(o.SetBucket) }},
 }
 
-// Validate names the first field out of range (an *field.Error with the key) and the range allowed.
-func (o Options) Validate() error { return Rules.Check(o) }
+// Validate names the first field out of range (an *field.Error with the key) and the range
+// allowed, or a mix_on that is none of MixOnHelp ("" is accepted as auto: a config recorded
+// before the key existed).
+func (o Options) Validate() error {
+	if err := Rules.Check(o); err != nil {
+		return err
+	}
+	switch o.MixOn {
+	case "", MixAuto, MixHost, MixDevice:
+		return nil
+	}
+	return field.Errorf("mix_on", "%q, want %s", o.MixOn, MixOnHelp)
+}

@@ -64,6 +64,7 @@ inline unsigned __float_as_uint(float x) {
   __builtin_memcpy(&u, &x, 4);
   return u;
 }
+inline float __uint_as_float(unsigned u) { float x; __builtin_memcpy(&x, &u, 4); return x; }
 inline float rsqrtf(float x) { return 1 / std::sqrt(x); }
 using std::isinf;
 using std::isnan;

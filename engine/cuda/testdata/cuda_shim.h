@@ -20,6 +20,7 @@ inline bool __any_sync(unsigned, bool p) { return p; }
 inline void __syncwarp(unsigned = 0xffffffffu) {}
 inline float __expf(float x) { return std::exp(x); }
 inline unsigned __float_as_uint(float x) { unsigned u; __builtin_memcpy(&u, &x, 4); return u; }
+inline float __uint_as_float(unsigned u) { float x; __builtin_memcpy(&x, &u, 4); return x; }
 inline float rsqrtf(float x) { return 1 / std::sqrt(x); }
 using std::isinf;
 using std::isnan;
