@@ -4,6 +4,7 @@
 package runner
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -434,6 +435,8 @@ func trainLocked(ctx context.Context, cfg config.Run, dir string, o RunOptions, 
 		fmt.Fprintf(progress, "  %s\n", l)
 	}
 	fmt.Fprintf(progress, "  memory: about %s on the host%s (%s)\n", bytesText(sess.Estimate.Host()), deviceNeed(sess.Estimate), sess.Estimate)
+	where := map[bool]string{true: "the model's device", false: "the host (the sampler's workers)"}[tasks.MixOnDevice(sess.Cfg.Train, sess.Task.Params().Data().Storage().Backend())]
+	fmt.Fprintf(progress, "  mixing: U = A X formed on %s (train.mix_on %s)\n", where, cmp.Or(sess.Cfg.Train.MixOn, "auto"))
 	if precNote != "" {
 		fmt.Fprintf(progress, "  resume: %s\n", precNote)
 	}
