@@ -61,7 +61,7 @@ func (e Estimate) Device() int64 {
 	if !e.OnDevice {
 		return 0
 	}
-	return 16*e.Params + e.Activations
+	return 18*e.Params + e.Activations // with a bf16 copy of the weights (engine/cuda's AdamW)
 }
 
 // String is one line with the parts.
@@ -119,6 +119,12 @@ func EstimateRun(cfg config.Run, d, e int, mapped int64, onDevice bool) (Estimat
 	act *= 1.5 // the activation-gradient pool (about a fifth of the arena when measured), and headroom
 	w := float64(cfg.Train.Workers)
 	pipe := (float64(cfg.Train.Prefetch)+w+1)*B*n*D*4*2 + w*3*n*n*8
+	if cfg.Train.MixOnDevice(!onDevice) {
+		// Device mixing: each batch carries A (B, n, n) beside X, and the step holds X, A and the
+		// U it forms on the device (tasks.MixOnDevice).
+		pipe += (float64(cfg.Train.Prefetch) + w + 1) * B * n * n * 4
+		act += B*n*n + 2*B*n*D
+	}
 	est.Activations = clampBytes(act * 4)
 	est.Pipeline = clampBytes(pipe)
 	est.MaxN = int(np)

@@ -522,6 +522,9 @@ func (dc *Decoder) ForwardAlternativesOf(ctx context.Context, caches []*Cache, i
 	var all, pos, first []int32
 	owner := make([]int, 0, len(caches)) // the cache of each row
 	for i, c := range caches {
+		if c == nil || len(c.k) != len(dc.blocks) {
+			return fmt.Errorf("causallm: forward alternatives: prefix %d: not a cache of this decoder", i)
+		}
 		if len(ids[i]) == 0 || c.n >= c.cap {
 			return fmt.Errorf("causallm: forward alternatives: prefix %d: %d tokens after %d in a cache of %d", i, len(ids[i]), c.n, c.cap)
 		}
