@@ -147,38 +147,14 @@ func (p *llamaPrefix) ensure() error {
 	return nil
 }
 
-// Extend runs every candidate as the next token against the prefix's cache in one batch
-// (llama.ForwardAlternatives: each weight matrix read once for all of them), stopping after block
-// upto-1's attention input; the cache is unchanged.
+// Extend runs every candidate as the next token against the prefix's cache, Extend's batch of
+// candidates a pass (ExtendAll of this one prefix: each weight matrix read once for all of them),
+// stopping after block upto-1's attention input; the cache is unchanged.
 func (p *llamaPrefix) Extend(cands []int, upto int, dst []float32) error {
-	if err := p.ensure(); err != nil {
-		return err
-	}
-	if p.cache.Len() >= p.l.maxLen {
-		return fmt.Errorf("prefix of %d tokens is at the length limit", p.cache.Len())
-	}
-	d := p.l.D()
-	ids := make([]int32, 0, p.l.batch)
+	w := (upto - 1) * p.l.D() // one candidate's rows
 	for lo := 0; lo < len(cands); lo += p.l.batch {
 		hi := min(len(cands), lo+p.l.batch)
-		ids = ids[:0]
-		for _, tok := range cands[lo:hi] {
-			ids = append(ids, int32(tok))
-		}
-		err := p.l.dc.ForwardAlternatives(context.Background(), p.cache, ids, func(pt llama.Point, layer int, x []float32) error {
-			if pt != llama.AttnInput || layer == 0 {
-				return nil
-			}
-			for j := range ids {
-				c := lo + j
-				copy(dst[(c*(upto-1)+layer-1)*d:(c*(upto-1)+layer)*d], x[j*d:(j+1)*d])
-			}
-			if layer == upto-1 {
-				return errEnough
-			}
-			return nil
-		})
-		if err != nil && !errors.Is(err, errEnough) {
+		if err := p.l.ExtendAll([]Prefix{p}, cands[lo:hi], upto, dst[lo*w:hi*w]); err != nil {
 			return err
 		}
 	}
