@@ -129,17 +129,9 @@ func (c *Backend) attention(o, lse, q, k, v, mask *engine.Tensor, heads int) {
 // softmaxRow replaces the scores x by their softmax in place and returns
 // their log-sum-exp.
 func softmaxRow(x []float32) float32 {
-	mx := float32(math.Inf(-1))
-	for _, v := range x {
-		if v > mx {
-			mx = v
-		}
-	}
+	mx := maxOf(x)
 	sum := expAffine(x, x, 1, -mx)
-	inv := 1 / sum
-	for j := range x {
-		x[j] *= inv
-	}
+	scaleSlice(x, 1/sum)
 	return mx + float32(math.Log(float64(sum)))
 }
 
@@ -200,10 +192,7 @@ func (c *Backend) attentionBackward(dq, dk, dv, do, q, k, v, mask, o, lse *engin
 					for cix, ov := range orow {
 						d += ov * drow[cix]
 					}
-					prow, dprow := p[i*nk:(i+1)*nk], dp[i*nk:(i+1)*nk]
-					for jj, pv := range prow {
-						dprow[jj] = pv * (dprow[jj] - d) * scale
-					}
+					softmaxGrad(dp[i*nk:(i+1)*nk], p[i*nk:(i+1)*nk], d, scale)
 				}
 				if dqs != nil { // dQ_j (Nq, dh) += dS K_j
 					c.sgemm(false, false, Nq, dh, nk, 1, dp, nk, kb, ldk, 1, dqs[qo:], h)
