@@ -84,7 +84,7 @@ func TestGemmFLOPsHandCount(t *testing.T) {
 	}
 	const B, n, h, L, mlp, d, e = 4, 64, 128, 2, 512, 4096, 4096
 	const R, C = B * (n + 1), 2 * B // rows with CLS; in-batch candidates
-	want := 2*2*B*n*d*h + // input projection of the n rows (before CLS): forward and dW (U needs no gradient)
+	want := 2*2*B*n*d*h +           // input projection of the n rows (before CLS): forward and dW (U needs no gradient)
 		L*(3*2*R*h*(4*h+3*mlp)+ // q, k, v, o, gate, up, down: forward, dX, dW
 			(2+5)*2*B*(n+1)*(n+1)*h) + // attention: 2 products forward, 5 backward, over all heads
 		3*2*B*h*e + // retrieval head: forward, dX, dW
