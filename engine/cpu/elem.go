@@ -30,7 +30,8 @@ func (c *Backend) swiGLUBackward(dgate, dup, dy, gate, up *engine.Tensor, accGat
 			bhi := min(blo+swigluBlock, hi)
 			eb := e[:bhi-blo]
 			expAffine(eb, gs[blo:bhi], -1, 0) // exp(-g)
-			if dgs != nil && dus != nil {     // both, as a model's SwiGLU always asks
+			// Both gradients, as a model's SwiGLU always asks: the eight-lane loop.
+			if dgs != nil && dus != nil {
 				swigluBackward(dgs[blo:bhi], dus[blo:bhi], dys[blo:bhi], gs[blo:bhi], us[blo:bhi], eb, accGate, accUp)
 				continue
 			}
