@@ -121,3 +121,41 @@ func softmaxGrad(dp, p []float32, d, scale float32) {
 		dp[i] = p[i] * (dp[i] - d) * scale
 	}
 }
+
+// scaledProduct sets y[i] = x[i] * s * w[i]: RMSNorm's output row from its input, 1/rms and
+// the gain.
+func scaledProduct(y, x, w []float32, s float32) {
+	x, w = x[:len(y)], w[:len(y)]
+	i := vecLen(len(y))
+	if i > 0 {
+		scaledProductAVX2(&y[0], &x[0], &w[0], i, s)
+	}
+	for ; i < len(y); i++ {
+		y[i] = x[i] * s * w[i]
+	}
+}
+
+// rmsNormGrad adds RMSNorm's input gradient of one row to dx: dx[i] += inv * (dy[i]*w[i] -
+// x[i]*inv*dot), with inv = 1/rms and dot = mean(dy * w * x * inv).
+func rmsNormGrad(dx, dy, x, w []float32, inv, dot float32) {
+	dy, x, w = dy[:len(dx)], x[:len(dx)], w[:len(dx)]
+	i := vecLen(len(dx))
+	if i > 0 {
+		rmsNormGradAVX2(&dx[0], &dy[0], &x[0], &w[0], i, inv, dot)
+	}
+	for ; i < len(dx); i++ {
+		dx[i] += inv * (dy[i]*w[i] - x[i]*inv*dot)
+	}
+}
+
+// accScaledProduct adds a[i] * b[i] * s to acc[i]: one row's share of RMSNorm's gain gradient.
+func accScaledProduct(acc, a, b []float32, s float32) {
+	a, b = a[:len(acc)], b[:len(acc)]
+	i := vecLen(len(acc))
+	if i > 0 {
+		accScaledProductAVX2(&acc[0], &a[0], &b[0], i, s)
+	}
+	for ; i < len(acc); i++ {
+		acc[i] += a[i] * b[i] * s
+	}
+}

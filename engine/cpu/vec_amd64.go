@@ -22,3 +22,12 @@ func scaleAVX2(x *float32, n int, s float32)
 
 //go:noescape
 func softmaxGradAVX2(dp, p *float32, n int, d, scale float32)
+
+//go:noescape
+func scaledProductAVX2(y, x, w *float32, n int, s float32)
+
+//go:noescape
+func rmsNormGradAVX2(dx, dy, x, w *float32, n int, inv, dot float32)
+
+//go:noescape
+func accScaledProductAVX2(acc, a, b *float32, n int, s float32)

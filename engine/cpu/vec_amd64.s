@@ -222,3 +222,88 @@ sgLoop:
 sgDone:
 	VZEROUPPER
 	RET
+
+// func scaledProductAVX2(y, x, w *float32, n int, s float32)
+// y[i] = x[i] * s * w[i].
+TEXT ·scaledProductAVX2(SB), NOSPLIT, $0-36
+	MOVQ y+0(FP), DI
+	MOVQ x+8(FP), SI
+	MOVQ w+16(FP), DX
+	MOVQ n+24(FP), CX
+	VBROADCASTSS s+32(FP), Y0
+
+spLoop:
+	CMPQ    CX, $8
+	JLT     spDone
+	VMULPS  (SI), Y0, Y1 // x * s
+	VMULPS  (DX), Y1, Y1 // * w
+	VMOVUPS Y1, (DI)
+	ADDQ    $32, DI
+	ADDQ    $32, SI
+	ADDQ    $32, DX
+	SUBQ    $8, CX
+	JMP     spLoop
+
+spDone:
+	VZEROUPPER
+	RET
+
+// func rmsNormGradAVX2(dx, dy, x, w *float32, n int, inv, dot float32)
+// dx[i] += inv * (dy[i]*w[i] - x[i]*inv*dot).
+TEXT ·rmsNormGradAVX2(SB), NOSPLIT, $0-48
+	MOVQ dx+0(FP), DI
+	MOVQ dy+8(FP), SI
+	MOVQ x+16(FP), DX
+	MOVQ w+24(FP), R8
+	MOVQ n+32(FP), CX
+	VBROADCASTSS inv+40(FP), Y0
+	VBROADCASTSS dot+44(FP), Y1
+
+rgLoop:
+	CMPQ    CX, $8
+	JLT     rgDone
+	VMOVUPS (SI), Y2
+	VMULPS  (R8), Y2, Y2 // dy * w
+	VMULPS  (DX), Y0, Y3 // x * inv
+	VMULPS  Y1, Y3, Y3   // * dot
+	VSUBPS  Y3, Y2, Y2   // dy*w - x*inv*dot
+	VMULPS  Y2, Y0, Y2   // inv * (...)
+	VADDPS  (DI), Y2, Y2 // dx + ...
+	VMOVUPS Y2, (DI)
+	ADDQ    $32, DI
+	ADDQ    $32, SI
+	ADDQ    $32, DX
+	ADDQ    $32, R8
+	SUBQ    $8, CX
+	JMP     rgLoop
+
+rgDone:
+	VZEROUPPER
+	RET
+
+// func accScaledProductAVX2(acc, a, b *float32, n int, s float32)
+// acc[i] += a[i] * b[i] * s.
+TEXT ·accScaledProductAVX2(SB), NOSPLIT, $0-36
+	MOVQ acc+0(FP), DI
+	MOVQ a+8(FP), SI
+	MOVQ b+16(FP), DX
+	MOVQ n+24(FP), CX
+	VBROADCASTSS s+32(FP), Y0
+
+apLoop:
+	CMPQ    CX, $8
+	JLT     apDone
+	VMOVUPS (SI), Y1
+	VMULPS  (DX), Y1, Y1 // a * b
+	VMULPS  Y0, Y1, Y1   // * s
+	VADDPS  (DI), Y1, Y1 // acc + ...
+	VMOVUPS Y1, (DI)
+	ADDQ    $32, DI
+	ADDQ    $32, SI
+	ADDQ    $32, DX
+	SUBQ    $8, CX
+	JMP     apLoop
+
+apDone:
+	VZEROUPPER
+	RET

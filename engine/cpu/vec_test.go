@@ -86,6 +86,9 @@ func TestVecLoopsMatchGo(t *testing.T) {
 		check("maxOf", func(x [6][]float32) { x[1] = append(x[1][:0], maxOf(x[0])) })
 		check("scaleSlice", func(x [6][]float32) { scaleSlice(x[0], 0.37) })
 		check("softmaxGrad", func(x [6][]float32) { softmaxGrad(x[0], x[1], 0.25, 0.17) })
+		check("scaledProduct", func(x [6][]float32) { scaledProduct(x[0], x[1], x[2], 0.61) })
+		check("rmsNormGrad", func(x [6][]float32) { rmsNormGrad(x[0], x[1], x[2], x[3], 1.7, -0.3) })
+		check("accScaledProduct", func(x [6][]float32) { accScaledProduct(x[0], x[1], x[2], 0.83) })
 	}
 }
 

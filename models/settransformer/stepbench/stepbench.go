@@ -90,6 +90,10 @@ type Result struct {
 	// GemmFraction is FLOPSPerSec / GemmPeak: the step's share of the GEMM limit, the time its
 	// GEMMs alone would take at the peak over the time the step took; NaN when not measured.
 	GemmFraction float64
+	// GemmFractionCPU is GemmFraction with the step's time taken as CPUSeconds / Workers (as
+	// CPURowsPerSec): on a machine shared with other work, the share the step's own CPU time
+	// gives, which waiting for the other work does not lower; NaN when not measured.
+	GemmFractionCPU float64
 }
 
 // Options say where a training-step benchmark runs.
@@ -260,7 +264,7 @@ func benchmarkStepsOn(ctx context.Context, be engine.Backend, task st.Task, pres
 	if p, ok := be.(interface{ PeakBytes() int64 }); ok {
 		res.DevicePeak = p.PeakBytes()
 	}
-	res.GemmFLOPs, res.MFU, res.GemmFraction = -1, math.NaN(), math.NaN()
+	res.GemmFLOPs, res.MFU, res.GemmFraction, res.GemmFractionCPU = -1, math.NaN(), math.NaN(), math.NaN()
 	if counts {
 		res.GemmFLOPs = float64(flops) / float64(steps)
 		res.FLOPSPerSec = res.GemmFLOPs / res.StepSeconds
@@ -277,6 +281,9 @@ func benchmarkStepsOn(ctx context.Context, be engine.Backend, task st.Task, pres
 			return Result{}, err
 		}
 		res.GemmFraction = res.FLOPSPerSec / res.GemmPeak
+		if res.CPUSeconds > 0 {
+			res.GemmFractionCPU = res.GemmFLOPs / (res.CPUSeconds / float64(res.Workers)) / res.GemmPeak
+		}
 	}
 	return res, nil
 }
@@ -355,8 +362,8 @@ func (res Result) Report() string {
 			}
 			fmt.Fprintf(&b, "%s %s (%d, %d, %d) %.1f", sep, p.Name, p.M, p.N, p.K, p.FLOPS/1e9)
 		}
-		fmt.Fprintf(&b, ")\n  -> %.1f%% of the GEMM limit (%.3f s/step, %.1f rows/s at the peak)\n",
-			100*res.GemmFraction, limit, float64(res.B*res.N)/limit)
+		fmt.Fprintf(&b, ")\n  -> %.1f%% of the GEMM limit (%.3f s/step, %.1f rows/s at the peak); by CPU time %.1f%%\n",
+			100*res.GemmFraction, limit, float64(res.B*res.N)/limit, 100*res.GemmFractionCPU)
 	} else if res.GemmFLOPs >= 0 {
 		mfu := "n/a (peak of this device not known)"
 		if !math.IsNaN(res.MFU) {
