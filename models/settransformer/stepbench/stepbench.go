@@ -85,14 +85,16 @@ type Result struct {
 	// GemmPeak is the GEMM FLOP/s the backend measured on the CPU in the same run (see
 	// measureGemmPeak: the best of PeakProducts, on the step's workers); 0 elsewhere.
 	GemmPeak float64
+	// GemmPeakCPU is GemmPeak by CPU time: FLOPs / (CPU time / Workers), the best run's.
+	GemmPeakCPU float64
 	// PeakProducts are the products GemmPeak was measured on, each with its own best.
 	PeakProducts []PeakProduct
 	// GemmFraction is FLOPSPerSec / GemmPeak: the step's share of the GEMM limit, the time its
 	// GEMMs alone would take at the peak over the time the step took; NaN when not measured.
 	GemmFraction float64
-	// GemmFractionCPU is GemmFraction with the step's time taken as CPUSeconds / Workers (as
-	// CPURowsPerSec): on a machine shared with other work, the share the step's own CPU time
-	// gives, which waiting for the other work does not lower; NaN when not measured.
+	// GemmFractionCPU is GemmFraction by CPU time, the step's CPUSeconds / Workers (as
+	// CPURowsPerSec) against GemmPeakCPU: on a machine shared with other work, a share that
+	// waiting for the other work lowers less; NaN when not measured.
 	GemmFractionCPU float64
 }
 
@@ -277,12 +279,12 @@ func benchmarkStepsOn(ctx context.Context, be engine.Backend, task st.Task, pres
 		// Measured after the steps (the counter's share is read), on the same workers: a CPU's
 		// peak depends on its kernel, clock and neighbours, so it is measured, not looked up.
 		res.PeakProducts = m.peak
-		if res.GemmPeak, err = measureGemmPeak(ctx, be, res.PeakProducts); err != nil {
+		if res.GemmPeak, res.GemmPeakCPU, err = measureGemmPeak(ctx, be, res.PeakProducts, res.Workers); err != nil {
 			return Result{}, err
 		}
 		res.GemmFraction = res.FLOPSPerSec / res.GemmPeak
-		if res.CPUSeconds > 0 {
-			res.GemmFractionCPU = res.GemmFLOPs / (res.CPUSeconds / float64(res.Workers)) / res.GemmPeak
+		if res.CPUSeconds > 0 && res.GemmPeakCPU > 0 {
+			res.GemmFractionCPU = res.GemmFLOPs / (res.CPUSeconds / float64(res.Workers)) / res.GemmPeakCPU
 		}
 	}
 	return res, nil
@@ -362,8 +364,11 @@ func (res Result) Report() string {
 			}
 			fmt.Fprintf(&b, "%s %s (%d, %d, %d) %.1f", sep, p.Name, p.M, p.N, p.K, p.FLOPS/1e9)
 		}
-		fmt.Fprintf(&b, ")\n  -> %.1f%% of the GEMM limit (%.3f s/step, %.1f rows/s at the peak); by CPU time %.1f%%\n",
-			100*res.GemmFraction, limit, float64(res.B*res.N)/limit, 100*res.GemmFractionCPU)
+		fmt.Fprintf(&b, ")\n  -> %.1f%% of the GEMM limit (%.3f s/step, %.1f rows/s at the peak)\n",
+			100*res.GemmFraction, limit, float64(res.B*res.N)/limit)
+		fmt.Fprintf(&b, "  by CPU time (as on %d dedicated cores): %.1f GFLOP/s against a peak of %.1f -> %.1f%% of the GEMM limit\n",
+			res.Workers,
+			res.GemmFLOPs/(res.CPUSeconds/float64(res.Workers))/1e9, res.GemmPeakCPU/1e9, 100*res.GemmFractionCPU)
 	} else if res.GemmFLOPs >= 0 {
 		mfu := "n/a (peak of this device not known)"
 		if !math.IsNaN(res.MFU) {

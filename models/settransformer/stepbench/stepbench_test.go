@@ -95,6 +95,9 @@ func TestGemmFLOPsHandCount(t *testing.T) {
 	if !(res.GemmFraction > 0 && res.GemmFraction <= 1.2) {
 		t.Errorf("share of the GEMM limit %v, want in (0, 1.2]", res.GemmFraction)
 	}
+	if !(res.GemmFractionCPU > 0) {
+		t.Errorf("share of the GEMM limit by CPU time %v, want > 0", res.GemmFractionCPU)
+	}
 	if rep := res.Report(); !strings.Contains(rep, "of the GEMM limit") {
 		t.Errorf("report lacks the GEMM limit: %q", rep)
 	}
