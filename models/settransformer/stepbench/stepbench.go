@@ -366,7 +366,7 @@ func (res Result) Report() string {
 		}
 		fmt.Fprintf(&b, ")\n  -> %.1f%% of the GEMM limit (%.3f s/step, %.1f rows/s at the peak)\n",
 			100*res.GemmFraction, limit, float64(res.B*res.N)/limit)
-		fmt.Fprintf(&b, "  by CPU time (as on %d dedicated cores): %.1f GFLOP/s against a peak of %.1f -> %.1f%% of the GEMM limit\n",
+		fmt.Fprintf(&b, "  by CPU time (GFLOP per CPU-second x %d workers): %.1f against a peak of %.1f -> %.1f%% of the GEMM limit\n",
 			res.Workers,
 			res.GemmFLOPs/(res.CPUSeconds/float64(res.Workers))/1e9, res.GemmPeakCPU/1e9, 100*res.GemmFractionCPU)
 	} else if res.GemmFLOPs >= 0 {
