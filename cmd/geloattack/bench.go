@@ -26,8 +26,11 @@ var cmdBench = &Command{
 		"10% gaussian shields, Haar mixing) and training-step throughput (forward, backward, AdamW;\n" +
 		"rows/s and peak RSS) on this machine. On a GPU (-device) the step report adds the peak device\n" +
 		"memory, the GEMM GFLOP per step and the MFU (against the H100/H200 dense peak of -precision;\n" +
-		"n/a elsewhere); each preset runs on a freshly opened device. Timings on shared machines are\n" +
-		"noisy: repeat and quote medians.\n\n" +
+		"n/a elsewhere); each preset runs on a freshly opened device. On the CPU it adds the GEMM GFLOP\n" +
+		"per step, an sgemm peak measured after the steps on the same workers (best of 5 runs of a square\n" +
+		"product and of the step's gate/up shape) and the step's share of that GEMM limit, by wall clock\n" +
+		"and by CPU time. Timings on shared machines are noisy: repeat and quote medians (and the CPU-time\n" +
+		"figures, which the neighbours distort less).\n\n" +
 		"-what train runs the training loop itself (train.Train: generator goroutines, batching, step,\n" +
 		"AdamW, metrics.jsonl) at paper size (B16 n256 d=e=4096, h384 L24) on a synthetic store for\n" +
 		"-warmup + max(2, -steps) steps and reports rows/s with generation included, the median step\n" +

@@ -117,11 +117,11 @@ func (c *Backend) attention(o, lse, q, k, v, mask *engine.Tensor, heads int) {
 				kb, vb, ldk = a.kc, a.vc, dh
 			}
 			s := a.s[:Nq*nk]
-			c.lib.Sgemm(false, true, Nq, nk, dh, scale, qb, h, kb, ldk, 0, s, nk)
+			c.sgemm(false, true, Nq, nk, dh, scale, qb, h, kb, ldk, 0, s, nk)
 			for i := range Nq {
 				lb[i] = softmaxRow(s[i*nk : (i+1)*nk])
 			}
-			c.lib.Sgemm(false, false, Nq, dh, nk, 1, s, nk, vb, ldk, 0, ob, h)
+			c.sgemm(false, false, Nq, dh, nk, 1, s, nk, vb, ldk, 0, ob, h)
 		}
 	})
 }
@@ -129,17 +129,9 @@ func (c *Backend) attention(o, lse, q, k, v, mask *engine.Tensor, heads int) {
 // softmaxRow replaces the scores x by their softmax in place and returns
 // their log-sum-exp.
 func softmaxRow(x []float32) float32 {
-	mx := float32(math.Inf(-1))
-	for _, v := range x {
-		if v > mx {
-			mx = v
-		}
-	}
+	mx := maxOf(x)
 	sum := expAffine(x, x, 1, -mx)
-	inv := 1 / sum
-	for j := range x {
-		x[j] *= inv
-	}
+	scaleSlice(x, 1/sum)
 	return mx + float32(math.Log(float64(sum)))
 }
 
@@ -183,33 +175,30 @@ func (c *Backend) attentionBackward(dq, dk, dv, do, q, k, v, mask, o, lse *engin
 			}
 			p, dp := a.s[:Nq*nk], a.dp[:Nq*nk]
 			// P: (Nq, nk), recomputed from the saved log-sum-exp.
-			c.lib.Sgemm(false, true, Nq, nk, dh, scale, qs[qo:], h, kb, ldk, 0, p, nk)
+			c.sgemm(false, true, Nq, nk, dh, scale, qs[qo:], h, kb, ldk, 0, p, nk)
 			for i := range Nq {
 				row := p[i*nk : (i+1)*nk]
 				expAffine(row, row, 1, -lb[i])
 			}
 			if dvs != nil { // dV_j (nk, dh) += P^T dO_j
-				c.lib.Sgemm(true, false, nk, dh, Nq, 1, p, nk, dos[qo:], h, 1, dvb, ldk)
+				c.sgemm(true, false, nk, dh, Nq, 1, p, nk, dos[qo:], h, 1, dvb, ldk)
 			}
 			if dqs != nil || dks != nil {
 				// dP = dO_j V_j^T: (Nq, nk).
-				c.lib.Sgemm(false, true, Nq, nk, dh, 1, dos[qo:], h, vb, ldk, 0, dp, nk)
+				c.sgemm(false, true, Nq, nk, dh, 1, dos[qo:], h, vb, ldk, 0, dp, nk)
 				for i := range Nq {
 					var d float32
 					orow, drow := os[qo+i*h:qo+i*h+dh], dos[qo+i*h:qo+i*h+dh]
 					for cix, ov := range orow {
 						d += ov * drow[cix]
 					}
-					prow, dprow := p[i*nk:(i+1)*nk], dp[i*nk:(i+1)*nk]
-					for jj, pv := range prow {
-						dprow[jj] = pv * (dprow[jj] - d) * scale
-					}
+					softmaxGrad(dp[i*nk:(i+1)*nk], p[i*nk:(i+1)*nk], d, scale)
 				}
 				if dqs != nil { // dQ_j (Nq, dh) += dS K_j
-					c.lib.Sgemm(false, false, Nq, dh, nk, 1, dp, nk, kb, ldk, 1, dqs[qo:], h)
+					c.sgemm(false, false, Nq, dh, nk, 1, dp, nk, kb, ldk, 1, dqs[qo:], h)
 				}
 				if dks != nil { // dK_j (nk, dh) += dS^T Q_j
-					c.lib.Sgemm(true, false, nk, dh, Nq, 1, dp, nk, qs[qo:], h, 1, dkb, ldk)
+					c.sgemm(true, false, nk, dh, Nq, 1, dp, nk, qs[qo:], h, 1, dkb, ldk)
 				}
 			}
 			if !lay.prefix {

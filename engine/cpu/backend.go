@@ -37,6 +37,7 @@ type Backend struct {
 	reduceBuf []float32      // partial sums of parallelReduce, one row per piece
 	minWork   int            // work below which kernels stay on one goroutine (tests lower it)
 	hostReads atomic.Int64   // see HostReads
+	flops     atomic.Int64   // see GemmFLOPs
 	kernels   map[string]any // by name; see kernelTable
 }
 

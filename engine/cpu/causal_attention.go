@@ -28,12 +28,12 @@ func (c *Backend) causalAttention(o, lse, q, k, v *engine.Tensor, heads, kvHeads
 			for j := g * group; j < (g+1)*group; j++ {
 				qo := b*T*qw + j*hd                       // Q_j, O_j: (T, hd), row stride qw
 				lb := ls[(b*heads+j)*T : (b*heads+j+1)*T] // (T)
-				c.lib.Sgemm(false, true, T, T, hd, scale, qs[qo:], qw, ks[ko:], kw, 0, s, T)
+				c.sgemm(false, true, T, T, hd, scale, qs[qo:], qw, ks[ko:], kw, 0, s, T)
 				for i := range T {
 					lb[i] = softmaxRow(s[i*T : i*T+i+1])
 					clear(s[i*T+i+1 : (i+1)*T])
 				}
-				c.lib.Sgemm(false, false, T, hd, T, 1, s, T, vs[ko:], kw, 0, os[qo:], qw)
+				c.sgemm(false, false, T, hd, T, 1, s, T, vs[ko:], kw, 0, os[qo:], qw)
 			}
 		}
 	})
@@ -60,20 +60,20 @@ func (c *Backend) causalAttentionBackward(dq, dk, dv, do, q, k, v, o, lse *engin
 			for j := g * group; j < (g+1)*group; j++ {
 				qo := b*T*qw + j*hd
 				lb := ls[(b*heads+j)*T : (b*heads+j+1)*T]
-				c.lib.Sgemm(false, true, T, T, hd, scale, qs[qo:], qw, ks[ko:], kw, 0, p, T)
+				c.sgemm(false, true, T, T, hd, scale, qs[qo:], qw, ks[ko:], kw, 0, p, T)
 				for i := range T {
 					row := p[i*T : i*T+i+1]
 					expAffine(row, row, 1, -lb[i])
 					clear(p[i*T+i+1 : (i+1)*T])
 				}
 				if dvs != nil { // dV_g (T, hd) += P^T dO_j
-					c.lib.Sgemm(true, false, T, hd, T, 1, p, T, dos[qo:], qw, 1, dvs[ko:], kw)
+					c.sgemm(true, false, T, hd, T, 1, p, T, dos[qo:], qw, 1, dvs[ko:], kw)
 				}
 				if dqs == nil && dks == nil {
 					continue
 				}
 				// dP = dO_j V_g^T: (T, T).
-				c.lib.Sgemm(false, true, T, T, hd, 1, dos[qo:], qw, vs[ko:], kw, 0, dp, T)
+				c.sgemm(false, true, T, T, hd, 1, dos[qo:], qw, vs[ko:], kw, 0, dp, T)
 				for i := range T {
 					var d float32
 					orow, drow := os[qo+i*qw:qo+i*qw+hd], dos[qo+i*qw:qo+i*qw+hd]
@@ -87,10 +87,10 @@ func (c *Backend) causalAttentionBackward(dq, dk, dv, do, q, k, v, o, lse *engin
 					clear(dp[i*T+i+1 : (i+1)*T])
 				}
 				if dqs != nil { // dQ_j (T, hd) += dS K_g
-					c.lib.Sgemm(false, false, T, hd, T, 1, dp, T, ks[ko:], kw, 1, dqs[qo:], qw)
+					c.sgemm(false, false, T, hd, T, 1, dp, T, ks[ko:], kw, 1, dqs[qo:], qw)
 				}
 				if dks != nil { // dK_g (T, hd) += dS^T Q_j
-					c.lib.Sgemm(true, false, T, hd, T, 1, dp, T, qs[qo:], qw, 1, dks[ko:], kw)
+					c.sgemm(true, false, T, hd, T, 1, dp, T, qs[qo:], qw, 1, dks[ko:], kw)
 				}
 			}
 		}

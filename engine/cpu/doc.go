@@ -15,9 +15,11 @@ package cpu
 
 import "github.com/gelo-research/geloattack/engine"
 
-// Backend must stay an engine.Backend (and report misuse after Close as an
-// engine.Errer); the compiler checks it here.
+// Backend must stay an engine.Backend (report misuse after Close as an
+// engine.Errer, count its GEMM FLOPs as an engine.FLOPCounter); the compiler
+// checks it here.
 var (
-	_ engine.Backend = (*Backend)(nil)
-	_ engine.Errer   = (*Backend)(nil)
+	_ engine.Backend     = (*Backend)(nil)
+	_ engine.Errer       = (*Backend)(nil)
+	_ engine.FLOPCounter = (*Backend)(nil)
 )

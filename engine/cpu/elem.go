@@ -12,9 +12,7 @@ func (c *Backend) swiGLU(y, gate, up *engine.Tensor) {
 	c.parallelElems(len(ys), func(lo, hi int) {
 		yy, gg, uu := ys[lo:hi], gs[lo:hi], us[lo:hi]
 		expAffine(yy, gg, -1, 0) // exp(-g), then overwritten
-		for i, e := range yy {
-			yy[i] = gg[i] / (1 + e) * uu[i]
-		}
+		swigluForward(yy, gg, uu)
 	})
 }
 
@@ -32,6 +30,11 @@ func (c *Backend) swiGLUBackward(dgate, dup, dy, gate, up *engine.Tensor, accGat
 			bhi := min(blo+swigluBlock, hi)
 			eb := e[:bhi-blo]
 			expAffine(eb, gs[blo:bhi], -1, 0) // exp(-g)
+			// Both gradients, as a model's SwiGLU always asks: the eight-lane loop.
+			if dgs != nil && dus != nil {
+				swigluBackward(dgs[blo:bhi], dus[blo:bhi], dys[blo:bhi], gs[blo:bhi], us[blo:bhi], eb, accGate, accUp)
+				continue
+			}
 			for j, ev := range eb {
 				i := blo + j
 				g, d := gs[i], dys[i]
@@ -232,21 +235,9 @@ func (c *Backend) BinaryBackward(op engine.BinaryOp, da, db, dy, a, b *engine.Te
 // then the Adam step with bias-corrected moments; g is zeroed.
 func (c *Backend) AdamW(p, g, m, v *engine.Tensor, s engine.AdamWStep) {
 	ps, gs, ms, vs := f32(p), f32(g), f32(m), f32(v)
-	decay := 1 - s.LR*s.Decay
-	step := s.LR / s.BiasCorr1
-	invBC2 := 1 / s.BiasCorr2
-	b1, b2 := s.Beta1, s.Beta2
-	c1, c2 := 1-b1, 1-b2
-	eps := s.Eps
+	k := &adamwConsts{b1: s.Beta1, c1: 1 - s.Beta1, b2: s.Beta2, c2: 1 - s.Beta2,
+		decay: 1 - s.LR*s.Decay, step: s.LR / s.BiasCorr1, invBC2: 1 / s.BiasCorr2, eps: s.Eps}
 	c.parallelElems(len(ps), func(lo, hi int) {
-		pp, gg, mm, vv := ps[lo:hi], gs[lo:hi], ms[lo:hi], vs[lo:hi]
-		for i, gi := range gg {
-			mi := b1*mm[i] + c1*gi
-			vi := b2*vv[i] + c2*gi*gi
-			mm[i], vv[i] = mi, vi
-			gg[i] = 0 // the gradient is consumed (saves ZeroGrad's pass)
-			// float32(math.Sqrt(float64(x))) compiles to one SQRTSS.
-			pp[i] = pp[i]*decay - step*mi/(float32(math.Sqrt(float64(vi*invBC2)))+eps)
-		}
+		adamwUpdate(ps[lo:hi], gs[lo:hi], ms[lo:hi], vs[lo:hi], k)
 	})
 }

@@ -4,8 +4,9 @@ package cpu
 
 import xcpu "golang.org/x/sys/cpu"
 
-// hasAVX2 says expAffine may use its AVX2/FMA kernel (decided once from
-// the CPU's features; never changed).
+// hasAVX2 says expAffine and the vec loops may use their AVX2/FMA kernels
+// (decided once from the CPU's features; only tests change it, to compare
+// against the Go loops).
 var hasAVX2 = xcpu.X86.HasAVX2 && xcpu.X86.HasFMA
 
 // expAffineAVX2 computes dst[i] = exp(a*src[i] + b) eight elements at a

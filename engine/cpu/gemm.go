@@ -43,7 +43,7 @@ func (c *Backend) GemmStrided(transA, transB bool, batch, m, n, k int, alpha flo
 				if transB {
 					boff = lo * ldb
 				}
-				c.lib.Sgemm(transA, transB, m, hi-lo, k, alpha, ai, lda, bi[boff:], ldb, beta, ci[lo:], n)
+				c.sgemm(transA, transB, m, hi-lo, k, alpha, ai, lda, bi[boff:], ldb, beta, ci[lo:], n)
 				continue
 			}
 			// rows lo..hi of C from rows of op(A): rows of A, or its columns when transposed
@@ -52,7 +52,7 @@ func (c *Backend) GemmStrided(transA, transB bool, batch, m, n, k int, alpha flo
 			if transA {
 				aoff = lo
 			}
-			c.lib.Sgemm(transA, transB, hi-lo, n, k, alpha, ai[aoff:], lda, bi, ldb, beta, ci[lo*n:], n)
+			c.sgemm(transA, transB, hi-lo, n, k, alpha, ai[aoff:], lda, bi, ldb, beta, ci[lo*n:], n)
 		}
 	})
 }
@@ -97,3 +97,15 @@ func tileBounds(n, tiles, j int) (lo, hi int) {
 	}
 	return at(j), at(j + 1)
 }
+
+// sgemm is the one door of the kernels to BLAS: it counts the product's 2·m·n·k floating-point
+// operations (GemmFLOPs) and runs it single-threaded on the calling worker.
+func (c *Backend) sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, cc []float32, ldc int) {
+	c.flops.Add(2 * int64(m) * int64(n) * int64(k))
+	c.lib.Sgemm(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, cc, ldc)
+}
+
+// GemmFLOPs is the running total of 2·m·n·k over every BLAS product the backend has run since it
+// was opened (engine.FLOPCounter): Gemm's tiles and the attention kernels' per-head products, over
+// the real keys only where a mask drops some, so benchmarks can divide a step's share by its time.
+func (c *Backend) GemmFLOPs() int64 { return c.flops.Load() }

@@ -46,9 +46,7 @@ func (c *Backend) rmsNorm(y, rstd, x, w *engine.Tensor, eps float32) {
 			}
 			inv := float32(1 / math.Sqrt(float64(ss/float32(h)+eps)))
 			rs[r] = inv
-			for j, v := range xr {
-				yr[j] = v * inv * ws[j]
-			}
+			scaledProduct(yr, xr, ws, inv)
 		}
 	})
 }
@@ -62,9 +60,7 @@ func (c *Backend) rmsNormBackward(dx, dw, dy, x, w, rstd *engine.Tensor) {
 		for r := lo; r < hi; r++ {
 			xr, gr, inv := xs[r*h:(r+1)*h], dys[r*h:(r+1)*h], rs[r]
 			if acc != nil {
-				for j, v := range xr {
-					acc[j] += gr[j] * v * inv
-				}
+				accScaledProduct(acc[:h], gr, xr, inv)
 			}
 			if dxs == nil {
 				continue
@@ -74,10 +70,7 @@ func (c *Backend) rmsNormBackward(dx, dw, dy, x, w, rstd *engine.Tensor) {
 				dot += gr[j] * ws[j] * v * inv
 			}
 			dot /= float32(h)
-			dr := dxs[r*h : (r+1)*h]
-			for j, v := range xr {
-				dr[j] += inv * (gr[j]*ws[j] - v*inv*dot)
-			}
+			rmsNormGrad(dxs[r*h:(r+1)*h], gr, xr, ws, inv, dot)
 		}
 	}
 	if dw == nil {

@@ -70,13 +70,13 @@ func (c *Backend) spanAttention(o, q, k, v, kc, vc, spans *engine.Tensor, heads,
 			}
 			for j := g * group; j < (g+1)*group; j++ {
 				qo := a*qw + j*hd // Q_j, O_j: (t, hd), row stride qw
-				c.lib.Sgemm(false, true, t, n, hd, scale, qs[qo:], qw, keys, ld, 0, sc, n)
+				c.sgemm(false, true, t, n, hd, scale, qs[qo:], qw, keys, ld, 0, sc, n)
 				for i := range t {
 					row := sc[i*n : (i+1)*n]
 					softmaxF64Sum(row[:cached+i+1])
 					clear(row[cached+i+1:])
 				}
-				c.lib.Sgemm(false, false, t, hd, n, 1, sc, n, vals, ld, 0, os[qo:], qw)
+				c.sgemm(false, false, t, hd, n, 1, sc, n, vals, ld, 0, os[qo:], qw)
 			}
 		}
 	})

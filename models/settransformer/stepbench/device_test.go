@@ -85,13 +85,19 @@ type unknownGPU struct{ fakeGPU }
 
 func (u *unknownGPU) Name() string { return "cuda:0 NVIDIA A100-SXM4-80GB (fake); precision bf16" }
 
-// The CPU report has no device lines: no memory or FLOP figures it does not have.
+// The CPU report has no device lines (no device memory, no MFU against a peak it does not know);
+// it has the GEMM FLOPs against the sgemm peak it measured.
 func TestBenchOnCPUReportsNoDeviceLines(t *testing.T) {
 	var sb strings.Builder
 	if err := RunWith(context.Background(), Options{}, "tiny", 1, &sb); err != nil {
 		t.Fatal(err)
 	}
-	for _, not := range []string{"device memory", "GFLOP", "MFU"} {
+	for _, want := range []string{"GFLOP/step", "sgemm peak", "of the GEMM limit"} {
+		if !strings.Contains(sb.String(), want) {
+			t.Errorf("CPU report lacks %q: %s", want, sb.String())
+		}
+	}
+	for _, not := range []string{"device memory", "MFU", "TFLOP"} {
 		if strings.Contains(sb.String(), not) {
 			t.Errorf("CPU report mentions %q: %s", not, sb.String())
 		}

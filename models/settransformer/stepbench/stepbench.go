@@ -82,6 +82,20 @@ type Result struct {
 	PeakFLOPS float64
 	// MFU is FLOPSPerSec / PeakFLOPS, the model FLOP utilisation; NaN when either is unknown.
 	MFU float64
+	// GemmPeak is the GEMM FLOP/s the backend measured on the CPU in the same run (see
+	// measureGemmPeak: the best of PeakProducts, on the step's workers); 0 elsewhere.
+	GemmPeak float64
+	// GemmPeakCPU is GemmPeak by CPU time: FLOPs / (CPU time / Workers), the best run's.
+	GemmPeakCPU float64
+	// PeakProducts are the products GemmPeak was measured on, each with its own best.
+	PeakProducts []PeakProduct
+	// GemmFraction is FLOPSPerSec / GemmPeak: the step's share of the GEMM limit, the time its
+	// GEMMs alone would take at the peak over the time the step took; NaN when not measured.
+	GemmFraction float64
+	// GemmFractionCPU is GemmFraction by CPU time, the step's CPUSeconds / Workers (as
+	// CPURowsPerSec) against GemmPeakCPU: on a machine shared with other work, a share that
+	// waiting for the other work lowers less; NaN when not measured.
+	GemmFractionCPU float64
 }
 
 // Options say where a training-step benchmark runs.
@@ -97,8 +111,9 @@ type benchModel struct {
 	params   *engine.Params
 	tape     *engine.Tape
 	slots    int
-	fwdBwd   func() error // forward and backward of the benchmark batch
-	inferFwd func() error // inference forward of the same batch
+	peak     []PeakProduct // the products the GEMM peak is measured on (peakProducts)
+	fwdBwd   func() error  // forward and backward of the benchmark batch
+	inferFwd func() error  // inference forward of the same batch
 }
 
 // newBenchModel builds the task's model for the preset on be and its synthetic batch.
@@ -115,7 +130,7 @@ func newBenchModel(be engine.Backend, task st.Task, preset string, shape benchSh
 		}
 		batch, tg := st.SyntheticBatch(cfg, shape.B, shape.N, 2)
 		return benchModel{
-			params: m.Params(), tape: m.Tape(),
+			params: m.Params(), tape: m.Tape(), peak: peakProducts(shape.B*(shape.N+1), cfg.MLPHidden, cfg.Hidden), // a CLS row per set
 			fwdBwd:   func() error { _, err := m.ForwardBackward(batch, tg); return err },
 			inferFwd: func() error { _, err := m.Forward(batch); return err },
 		}, nil
@@ -128,7 +143,7 @@ func newBenchModel(be engine.Backend, task st.Task, preset string, shape benchSh
 		}
 		batch, tg := st.SyntheticUnmixBatch(cfg, shape.B, shape.N, 2)
 		return benchModel{
-			params: m.Params(), tape: m.Tape(), slots: cfg.Slots,
+			params: m.Params(), tape: m.Tape(), slots: cfg.Slots, peak: peakProducts(shape.B*shape.N, cfg.MLPHidden, cfg.Hidden),
 			fwdBwd:   func() error { _, err := m.ForwardBackward(batch, tg); return err },
 			inferFwd: func() error { _, err := m.Forward(batch); return err },
 		}, nil
@@ -251,13 +266,25 @@ func benchmarkStepsOn(ctx context.Context, be engine.Backend, task st.Task, pres
 	if p, ok := be.(interface{ PeakBytes() int64 }); ok {
 		res.DevicePeak = p.PeakBytes()
 	}
-	res.GemmFLOPs, res.MFU = -1, math.NaN()
+	res.GemmFLOPs, res.MFU, res.GemmFraction, res.GemmFractionCPU = -1, math.NaN(), math.NaN(), math.NaN()
 	if counts {
 		res.GemmFLOPs = float64(flops) / float64(steps)
 		res.FLOPSPerSec = res.GemmFLOPs / res.StepSeconds
 		if peak, ok := benchkit.PeakFLOPS(res.Backend, res.Precision); ok {
 			res.PeakFLOPS = peak
 			res.MFU = res.FLOPSPerSec / peak
+		}
+	}
+	if counts && res.OnCPU {
+		// Measured after the steps (the counter's share is read), on the same workers: a CPU's
+		// peak depends on its kernel, clock and neighbours, so it is measured, not looked up.
+		res.PeakProducts = m.peak
+		if res.GemmPeak, res.GemmPeakCPU, err = measureGemmPeak(ctx, be, res.PeakProducts, res.Workers); err != nil {
+			return Result{}, err
+		}
+		res.GemmFraction = res.FLOPSPerSec / res.GemmPeak
+		if res.CPUSeconds > 0 && res.GemmPeakCPU > 0 {
+			res.GemmFractionCPU = res.GemmFLOPs / (res.CPUSeconds / float64(res.Workers)) / res.GemmPeakCPU
 		}
 	}
 	return res, nil
@@ -325,7 +352,24 @@ func (res Result) Report() string {
 	if res.DevicePeak >= 0 {
 		fmt.Fprintf(&b, "  peak device memory %.0f MiB\n", float64(res.DevicePeak)/mib)
 	}
-	if res.GemmFLOPs >= 0 {
+	if res.GemmPeak > 0 {
+		// The limit: the step's GEMMs alone at the measured peak.
+		limit := res.GemmFLOPs / res.GemmPeak
+		fmt.Fprintf(&b, "  GEMM %.1f GFLOP/step -> %.1f GFLOP/s; sgemm peak %.1f GFLOP/s on the same %d workers (best of %d runs:",
+			res.GemmFLOPs/1e9, res.FLOPSPerSec/1e9, res.GemmPeak/1e9, res.Workers, gemmPeakRuns)
+		for i, p := range res.PeakProducts {
+			sep := ","
+			if i == 0 {
+				sep = ""
+			}
+			fmt.Fprintf(&b, "%s %s (%d, %d, %d) %.1f", sep, p.Name, p.M, p.N, p.K, p.FLOPS/1e9)
+		}
+		fmt.Fprintf(&b, ")\n  -> %.1f%% of the GEMM limit (%.3f s/step, %.1f rows/s at the peak)\n",
+			100*res.GemmFraction, limit, float64(res.B*res.N)/limit)
+		fmt.Fprintf(&b, "  by CPU time (GFLOP per CPU-second x %d workers): %.1f against a peak of %.1f -> %.1f%% of the GEMM limit\n",
+			res.Workers,
+			res.GemmFLOPs/(res.CPUSeconds/float64(res.Workers))/1e9, res.GemmPeakCPU/1e9, 100*res.GemmFractionCPU)
+	} else if res.GemmFLOPs >= 0 {
 		mfu := "n/a (peak of this device not known)"
 		if !math.IsNaN(res.MFU) {
 			mfu = fmt.Sprintf("%.2f%% of %.0f TFLOP/s %s peak", 100*res.MFU, res.PeakFLOPS/1e12, res.Precision)

@@ -72,3 +72,33 @@ func TestRunUnmix(t *testing.T) {
 		t.Error("unknown preset accepted")
 	}
 }
+
+// TestGemmFLOPsHandCount: one tiny retrieval step (B4 n64, h128 L2 4 heads, SwiGLU 512,
+// d = e = 4096; R = B(n+1) = 260 rows in the blocks, with the CLS row) counts exactly the GEMM FLOPs of a hand
+// count, and the step's share of the measured GEMM limit is a fraction in (0, 1.2] (1.2: the
+// peak is a best of a few runs, the step's GEMMs one run each).
+func TestGemmFLOPsHandCount(t *testing.T) {
+	res, err := benchmarkSteps(context.Background(), st.TaskRetrieval, "tiny", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const B, n, h, L, mlp, d, e = 4, 64, 128, 2, 512, 4096, 4096
+	const R, C = B * (n + 1), 2 * B // rows with CLS; in-batch candidates
+	want := 2*2*B*n*d*h +           // input projection of the n rows (before CLS): forward and dW (U needs no gradient)
+		L*(3*2*R*h*(4*h+3*mlp)+ // q, k, v, o, gate, up, down: forward, dX, dW
+			(2+5)*2*B*(n+1)*(n+1)*h) + // attention: 2 products forward, 5 backward, over all heads
+		3*2*B*h*e + // retrieval head: forward, dX, dW
+		2*2*B*C*e // cosine scores: forward and dQ (candidates are data)
+	if res.GemmFLOPs != float64(want) {
+		t.Errorf("tiny step: %.0f GEMM FLOPs, hand count %d", res.GemmFLOPs, want)
+	}
+	if !(res.GemmFraction > 0 && res.GemmFraction <= 1.2) {
+		t.Errorf("share of the GEMM limit %v, want in (0, 1.2]", res.GemmFraction)
+	}
+	if !(res.GemmFractionCPU > 0) {
+		t.Errorf("share of the GEMM limit by CPU time %v, want > 0", res.GemmFractionCPU)
+	}
+	if rep := res.Report(); !strings.Contains(rep, "of the GEMM limit") {
+		t.Errorf("report lacks the GEMM limit: %q", rep)
+	}
+}
