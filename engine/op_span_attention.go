@@ -64,7 +64,9 @@ type CacheSegment struct{ From, Len int }
 // segs[r] is the same for every row of a span. One call so runs the alternatives of several
 // prefixes whose caches lie one after another in kc and vc (each a span of one row, after its
 // prefix's segment), so that each weight matrix of the pass is read once for all of them. A span
-// gives the bits SpanAttention gives it alone after a cache of its segment's rows, on the CPU.
+// gives what SpanAttention gives it alone after a cache of its segment's rows, to rounding (on the
+// CPU the GEMMs have the same shapes; whether the bits agree depends on the BLAS: gonum rounds by
+// the operands' alignment).
 func (tp *Tape) SpanAttentionSegments(q, k, v, kc, vc *Tensor, first []int32, segs []CacheSegment, heads, kvHeads int) *Tensor {
 	return tp.spanAttention("SpanAttentionSegments", q, k, v, kc, vc, first, segs, heads, kvHeads)
 }

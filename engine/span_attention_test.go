@@ -482,10 +482,13 @@ func bitsEqual(a, b []float32) bool {
 	return true
 }
 
-// Spans with cache segments of their own give, on the CPU, the bits each
-// gives alone by SpanAttention after a cache of its segment's rows: the
-// alternatives of three prefixes (one of them empty) and a packed
-// continuation, laid out one after another in one cache, in one call.
+// Spans with cache segments of their own give what each gives alone by
+// SpanAttention after a cache of its segment's rows, within the derived
+// bound of reference() for that span alone: the alternatives of three
+// prefixes (one of them empty) and a packed continuation, laid out one after
+// another in one cache, in one call. Not bit for bit: the GEMMs have the
+// same shapes but their operands sit at other offsets, and gonum's kernels
+// round by alignment (OpenBLAS's gave the same bits here).
 func TestSpanAttentionSegmentsEqualAlone(t *testing.T) {
 	be, err := cpu.New(cpu.Config{Workers: 2})
 	if err != nil {
@@ -543,8 +546,12 @@ func TestSpanAttentionSegmentsEqualAlone(t *testing.T) {
 		if sp.seg.Len > 0 {
 			alone.kc, alone.vc = kc[sp.seg.From*kw:(sp.seg.From+sp.seg.Len)*kw], vc[sp.seg.From*kw:(sp.seg.From+sp.seg.Len)*kw]
 		}
-		if want := alone.run(t, be); !bitsEqual(got[row*qw:(row+n)*qw], want) {
-			t.Errorf("span %d (%+v): rows differ from the span alone", i, sp)
+		want, bound := alone.reference()
+		for e, x := range got[row*qw : (row+n)*qw] {
+			if d := math.Abs(float64(x) - want[e]); !(d <= bound[e]) {
+				t.Errorf("span %d (%+v), value %d: %g, the span alone %g (bound %.3g)", i, sp, e, x, want[e], bound[e])
+				break
+			}
 		}
 		row += n
 	}
