@@ -53,6 +53,9 @@ func run(ctx context.Context, m Model, texts [][]int, opt Options) ([]BatchResul
 			return out, err
 		}
 		res, err := a.batch(ctx, samplers, ws, opt.Split, b, texts)
+		if r, ok := m.(PrefixRecycler); ok {
+			r.RecyclePrefixes()
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return out, ctx.Err()

@@ -18,6 +18,10 @@ type Llama struct {
 	dc     *causallm.Decoder
 	maxLen int
 	batch  int // candidates per ForwardAlternatives call
+	// lent are the caches handed to prefixes since the last RecyclePrefixes, spare those free
+	// for new prefixes, made the number of caches allocated in all.
+	lent, spare []*causallm.Cache
+	made        int
 }
 
 // extendBatch is how many candidate tokens one forward pass extends a prefix by: enough to read
@@ -139,12 +143,37 @@ func (p *llamaPrefix) ensure() error {
 	if p.cache != nil {
 		return nil
 	}
-	c, err := p.l.dc.NewCache(p.l.maxLen)
+	c, err := p.l.newCache()
 	if err != nil {
 		return err
 	}
 	p.cache = c
 	return nil
+}
+
+// newCache is an empty cache of maxLen tokens: a spare one when there is one, else a new one.
+func (l *Llama) newCache() (*causallm.Cache, error) {
+	var c *causallm.Cache
+	if n := len(l.spare); n > 0 {
+		c, l.spare = l.spare[n-1], l.spare[:n-1]
+		c.Reset()
+	} else {
+		var err error
+		if c, err = l.dc.NewCache(l.maxLen); err != nil {
+			return nil, err
+		}
+		l.made++
+	}
+	l.lent = append(l.lent, c)
+	return c, nil
+}
+
+// RecyclePrefixes makes the caches of every prefix made since the last call spare: decode.Run
+// calls it after each batch, so a run of many batches holds the caches of one batch at most
+// (on a GPU each is blocks x maxLen x kv x 8 bytes of device memory, never freed).
+func (l *Llama) RecyclePrefixes() {
+	l.spare = append(l.spare, l.lent...)
+	l.lent = l.lent[:0]
 }
 
 // Extend runs every candidate as the next token against the prefix's cache, Extend's batch of
@@ -215,8 +244,11 @@ func (p *llamaPrefix) Append(tok int) (Prefix, error) {
 	if err := p.ensure(); err != nil {
 		return nil, err
 	}
-	c, err := p.l.dc.Clone(p.cache)
+	c, err := p.l.newCache()
 	if err != nil {
+		return nil, err
+	}
+	if err := p.l.dc.CopyCache(c, p.cache); err != nil {
 		return nil, err
 	}
 	if err := p.l.dc.ForwardNext(context.Background(), c, []int32{int32(tok)}, nil, nil); err != nil {

@@ -51,3 +51,11 @@ type PrefixBatcher interface {
 	// BatchRows is the most candidate rows one ExtendAll pass should take (0: never batch).
 	BatchRows() int
 }
+
+// PrefixRecycler is a Model whose prefixes hold memory it can reuse (Llama: a KV cache on the
+// backend, where buffers are never freed). Run calls RecyclePrefixes after each batch: every
+// prefix made since the last call is dead then (a batch keeps no state of the ones before), and
+// the model may hand their memory to the next batch's prefixes.
+type PrefixRecycler interface {
+	RecyclePrefixes()
+}

@@ -157,3 +157,67 @@ func (c *countingBatcher) ExtendAll(ps []Prefix, cands []int, upto int, dst []fl
 	}
 	return c.Llama.ExtendAll(ps, cands, upto, dst)
 }
+
+// noRecycle hides Llama's RecyclePrefixes and keeps its batching.
+type noRecycle struct {
+	Model
+	l *Llama
+}
+
+func (n noRecycle) ExtendAll(ps []Prefix, cands []int, upto int, dst []float32) error {
+	return n.l.ExtendAll(ps, cands, upto, dst)
+}
+
+func (n noRecycle) BatchRows() int { return n.l.BatchRows() }
+
+// A run of several batches reuses the KV caches of the batches before (RecyclePrefixes): it
+// allocates as many as its most demanding batch alone does, and reads the same texts with the same
+// claims as a run that allocates a cache for every prefix.
+func TestDecodeRecyclesPrefixCaches(t *testing.T) {
+	cfg := llama.Config{Architecture: "LlamaForCausalLM", VocabSize: 300, Hidden: 128, Intermediate: 344, Layers: 2,
+		Heads: 4, KVHeads: 2, HeadDim: 32, RMSEps: 1e-5, RopeTheta: 10000, MaxPositions: 64}
+	m, err := llama.Random(cfg, 13, 0.2, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	texts := sourceTexts(40, cfg.VocabSize, 7)
+	sc := gelo.DefaultConfig()
+	sc.Positives, sc.ValFrac = gelo.Fixed(4), 0.3
+	sc.ShieldFrac, sc.ShieldScale = gelo.Fixed(0.1), gelo.Fixed(1)
+	const batches = 3
+	run := func(model func(*Llama) Model, only int64) ([]BatchResult, int) {
+		l, err := NewLlama(nil, m, 32)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		opt := Options{Sampler: sc, Split: data.Train, Batches: batches, Blocks: []int{0, 1}}
+		if only >= 0 {
+			opt.Skip = func(b int64) bool { return b != only }
+		}
+		res, err := Run(context.Background(), model(l), texts, opt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res, l.made
+	}
+	plain := func(l *Llama) Model { return l }
+	got, made := run(plain, -1)
+	want, madeAll := run(func(l *Llama) Model { return noRecycle{l, l} }, -1)
+	need := 0
+	for b := range int64(batches) {
+		_, n := run(plain, b)
+		need = max(need, n)
+	}
+	if made != need || madeAll <= need {
+		t.Errorf("%d batches made %d caches recycling and %d without; the most demanding batch alone %d", batches, made, madeAll, need)
+	}
+	for i := range want {
+		if got, want := decodedSet(got[i].Decoded), decodedSet(want[i].Decoded); !slices.Equal(got, want) {
+			t.Errorf("batch %d: recycling read %v, without %v", i, got, want)
+		}
+	}
+	if want[0].Exact == 0 {
+		t.Error("nothing read: the comparison proves nothing")
+	}
+}

@@ -444,15 +444,30 @@ func (dc *Decoder) Clone(c *Cache) (*Cache, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := dc.CopyCache(out, c); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// CopyCache makes dst hold what src holds (dst's capacity must take it): a branch of src into a
+// cache allocated before, since a backend's buffers are never freed (engine.NewBuffer).
+func (dc *Decoder) CopyCache(dst, src *Cache) error {
+	if dst == nil || src == nil || len(dst.k) != len(dc.blocks) || len(src.k) != len(dc.blocks) {
+		return fmt.Errorf("causallm: copy cache: not caches of this decoder")
+	}
+	if src.n > dst.cap {
+		return fmt.Errorf("causallm: copy cache: %d tokens into a cache of %d", src.n, dst.cap)
+	}
 	kv := dc.cfg.KVDim()
-	if c.n > 0 {
-		for l := range c.k {
-			dc.be.Copy2D(out.k[l], 0, kv, c.k[l], 0, kv, c.n, kv, false)
-			dc.be.Copy2D(out.v[l], 0, kv, c.v[l], 0, kv, c.n, kv, false)
+	if src.n > 0 {
+		for l := range src.k {
+			dc.be.Copy2D(dst.k[l], 0, kv, src.k[l], 0, kv, src.n, kv, false)
+			dc.be.Copy2D(dst.v[l], 0, kv, src.v[l], 0, kv, src.n, kv, false)
 		}
 	}
-	out.n = c.n
-	return out, nil
+	dst.n = src.n
+	return nil
 }
 
 // Forward runs the decoder on a batch of token-id sequences, each on its own (positions 0..T-1, as
