@@ -129,21 +129,11 @@ func (rankSearch) read(ctx context.Context, a *attack, bag []int, nObs int) ([]T
 // extensions kept, each marked a miss or not; a prefix that ends here (nothing left to extend by,
 // a second miss in a row) or may end here (a first miss) is recorded in ends.
 func (a *attack) rankStep(nd rankNode, e *extensions, bag []int, ends *rankEnds) []rankNode {
-	if math.IsInf(e.score[e.order[0]], 1) {
+	best := e.score[e.order[0]]
+	if math.IsInf(best, 1) {
 		ends.finish(nd, a.endProven(nd.node, e))
 		return nil
 	}
-	// Excesses below ExplainedFloor are equal here, as in the certified search's branch: how far
-	// below the bound a true step falls is rounding noise that moves by decades with the BLAS
-	// kernel and the batch's shapes, and with raw scores a noisy true step read as a miss (a
-	// median of -6 decades puts the threshold at -5) and could end a text it belongs to.
-	level := func(i int) float64 {
-		if a.scoring == jointTopK {
-			return e.score[i]
-		}
-		return max(e.score[i], ExplainedFloor)
-	}
-	best := level(e.order[0])
 	thr := nd.median() + RankStop
 	miss := len(nd.steps) > 0 && best > thr
 	if miss && nd.pending {
@@ -155,7 +145,7 @@ func (a *attack) rankStep(nd rankNode, e *extensions, bag []int, ends *rankEnds)
 		ends.finish(nd, a.endProven(nd.node, e))
 	}
 	kept := 0
-	for kept < len(e.order) && !math.IsInf(e.score[e.order[kept]], 1) && level(e.order[kept]) <= best+a.branch {
+	for kept < len(e.order) && !math.IsInf(e.score[e.order[kept]], 1) && e.score[e.order[kept]] <= best+a.branch {
 		kept++
 	}
 	lead := a.stepLead(e, e.score[e.order[kept-1]], e.order[kept:])
@@ -166,13 +156,13 @@ func (a *attack) rankStep(nd rankNode, e *extensions, bag []int, ends *rankEnds)
 	for j, i := range e.order[:kept] {
 		c := rankNode{node: nd.child(e, i, bag[i], lead, amb[j]), steps: nd.steps, misses: nd.misses, prev: &parent}
 		switch {
-		case len(nd.steps) > 0 && level(i) > thr:
+		case len(nd.steps) > 0 && e.score[i] > thr:
 			c.misses++
 			c.pending = true
 		case len(nd.toks) > 0:
 			// The first token's rows are a function of the token alone (BOS's, identical
 			// in every text, lie far inside): they say nothing of the order's scale.
-			c.steps = append(slices.Clip(nd.steps), level(i))
+			c.steps = append(slices.Clip(nd.steps), e.score[i])
 		}
 		kids = append(kids, c)
 	}

@@ -82,12 +82,16 @@ func TestDecodeSameAtAnyWorkerCount(t *testing.T) {
 // unbatched hides a Model's PrefixBatcher, so the search extends one prefix at a time.
 type unbatched struct{ Model }
 
-// Both order searches read the same texts, with the same claims, whether a step's live prefixes
+// The certified search reads the same texts, with the same claims, whether a step's live prefixes
 // go through the blocks together (Llama's ExtendAll) or one by one, below full rank: the rows
-// agree to rounding, far inside the bounds the searches test. Before the ranking search floored
-// its scores at ExplainedFloor as the certified one does, under gonum this rounding made it lose
-// one of four texts (noise-level scores of true steps read as a miss). The batched run must take
-// the batched path (several prefixes live at a step).
+// agree to rounding, far inside the bounds its test applies. The ranking search (a ranked guess)
+// is not so stable: under gonum a rounding-level difference lost one of four texts there (a text
+// with a repeated token: a true step's noise-level score read as a miss), as another BLAS kernel
+// can; of it the test asks only that every claim is right either way. (Flooring its scores at
+// ExplainedFloor, as the certified branch does, made it stable here but cost 1 and 6 of 100 texts
+// on PyTorch bf16 rows of the trained decoder, where true steps lie decades below a loose bound
+// and the floor lifts the median the end is detected against: docs/prompt-decoding.md.) The
+// batched run must take the batched path (several prefixes live at a step).
 func TestDecodeBatchedPrefixesReadTheSame(t *testing.T) {
 	cfg := llama.Config{Architecture: "LlamaForCausalLM", VocabSize: 300, Hidden: 128, Intermediate: 344, Layers: 2,
 		Heads: 4, KVHeads: 2, HeadDim: 32, RMSEps: 1e-5, RopeTheta: 10000, MaxPositions: 64}
@@ -123,7 +127,11 @@ func TestDecodeBatchedPrefixesReadTheSame(t *testing.T) {
 			// The same texts with the same claims, up to the order of texts whose scores tie to
 			// rounding (which the rows' last bits decide).
 			if got, want := decodedSet(b.Decoded), decodedSet(a.Decoded); !slices.Equal(got, want) {
-				t.Errorf("rank %v, batch %d: batched read %v, one by one %v", rank, i, got, want)
+				if rank {
+					t.Logf("ranking, batch %d: batched read %v, one by one %v", i, got, want)
+				} else {
+					t.Errorf("certified, batch %d: batched read %v, one by one %v", i, got, want)
+				}
 			}
 		}
 		if alone[0].Exact == 0 {
