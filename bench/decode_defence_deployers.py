@@ -11,7 +11,12 @@ at a time under `nice -n 19`, for the rows of the two main tables:
          shield rows of scale 1 and of scale 10 (past full rank)
   m4096  /tmp/m4096 (the Llama-2-7B block, 2 blocks, random init, bf16 file), attacker blocks 0,1:
          base, U observed in bf16, and +4096 gaussian rows of scale 1 with -bag-only
-  and, on lm, the base cell and U in bf16 with all 6 blocks scored (-blocks 0,1,2,3,4,5)
+
+and, to look into what the bf16 deployer costs on lm: the base cell and U in bf16 with all 6
+blocks scored (-blocks 0,1,2,3,4,5), -joint, the ranking search (-rank, at every setting below
+full rank that the fp32 deployer reads), -recompute-error 0.02 (rho from the measured error, which
+the attacker does not know), and
+
   lmb    lm-small with its weights rounded to bf16 (written into --work), so that the bf16
          deployer's weights are the attacker's: base, U observed in bf16, blocks 0-5 scored
 
@@ -20,7 +25,7 @@ tokens with BOS under the Llama-2 tokenizer, which lm-small and /tmp/m4096 share
 split (data.SplitOf, val_frac 0.1: the texts lm-small never trained on), so every text ends before
 the -max-tokens 16 cut and a text's end can be proven. Each cell decodes --batches batches of 4
 texts into its own decode -out directory (-resume: a killed cell continues where it stopped); a
-cell may also stop at --cell-limit seconds (SIGINT: decode keeps the batches finished), and then
+d 4096 cell may also stop at --limit-4096 seconds (SIGINT: decode keeps the batches finished), and then
 the table says so. Every cell runs -no-order-margin, as the older tables did.
 
 Standard library only; the deployer runs under --torch-python.
@@ -87,6 +92,13 @@ ROWS = [
     ("lmb", "base-6blocks", ["-blocks", "0,1,2,3,4,5"]),
     ("m4096", "obs-bf16", ["-observe-dtype", "bf16"]),
     ("m4096", "full4096-1-bag", ["-shield-rows", "4096", "-shield-scale", "1", "-bag-only"]),
+    # the ranking search on the bf16 deployer's rows at the other settings below full rank
+    ("lm", "obs-bf16-rank", ["-observe-dtype", "bf16", "-rank"], ["torch-bf16"]),
+    ("lm", "gaussian10-rank", ["-shield-scale", "10", "-rank"], ["torch-bf16"]),
+    ("lm", "manifold1-rank", ["-shield-kind", "manifold", "-rank"], ["torch-bf16"]),
+    ("lm", "student_t1-rank", ["-shield-kind", "student_t", "-rank"], ["torch-bf16"]),
+    ("lm", "kappa100-rank", ["-kappa", "100", "-rank"], ["torch-bf16"]),
+    ("lm", "obs0.96-rank", ["-obs-rows", "0.96", "-rank"], ["torch-bf16"]),
 ]
 
 LABELS = {
@@ -107,6 +119,12 @@ LABELS = {
     "base-rank": "10% gaussian 1, ranking search (-rank)",
     "base-rho0.02": "10% gaussian 1, -recompute-error 0.02 (ρ from the measured error)",
     "base-6blocks-rho0.02": "10% gaussian 1, blocks 0–5, -recompute-error 0.02",
+    "obs-bf16-rank": "10% gaussian 1, U observed in bf16, -rank",
+    "gaussian10-rank": "10% gaussian 10, -rank",
+    "manifold1-rank": "10% manifold 1, -rank",
+    "student_t1-rank": "10% student_t 1, -rank",
+    "kappa100-rank": "10% gaussian 1, κ 100, -rank",
+    "obs0.96-rank": "10% gaussian 1, obs_rows 0.96, -rank",
 }
 
 
