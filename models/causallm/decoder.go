@@ -140,7 +140,8 @@ func NewDecoder(be engine.Backend, w *llama.Model) (*Decoder, error) {
 // the other blocks, every pass.
 type stagedWeight struct {
 	dst   **engine.Tensor // the blockWeights field the block reads
-	key   string
+	key   string          // its name within a block, which names the shared buffer
+	name  string          // its checkpoint name ("model.layers.3.mlp.gate_up"), a kept buffer's
 	shape []int
 	parts []llama.Part
 	blk   int
@@ -184,7 +185,7 @@ func (dc *Decoder) stage(l int) error {
 			err = readParts(dc.w, s.parts, s.blk, x)
 		}
 		if err != nil {
-			return fmt.Errorf("causallm: block %d: %s: %w", l, s.key, err)
+			return fmt.Errorf("causallm: %s: %w", s.name, err)
 		}
 		*s.dst = t
 	}
@@ -199,11 +200,7 @@ func (dc *Decoder) stagingBuffer(s *stagedWeight) (*engine.Tensor, error) {
 		size *= int64(n)
 	}
 	if size <= dc.keepLeft {
-		name := s.key
-		if s.blk >= 0 {
-			name = fmt.Sprintf("model.layers.%d.%s", s.blk, s.key)
-		}
-		t, err := engine.NewBuffer(dc.be, name, s.shape...)
+		t, err := engine.NewBuffer(dc.be, s.name, s.shape...)
 		if err != nil {
 			return nil, err
 		}
@@ -270,7 +267,7 @@ func (dc *Decoder) place(key string, blk int, shape []int, parts ...llama.Part) 
 			return t, nil, nil
 		}
 	}
-	return nil, &stagedWeight{key: key, shape: shape, parts: parts, blk: blk}, nil
+	return nil, &stagedWeight{key: key, name: name, shape: shape, parts: parts, blk: blk}, nil
 }
 
 // headWeight places the output projection on first use; staged, it is converted then, once: its
@@ -285,7 +282,7 @@ func (dc *Decoder) headWeight() (*engine.Tensor, error) {
 		return nil, err
 	}
 	if staged != nil {
-		if t, err = engine.NewBuffer(dc.be, "lm_head.weight", staged.shape...); err != nil {
+		if t, err = engine.NewBuffer(dc.be, staged.name, staged.shape...); err != nil {
 			return nil, fmt.Errorf("causallm: output projection: %w", err)
 		}
 		x, _ := engine.HostSlice(t)
