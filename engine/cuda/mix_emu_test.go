@@ -5,9 +5,7 @@ import (
 	"encoding/binary"
 	"math"
 	"math/rand/v2"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"testing"
 
 	"github.com/gelo-research/geloattack/engine"
@@ -46,23 +44,7 @@ func roundObserveInputs() []float32 {
 // NaNs. So device mixing with observe_dtype bf16 or fp16 rounds as host mixing does once nvcc has
 // built mix.ptx. Skipped without g++ (C++20).
 func TestRoundObserveEmulated(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds a C++ program (seconds)")
-	}
-	cxx, err := exec.LookPath("g++")
-	if err != nil {
-		t.Skip("no g++: ga_round_observe not emulated (the GPU test checks it)")
-	}
-	for _, f := range []string{"kernels/mix.cu", "kernels/common.cuh", "testdata/cuda_emu.h", "testdata/mix_emu.cpp"} {
-		if _, err := os.ReadFile(f); err != nil {
-			t.Fatal(err)
-		}
-	}
-	bin := filepath.Join(t.TempDir(), "mix_emu")
-	if out, err := exec.Command(cxx, "-std=c++20", "-O1", "-pthread", "-include", "testdata/cuda_emu.h", "-I", "kernels",
-		"-o", bin, "testdata/mix_emu.cpp").CombinedOutput(); err != nil {
-		t.Fatalf("g++: %v\n%s", err, out)
-	}
+	bin := buildEmulated(t, "ga_round_observe", "mix_emu", "kernels/mix.cu", "kernels/common.cuh")
 	in := roundObserveInputs()
 	for _, c := range []struct {
 		round engine.MixRound

@@ -5,9 +5,7 @@ import (
 	"encoding/binary"
 	"math"
 	"math/rand/v2"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -24,25 +22,7 @@ import (
 // no GPU and no nvcc are. It says nothing of CUDA's memory model or speed
 // (TestBackendCrossCheck* does, on a GPU). Skipped without g++ (C++20).
 func TestSpanKernelEmulated(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds a C++ program (seconds)")
-	}
-	cxx, err := exec.LookPath("g++")
-	if err != nil {
-		t.Skip("no g++: ga_span_attention not emulated (the GPU crosscheck checks it)")
-	}
-	// Read the sources here too: go test caches a result by the files the
-	// test process opens, and g++'s reads are not among them.
-	for _, f := range []string{"kernels/lm.cu", "kernels/common.cuh", "testdata/cuda_emu.h", "testdata/span_emu.cpp"} {
-		if _, err := os.ReadFile(f); err != nil {
-			t.Fatal(err)
-		}
-	}
-	bin := filepath.Join(t.TempDir(), "span_emu")
-	if out, err := exec.Command(cxx, "-std=c++20", "-O1", "-pthread", "-include", "testdata/cuda_emu.h", "-I", "kernels",
-		"-o", bin, "testdata/span_emu.cpp").CombinedOutput(); err != nil {
-		t.Fatalf("g++: %v\n%s", err, out)
-	}
+	bin := buildEmulated(t, "ga_span_attention", "span_emu", "kernels/lm.cu", "kernels/common.cuh")
 	ref := newCPU(t, cpu.Config{Workers: 1})
 	defer ref.Close()
 	rng := rand.New(rand.NewPCG(11, 5))

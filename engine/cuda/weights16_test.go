@@ -5,9 +5,7 @@ import (
 	"encoding/binary"
 	"math"
 	"math/rand/v2"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"testing"
 
@@ -44,24 +42,7 @@ func TestSpans(t *testing.T) {
 // ga_to_bf16 gives a bf16 GEMM from the fp32 weights (numfmt.F32ToBF16; NaN as NaN). So a GEMM
 // reading the copy multiplies what it multiplied before. Skipped without g++ (C++20).
 func TestAdamWBF16Emulated(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds a C++ program (seconds)")
-	}
-	cxx, err := exec.LookPath("g++")
-	if err != nil {
-		t.Skip("no g++: ga_adamw_bf16 not emulated (the GPU test checks it)")
-	}
-	for _, f := range []string{"kernels/adamw.cu", "kernels/adamw16.cu", "kernels/adamw.cuh", "kernels/common.cuh",
-		"testdata/cuda_emu.h", "testdata/adamw16_emu.cpp"} {
-		if _, err := os.ReadFile(f); err != nil {
-			t.Fatal(err)
-		}
-	}
-	bin := filepath.Join(t.TempDir(), "adamw16_emu")
-	if out, err := exec.Command(cxx, "-std=c++20", "-O1", "-pthread", "-include", "testdata/cuda_emu.h", "-I", "kernels",
-		"-o", bin, "testdata/adamw16_emu.cpp").CombinedOutput(); err != nil {
-		t.Fatalf("g++: %v\n%s", err, out)
-	}
+	bin := buildEmulated(t, "ga_adamw_bf16", "adamw16_emu", "kernels/adamw.cu", "kernels/adamw16.cu", "kernels/adamw.cuh", "kernels/common.cuh")
 	r := rand.New(rand.NewPCG(41, 16))
 	const n = 1001
 	in := make([][]float32, 4) // p, g, m, v
