@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -93,12 +92,7 @@ func TestBaselineRowspaceAttacksPyTorchBF16Deployer(t *testing.T) {
 	if lines < 8 || lines > 16 {
 		t.Fatalf("%d texts written for 8 examples of 2 positives: want 8..16", lines)
 	}
-	rows := filepath.Join(dir, "rows")
-	cmd := exec.Command(torchcheck.Python, script, "--model", md, "--tokens", in, "--out", rows, "--dtype", "bf16",
-		"--blocks", "1", "--points", "attn-input", "--threads", "1")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("%s: %v\n%s", script, err, b)
-	}
+	rows := torchDeployBF16(t, script, md, in, "1", dir)
 	attack := append(append([]string{}, base...), "-deployer-rows", rows)
 
 	r := rowspaceJSON(t, attack...)

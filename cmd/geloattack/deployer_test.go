@@ -43,12 +43,7 @@ func TestDecodeAttacksPyTorchBF16Deployer(t *testing.T) {
 	if err := cmdDecode.run(ctx, "geloattack decode", append(common, "-deployer-texts", in), io.Discard); err != nil {
 		t.Fatal(err)
 	}
-	rows := filepath.Join(dir, "rows")
-	cmd := exec.Command(torchcheck.Python, script, "--model", md, "--tokens", in, "--out", rows, "--dtype", "bf16",
-		"--blocks", "0,1", "--points", "attn-input", "--threads", "1")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("%s: %v\n%s", script, err, b)
-	}
+	rows := torchDeployBF16(t, script, md, in, "0,1", dir)
 	run := func(extra ...string) []decode.BatchResult {
 		t.Helper()
 		out := filepath.Join(t.TempDir(), "r")
@@ -97,4 +92,18 @@ func TestDecodeAttacksPyTorchBF16Deployer(t *testing.T) {
 	if err := cmdDecode.run(ctx, "geloattack decode", args, io.Discard); err == nil || !strings.Contains(err.Error(), "config.json") {
 		t.Errorf("a model the deployer did not run: %v", err)
 	}
+}
+
+// torchDeployBF16 runs the PyTorch deployer (script: bench/torch_deploy.py) on the model in md
+// over the token input in, in bf16, writing the attn-input rows of blocks (as --blocks takes
+// them) into dir/rows, and returns that directory.
+func torchDeployBF16(t *testing.T, script, md, in, blocks, dir string) string {
+	t.Helper()
+	rows := filepath.Join(dir, "rows")
+	cmd := exec.Command(torchcheck.Python, script, "--model", md, "--tokens", in, "--out", rows, "--dtype", "bf16",
+		"--blocks", blocks, "--points", "attn-input", "--threads", "1")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%s: %v\n%s", script, err, b)
+	}
+	return rows
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -65,12 +64,7 @@ func TestRecoverAttacksPyTorchBF16Deployer(t *testing.T) {
 	if lines != recoverDeployerVictims {
 		t.Fatalf("%d victims' texts written, want %d", lines, recoverDeployerVictims)
 	}
-	rows := filepath.Join(dir, "rows")
-	cmd := exec.Command(torchcheck.Python, script, "--model", md, "--tokens", in, "--out", rows, "--dtype", "bf16",
-		"--blocks", "1", "--points", "attn-input", "--threads", "1")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("%s: %v\n%s", script, err, b)
-	}
+	rows := torchDeployBF16(t, script, md, in, "1", dir)
 	attack := append(append([]string{}, base...), "-deployer-rows", rows)
 
 	r := recoverJSON(t, attack...)
