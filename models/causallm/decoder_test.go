@@ -287,11 +287,7 @@ func TestDecoderPlacementsAgree(t *testing.T) {
 func TestDecoderBytesBoundAllocations(t *testing.T) {
 	for name, c := range decoderFamilies() {
 		t.Run(name, func(t *testing.T) {
-			m, err := llama.Random(c, 12, 0.2, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			stored, _ := storedBF16(t, m, c.Layers)
+			stored, _ := storedBF16(t, randomWeights(t, c, 12), c.Layers)
 			dc, err := causallm.NewDecoder(newCPU(t, 1), stored)
 			if err != nil {
 				t.Fatal(err)
@@ -338,11 +334,7 @@ func TestDecoderBytesBoundAllocations(t *testing.T) {
 func TestDecoderKeepConverted(t *testing.T) {
 	for name, c := range decoderFamilies() {
 		t.Run(name, func(t *testing.T) {
-			m, err := llama.Random(c, 12, 0.2, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			stored, _ := storedBF16(t, m, c.Layers)
+			stored, _ := storedBF16(t, randomWeights(t, c, 12), c.Layers)
 			block := stored.ScratchBytes(false)
 			for _, tc := range []struct {
 				keep, perPass, kept int64
