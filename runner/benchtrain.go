@@ -51,6 +51,8 @@ type BenchTrainOptions struct {
 	Workers int
 	// Prefetch is the number of batches generated ahead (train.prefetch); 0 means 2 x Workers.
 	Prefetch int
+	// MixOn is train.mix_on ("" = the config's default, auto): where U = A X is formed.
+	MixOn string
 	// Log receives the device choice and the pre-flight lines (nil: discarded).
 	Log io.Writer
 }
@@ -68,6 +70,7 @@ type BenchTrainResult struct {
 	Workers  int    // generator goroutines
 	Prefetch int    // batches generated ahead
 	Cores    int    // GOMAXPROCS
+	MixOn    string // train.mix_on as configured (auto, host or device)
 
 	// StepMedian is the median wall time from one step's start to the next's (pipeline wait,
 	// forward, backward, clipping, finite check, AdamW, logging), StepMean its mean, StepMin
@@ -189,6 +192,12 @@ func BenchTrain(ctx context.Context, opts BenchTrainOptions) (BenchTrainResult, 
 	if err != nil {
 		return BenchTrainResult{}, err
 	}
+	if opts.MixOn != "" {
+		cfg.Train.MixOn = opts.MixOn
+		if err := cfg.Validate(); err != nil {
+			return BenchTrainResult{}, fmt.Errorf("bench train: mix_on %q: %w", opts.MixOn, err)
+		}
+	}
 	log := opts.Log
 	if log == nil {
 		log = io.Discard
@@ -203,7 +212,8 @@ func BenchTrain(ctx context.Context, opts BenchTrainOptions) (BenchTrainResult, 
 	}
 	res := BenchTrainResult{Task: opts.Task, Preset: cmpOr(opts.Preset, "paper"), Backend: sess.Backend.Name(), QR: blas.Default().QRName(),
 		Params: sess.Task.Params().Len(), B: cfg.Train.BatchSize, D: sess.Corpus.D(),
-		Steps: opts.Steps, Warmup: opts.Warmup, Workers: workers, Prefetch: prefetch, Cores: runtime.GOMAXPROCS(0)}
+		Steps: opts.Steps, Warmup: opts.Warmup, Workers: workers, Prefetch: prefetch, Cores: runtime.GOMAXPROCS(0),
+		MixOn: cfg.Train.MixOn}
 	if !blas.HasLAPACK() {
 		res.QR = "scalar Go Householder (no LAPACK in " + blas.Name() + ")"
 	}
@@ -261,6 +271,13 @@ func BenchTrain(ctx context.Context, opts BenchTrainOptions) (BenchTrainResult, 
 		res.CPURowsPerSec = float64(res.B*res.N) / (res.CPUPerStep.Seconds() / float64(res.Cores))
 	}
 	res.FirstLoss, res.LastLoss = task.losses[opts.Warmup], task.losses[total-1]
+	// A profiling CUDA backend (GELOATTACK_CUDA_PROFILE=1) says where the device time of the whole
+	// run went, warm-up steps included; other backends report nothing.
+	if p, ok := sess.Backend.(interface{ ProfileReport() string }); ok {
+		if r := p.ProfileReport(); r != "" {
+			fmt.Fprintf(log, "device profile of the run (%d steps):\n%s", total, r)
+		}
+	}
 	return res, nil
 }
 
@@ -291,7 +308,7 @@ func (r BenchTrainResult) Report() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "train end-to-end %s %s: %d params, B=%d n=%d d=e=%d, %d timed steps after %d, on %s\n",
 		r.Task, r.Preset, r.Params, r.B, r.N, r.D, r.Steps, r.Warmup, r.Backend)
-	fmt.Fprintf(&b, "  generator: %d workers, prefetch %d, A by %s\n", r.Workers, r.Prefetch, r.QR)
+	fmt.Fprintf(&b, "  generator: %d workers, prefetch %d, A by %s; train.mix_on %s\n", r.Workers, r.Prefetch, r.QR, r.MixOn)
 	fmt.Fprintf(&b, "  step median %.3f s (mean %.3f, min %.3f, max %.3f) -> %.1f rows/s with generation\n",
 		r.StepMedian.Seconds(), r.StepMean.Seconds(), r.StepMin.Seconds(), r.StepMax.Seconds(), r.RowsPerSec)
 	fmt.Fprintf(&b, "  inside the task's step (forward, backward) %.3f s, outside (clip, AdamW, log, batch wait) %.3f s\n",

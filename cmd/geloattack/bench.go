@@ -54,6 +54,8 @@ func benchFlags(flags *flag.FlagSet) runFunc {
 	genWorkers := intFlag(flags, "gen-workers", 0, field.Bounds{Int: true, Min: 1, Max: 1 << 10, Zero: "GOMAXPROCS"}, "generator goroutines of -what train (train.workers)")
 	python := flags.String("torch", "", "-what train: also run the PyTorch twin (bench/torch_settransformer.py --e2e) with this Python interpreter on the same device, and print the ratio")
 	script := flags.String("torch-script", "bench/torch_settransformer.py", "path of the PyTorch twin for -torch")
+	mixOn := flags.String("mix-on", "auto", "-what train: where U = A X is formed (train.mix_on): auto (the GPU on a GPU, else the host), host or device")
+	cpuProfile := flags.String("cpuprofile", "", "write a Go CPU profile of the whole benchmark to this file (read it with go tool pprof)")
 	precision := flags.String("precision", device.FP32, "GEMM precision on a GPU: fp32, tf32 or bf16 (the CPU computes in fp32); sets the peak that MFU is measured against")
 	return func(ctx context.Context, args []string) error {
 		if _, err := device.ParseSpec(*dev); err != nil {
@@ -64,6 +66,13 @@ func benchFlags(flags *flag.FlagSet) runFunc {
 		}
 		runtime.LockOSThread() // the CUDA context is current per OS thread (see runner.Train)
 		defer runtime.UnlockOSThread()
+		if *cpuProfile != "" {
+			stop, err := startCPUProfile(*cpuProfile)
+			if err != nil {
+				return fmt.Errorf("-cpuprofile: %w", err)
+			}
+			defer stop()
+		}
 		logged := false
 		openDevice := func() (engine.Backend, error) {
 			// The choice is logged once; later presets open the same device again.
@@ -108,7 +117,7 @@ func benchFlags(flags *flag.FlagSet) runFunc {
 				}
 			case "train":
 				tb := trainBench{steps: max(2, *steps), warmup: *warmup, dev: *dev, precision: *precision,
-					workers: *genWorkers, python: *python, script: *script, stdout: os.Stdout, logging: os.Stderr}
+					workers: *genWorkers, mixOn: *mixOn, python: *python, script: *script, stdout: os.Stdout, logging: os.Stderr}
 				for _, t := range strings.Split(*tasks, ",") {
 					switch task := settransformer.Task(strings.TrimSpace(t)); task {
 					case settransformer.TaskRetrieval, settransformer.TaskUnmix:

@@ -23,6 +23,7 @@ type trainBench struct {
 	steps, warmup   int
 	dev, precision  string
 	workers         int
+	mixOn           string // train.mix_on ("" = auto)
 	python, script  string
 	stdout, logging io.Writer
 }
@@ -54,7 +55,7 @@ func (tb trainBench) run(ctx context.Context) error {
 	var rows []row
 	for _, task := range tb.tasks {
 		res, err := runner.BenchTrain(ctx, runner.BenchTrainOptions{Task: task, Steps: tb.steps, Warmup: tb.warmup,
-			Device: tb.dev, Precision: tb.precision, Workers: tb.workers, Log: tb.logging})
+			Device: tb.dev, Precision: tb.precision, Workers: tb.workers, MixOn: tb.mixOn, Log: tb.logging})
 		if err != nil {
 			return err
 		}
