@@ -51,7 +51,7 @@ func benchFlags(flags *flag.FlagSet) runFunc {
 	dev := flags.String("device", device.Auto, "device of -what step and unmix: auto (a GPU when the CUDA backend opens, else the CPU, logging why), cpu, cuda or cuda:N (fails when no GPU opens)")
 	tasks := flags.String("tasks", "retrieval", "tasks of -what train: retrieval, unmix, or both comma-separated")
 	warmup := intFlag(flags, "warmup", 2, field.Bounds{Int: true, Min: 1, Max: 1 << 30}, "untimed steps of -what train before its -steps timed ones")
-	genWorkers := intFlag(flags, "gen-workers", 0, field.Bounds{Int: true, Min: 1, Max: 1 << 10, Zero: "GOMAXPROCS"}, "generator goroutines of -what train (train.workers)")
+	genWorkers := intFlag(flags, "gen-workers", 0, field.Bounds{Int: true, Min: 1, Max: 1 << 10, Zero: "GOMAXPROCS on the CPU, half of it on a GPU"}, "generator goroutines of -what train (train.workers)")
 	python := flags.String("torch", "", "-what train: also run the PyTorch twin (bench/torch_settransformer.py --e2e) with this Python interpreter on the same device, and print the ratio")
 	script := flags.String("torch-script", "bench/torch_settransformer.py", "path of the PyTorch twin for -torch")
 	mixOn := flags.String("mix-on", "auto", "-what train: where U = A X is formed (train.mix_on): auto (the GPU on a GPU, else the host), host or device")
