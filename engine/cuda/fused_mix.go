@@ -6,7 +6,7 @@ import (
 )
 
 // roundObserveKernel is mix.cu's entry point; mix.ptx is built on a GPU machine (no nvcc
-// elsewhere), so until it is committed the backend rounds U on the host instead.
+// elsewhere) and committed, and a backend whose PTX lacks it rounds U on the host instead.
 const roundObserveKernel = "ga_round_observe"
 
 // MixRows is engine.Mixer: U = A X as one strided-batched cuBLAS GEMM in fp32 (CUBLAS_COMPUTE_32F,
