@@ -9,6 +9,7 @@ import (
 
 	"github.com/gelo-research/geloattack/data/corpus"
 	"github.com/gelo-research/geloattack/data/store"
+	"github.com/gelo-research/geloattack/internal/fptol"
 	"github.com/gelo-research/geloattack/models/llama"
 )
 
@@ -50,8 +51,8 @@ func TestDecoderBlocks(t *testing.T) {
 	}
 }
 
-// With the stored embedding, a model of only DecoderBlocks blocks gives the same rows, bit for
-// bit, as the whole model (the blocks after the layer add nothing to them), and each text's
+// With the stored embedding, a model of only DecoderBlocks blocks gives the same rows as the whole
+// model (within two fp32 evaluations' bound; the same bits under OpenBLAS) (the blocks after the layer add nothing to them), and each text's
 // embedding is the normalised mean of its own rows at the layer without BOS, computed here
 // from the rows Forward gives it alone; -norm rms and -dedup change the stored rows, not the
 // embedding. The final embedding needs every block, and an unknown choice is refused.
@@ -60,6 +61,10 @@ func TestRunDecoderStoredEmbedding(t *testing.T) {
 	d := m.Cfg.Hidden
 	texts := []corpus.Text{{ID: 1, Text: "hello"}, {ID: 2, Text: "a"}, {ID: 3, Text: "a longer text of bytes"}, {ID: 4, Text: "hello again"}}
 	ctx := context.Background()
+	// The same products on the same batches: the same bits under OpenBLAS; gonum's kernels round
+	// by the operands' alignment, which differs between the two models' weights, so the bound of
+	// two fp32 evaluations of the blocks' products decides.
+	tol := fptol.Chain(6*m.Cfg.Layers, max(m.Cfg.Hidden, m.Cfg.Intermediate), fptol.Float32)
 	for _, c := range []struct {
 		p     llama.Point
 		layer int
@@ -79,7 +84,7 @@ func TestRunDecoderStoredEmbedding(t *testing.T) {
 		}
 		for i, tx := range texts {
 			a, b := whole.texts[i], part.texts[i]
-			if rel(a.rows, b.rows) != 0 || rel(a.emb, b.emb) != 0 {
+			if rel(a.rows, b.rows) > tol || rel(a.emb, b.emb) > tol {
 				t.Fatalf("%v %d text %d: %d blocks give rows %g, embedding %g from every block's", c.p, c.layer, i, blocks, rel(b.rows, a.rows), rel(b.emb, a.emb))
 			}
 			ids := []int32{256}
