@@ -121,6 +121,15 @@ func TestExtractRecordsPrecisionAndEmbedding(t *testing.T) {
 		low.Decoder.Embedding != extraction.DecoderEmbeddingStored {
 		t.Fatalf("meta: compute_precision %q, candidate_embedding %q, embedding %q", low.ComputePrecision, low.Decoder.CandidateEmbedding, low.Decoder.Embedding)
 	}
+	lowStore, err := store.Open(filepath.Join(tmp, "bf16"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := store.ComputeInfo(ctx, lowStore, 10, 0.1, 1)
+	lowStore.Close()
+	if err != nil || !strings.Contains(info.String(), "computed in") || !strings.Contains(info.String(), "bf16 GEMMs") {
+		t.Errorf("store info of the bf16 store does not say so (%v):\n%s", err, info)
+	}
 	def := run(filepath.Join(tmp, "fp32"), "", "", openLowPrecision(&asked))
 	if asked != "fp32" || def.ComputePrecision != "" || def.Decoder.CandidateEmbedding != "" || def.Decoder.Embedding != extraction.DecoderEmbedding {
 		t.Fatalf("default run: opened in %q; meta compute_precision %q, candidate_embedding %q, embedding %q", asked, def.ComputePrecision, def.Decoder.CandidateEmbedding, def.Decoder.Embedding)
