@@ -2,6 +2,7 @@ package extraction
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"runtime"
@@ -63,6 +64,11 @@ type DecoderOptions struct {
 	// duplicates when OpenBLAS's result depended on the batch's other texts).
 	Dedup   bool
 	Float16 bool
+	// Embedding is the candidate embedding's rows: store.EmbeddingFinal (default when empty:
+	// the final norm's, DecoderEmbedding; every block runs) or store.EmbeddingStored (the
+	// chosen rows themselves, DecoderEmbeddingStored; the pass stops at them, so the model need
+	// hold only DecoderBlocks of them).
+	Embedding string
 	// Progress, when not nil, receives a progress bar with tokens/s.
 	Progress io.Writer
 	// Backend runs the decoder (models/causallm.Decoder); nil: a CPU backend of GOMAXPROCS
@@ -84,19 +90,60 @@ type DecoderStats struct {
 	BOS string
 }
 
-// DecoderEmbedding describes the candidate embedding RunDecoder gives each text.
+// DecoderEmbedding describes the candidate embedding RunDecoder gives each text by default
+// (store.EmbeddingFinal).
 const DecoderEmbedding = "mean of the final-norm rows (hidden_states[num_layers]) over the text's tokens, BOS excluded, L2-normalised"
+
+// DecoderEmbeddingStored describes the candidate embedding of store.EmbeddingStored: the rule of
+// DecoderEmbedding applied to the stored point's rows as the model computes them (before -norm
+// and -dedup, so it does not depend on the other texts of the run).
+const DecoderEmbeddingStored = "mean of the stored layer's rows (the point and layer of meta.json, before norm and dedup) over the text's tokens, BOS excluded, L2-normalised"
+
+// DecoderEmbeddingOf is the description of embedding (store.EmbeddingFinal or EmbeddingStored;
+// empty: final) recorded in meta.json, or an error naming the choices.
+func DecoderEmbeddingOf(embedding string) (string, error) {
+	switch embedding {
+	case "", store.EmbeddingFinal:
+		return DecoderEmbedding, nil
+	case store.EmbeddingStored:
+		return DecoderEmbeddingStored, nil
+	}
+	return "", fmt.Errorf("candidate embedding %q: want %s or %s", embedding, store.EmbeddingFinal, store.EmbeddingStored)
+}
+
+// DecoderBlocks is how many blocks (0..n-1) a decoder of layers blocks must hold to give the rows
+// at point p of layer and the candidate embedding: every block for store.EmbeddingFinal (the
+// final norm's rows); for EmbeddingStored, the residual of layer L is block L-1's output (L
+// blocks; at least one, the loader's minimum, for the embedding output L = 0, and all of them
+// with the final norm for L = layers), and the attention input of block L is read inside block L
+// (L+1 blocks).
+func DecoderBlocks(p llama.Point, layer, layers int, embedding string) int {
+	if embedding != store.EmbeddingStored {
+		return layers
+	}
+	n := layer
+	if p == llama.AttnInput {
+		n = layer + 1
+	}
+	return min(max(n, 1), layers)
+}
+
+// errRowsTaken stops a forward pass once the rows it runs for are taken: the blocks after them
+// would compute nothing the extraction keeps.
+var errRowsTaken = errors.New("extract: the chosen rows are taken")
 
 // RunDecoder tokenizes texts, runs the decoder over them in batches (each text on its own,
 // positions from 0, packed without padding) and hands each text to sink in input order: the rows
-// at opt.Point of opt.Layer and the candidate embedding DecoderEmbedding.
+// at opt.Point of opt.Layer and the candidate embedding opt.Embedding names (DecoderEmbedding or
+// DecoderEmbeddingStored).
 func RunDecoder(ctx context.Context, m *llama.Model, tok Tokenizer, texts []corpus.Text, opt DecoderOptions, sink DecoderSink) (DecoderStats, error) {
 	c := m.Cfg
 	d := c.Hidden
 	var st DecoderStats
-	if m.Blocks() < c.Layers {
-		return st, fmt.Errorf("extract: the model holds blocks 0..%d of %d, and the candidate embedding pools the final norm's rows: load every block", m.Blocks()-1, c.Layers)
+	if _, err := DecoderEmbeddingOf(opt.Embedding); err != nil {
+		return st, fmt.Errorf("extract: %w", err)
 	}
+	stored := opt.Embedding == store.EmbeddingStored
 	top := c.Layers
 	if opt.Point == llama.AttnInput {
 		top = c.Layers - 1
@@ -105,6 +152,13 @@ func RunDecoder(ctx context.Context, m *llama.Model, tok Tokenizer, texts []corp
 	}
 	if opt.Layer < 0 || opt.Layer > top {
 		return st, fmt.Errorf("extract: layer %d: %s rows exist for layers 0..%d", opt.Layer, opt.Point, top)
+	}
+	if need := DecoderBlocks(opt.Point, opt.Layer, c.Layers, opt.Embedding); m.Blocks() < need {
+		why := "the candidate embedding pools the final norm's rows: load every block"
+		if stored {
+			why = fmt.Sprintf("%s rows of layer %d need blocks 0..%d", opt.Point, opt.Layer, need-1)
+		}
+		return st, fmt.Errorf("extract: the model holds blocks 0..%d of %d, and %s", m.Blocks()-1, c.Layers, why)
 	}
 	maxLen := opt.MaxTokens
 	if maxLen == 0 {
@@ -217,8 +271,12 @@ func RunDecoder(ctx context.Context, m *llama.Model, tok Tokenizer, texts []corp
 	tap := func(p llama.Point, layer int, x []float32) error {
 		if p == opt.Point && layer == opt.Layer {
 			copy(hidden, x)
+			if stored {
+				meanRows(offs, batchBOS, x, d, pooled)
+				return errRowsTaken
+			}
 		}
-		if p == llama.Residual && layer == c.Layers {
+		if !stored && p == llama.Residual && layer == c.Layers {
 			meanRows(offs, batchBOS, x, d, pooled)
 		}
 		return nil
@@ -241,7 +299,7 @@ func RunDecoder(ctx context.Context, m *llama.Model, tok Tokenizer, texts []corp
 		for _, t := range ids[lo:hi] {
 			offs = append(offs, offs[len(offs)-1]+len(t))
 		}
-		if err := dc.Forward(ctx, ids[lo:hi], tap, nil); err != nil {
+		if err := dc.Forward(ctx, ids[lo:hi], tap, nil); err != nil && !errors.Is(err, errRowsTaken) {
 			return st, fmt.Errorf("extract: texts %d..%d: %w", lo, hi-1, err)
 		}
 		for i := lo; i < hi; i++ {

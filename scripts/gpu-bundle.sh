@@ -81,6 +81,27 @@ mkdir -p "$out/scripts/lib"
 cp scripts/build-ptx.sh "$out/scripts/"
 cp scripts/lib/fresh-ptx.sh "$out/scripts/lib/"
 
+# Part 7 (the decoder at real size, issue 39): the Llama-2 tokenizer and 600 texts of State of the
+# Union chunks (about 120 words each, one per line, the addresses in file-name order), from the
+# download cache scripts/fetch-data.sh fills. Without them the bundle still builds, and run.sh's
+# part 7 says why it cannot run (decoder/MISSING).
+cache=${GELOATTACK_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/geloattack}
+mkdir -p "$out/decoder"
+tokdir=${GELOATTACK_TOKENIZERS:-$cache/tokenizers}/llama2
+sotu=$cache/corpus/sotu/package/data
+if [ -f "$tokdir/tokenizer.json" ] && ls "$sotu"/*.txt >/dev/null 2>&1; then
+	cp "$tokdir/tokenizer.json" "$out/decoder/"
+	[ -f "$tokdir/tokenizer_config.json" ] && cp "$tokdir/tokenizer_config.json" "$out/decoder/"
+	# awk reads the files itself (the glob sorts them): a pipe into it would die of SIGPIPE at its exit.
+	LC_ALL=C awk '
+		{ for (i = 1; i <= NF; i++) { line = line (n ? " " : "") $i; n++; if (n == 120) { print line; line = ""; n = 0; if (++k == 600) exit } } }
+	' "$sotu"/*.txt >"$out/decoder/texts.txt"
+	echo "gpu-bundle: part 7's decoder inputs: the Llama-2 tokenizer, $(wc -l <"$out/decoder/texts.txt") texts ($(du -k "$out/decoder/texts.txt" | cut -f1) KiB)"
+else
+	echo "bundle built without the Llama-2 tokenizer ($tokdir/tokenizer.json) or the State of the Union corpus ($sotu): run scripts/fetch-tokenizers.sh and scripts/fetch-data.sh where the bundle is built" >"$out/decoder/MISSING"
+	echo "gpu-bundle: warning: $(cat "$out/decoder/MISSING"); run.sh skips part 7" >&2
+fi
+
 # The CPU figures README.md commits, as "run<TAB>metric<TAB>val": the quickstart's final table
 # (section "What the quickstart does and prints") and the unmix quickstart's (section "GPU check").
 awk '

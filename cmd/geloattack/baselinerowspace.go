@@ -166,6 +166,14 @@ func deployerSampler(ctx context.Context, env *baselineEnv, a *rowspaceArgs, exa
 		if res.Recompute, err = content.DefaultRecompute(emb, prec); err != nil {
 			return nil, err
 		}
+		// The candidates are the store's rows: computed in tf32 or bf16, they err too.
+		var note string
+		if res.Recompute, note, err = withStoreRows(res.Recompute, meta); err != nil {
+			return nil, err
+		}
+		if note != "" {
+			fmt.Fprintf(os.Stderr, "baseline: %s\n", note)
+		}
 	}
 	c, err := newDeployerCorpus(st, emb, dep, idx)
 	if err != nil {

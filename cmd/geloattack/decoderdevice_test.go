@@ -139,14 +139,15 @@ func TestOpenDecoderDeviceWithoutGPU(t *testing.T) {
 	}
 }
 
-// The decoder commands document -device with its default and the fp32 rule, and offer no
-// -precision (the claims' bounds assume an fp32 recomputation).
+// The decoder commands that prove (decode, assess) document -device with its default and the fp32
+// rule, and offer no -precision (the claims' bounds assume an fp32 recomputation); store extract
+// offers -precision, saying the CPU refuses tf32 and bf16 and that the store records it.
 func TestDecoderCommandsDeviceHelp(t *testing.T) {
 	deviceLine := regexp.MustCompile(`(?m)^  -device string\n\s+device the decoder's forward passes run on: auto .*never tf32 or bf16: the claims' bounds .* assume the attacker recomputes the rows in fp32.*\(default "auto"\)$`)
 	for _, c := range []struct {
 		cmd  *Command
 		path string
-	}{{cmdDecode, "geloattack decode"}, {cmdStoreExtract, "geloattack store extract"}, {cmdAssess, "geloattack assess"}} {
+	}{{cmdDecode, "geloattack decode"}, {cmdAssess, "geloattack assess"}} {
 		var out bytes.Buffer
 		if err := c.cmd.run(context.Background(), c.path, []string{"-h"}, &out); !errors.Is(err, flag.ErrHelp) {
 			t.Fatalf("%s -h: %v", c.path, err)
@@ -157,6 +158,19 @@ func TestDecoderCommandsDeviceHelp(t *testing.T) {
 		}
 		if strings.Contains(page, "\n  -precision ") {
 			t.Errorf("%s -h offers -precision", c.path)
+		}
+	}
+	var out bytes.Buffer
+	if err := cmdStoreExtract.run(context.Background(), "geloattack store extract", []string{"-h"}, &out); !errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("store extract -h: %v", err)
+	}
+	for _, re := range []string{
+		`(?m)^  -device string\n\s+device the decoder's forward passes run on: auto .*GEMMs run in -precision's precision on a GPU.*\(default "auto"\)$`,
+		`(?m)^  -precision string\n\s+decoder models only: .*fp32, tf32 or bf16.*refused on the CPU.*compute_precision.*a deployer of that precision.*\(default "fp32"\)$`,
+		`(?m)^  -embedding string\n\s+decoder models only: .*final .*stored .*only the blocks up to -layer.*candidate_embedding.*\(default "final"\)$`,
+	} {
+		if !regexp.MustCompile(re).MatchString(out.String()) {
+			t.Errorf("store extract -h does not match %s:\n%s", re, out.String())
 		}
 	}
 }
@@ -173,7 +187,7 @@ func TestDecoderCommandsRefuseBadDevice(t *testing.T) {
 		{cmdDecode, []string{"-model", model, "-texts", texts, "-device", "tpu"}, `decode: -device: device "tpu"`},
 		{cmdAssess, []string{"-model", model, "-texts", texts, "-device", "cuda:x", "-out", t.TempDir()}, `assess: -device: device "cuda:x"`},
 		{cmdStoreExtract, []string{"-model", model, "-texts", texts, "-device", "gpu", "-out", t.TempDir() + "/s"}, `-device: device "gpu"`},
-		{cmdStoreExtract, []string{"-model", t.TempDir(), "-texts", texts, "-device", "cpu", "-out", t.TempDir() + "/s"}, "-point, -dedup and -device apply to decoder models"},
+		{cmdStoreExtract, []string{"-model", t.TempDir(), "-texts", texts, "-device", "cpu", "-out", t.TempDir() + "/s"}, "-point, -dedup, -device, -precision and -embedding apply to decoder models"},
 	}
 	for _, c := range cases {
 		var out bytes.Buffer

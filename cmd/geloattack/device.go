@@ -40,8 +40,9 @@ func (d deviceFlags) apply(cfg *config.Run) error {
 	return nil
 }
 
-// decoderDeviceHelp is the -device help of the commands that run a decoder (store extract -model,
-// decode, assess). They take no -precision: on a GPU their GEMMs run in fp32.
+// decoderDeviceHelp is the -device help of the commands that prove with a decoder (decode,
+// assess). They take no -precision: on a GPU their GEMMs run in fp32. store extract takes one
+// (extractDeviceHelp, extractprecision.go): its rows record their precision.
 const decoderDeviceHelp = "device the decoder's forward passes run on: auto (a GPU when the CUDA backend opens and has the decoder's kernels, else the CPU, logging why), cpu, cuda or cuda:N (fails when no GPU opens or its kernels lack the decoder's); " +
 	"GEMMs run in fp32 on a GPU, never tf32 or bf16: the claims' bounds (the recomputation error rho of -deployer-precision) assume the attacker recomputes the rows in fp32, and tf32 or bf16 inputs would void them"
 

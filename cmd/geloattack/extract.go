@@ -15,6 +15,7 @@ import (
 	"github.com/gelo-research/geloattack/data/store"
 	"github.com/gelo-research/geloattack/data/wordpiece"
 	"github.com/gelo-research/geloattack/engine/blas"
+	"github.com/gelo-research/geloattack/engine/device"
 	"github.com/gelo-research/geloattack/extraction"
 	"github.com/gelo-research/geloattack/internal/field"
 	"github.com/gelo-research/geloattack/internal/safefile"
@@ -31,7 +32,8 @@ var cmdStoreExtract = &Command{
 		"per-token hidden states of one layer plus the model's sentence embedding (attention-masked mean of\n" +
 		"the last layer, L2-normalised) as each text's candidate embedding. A progress bar with tokens/s goes\n" +
 		"to stderr. Fetch the pinned model and corpora first with scripts/fetch-data.sh.\n" +
-		"A -model directory of a Llama-family decoder (see docs/decoders.md) takes -point, -dedup and -device.",
+		"A -model directory of a Llama-family decoder (see docs/decoders.md) takes -point, -dedup, -device, -precision\n" +
+		"and -embedding (-embedding stored -precision bf16 -device cuda is the fast extraction: docs/decoders.md).",
 	Flags: storeExtractFlags,
 }
 
@@ -59,7 +61,9 @@ func storeExtractFlags(fs *flag.FlagSet) runFunc {
 		point       = fs.String("point", "residual", "decoder models only: residual (Hugging Face's hidden_states[L]; L = num_hidden_layers is the final norm's output)\nor attn-input (RMSNorm(h)·g of block L, the rows q/k/v read); -drop-special drops the BOS row")
 		dedup       = fs.String("dedup", "none", "decoder models only: exact drops every row whose token prefix was seen earlier (a causal row is a function of its prefix) and reports how many")
 		replaceUTF8 = invalidUTF8Flag(fs)
-		dev         = addDecoderDeviceFlag(fs)
+		dev         = fs.String("device", device.Auto, extractDeviceHelp)
+		precision   = fs.String("precision", "fp32", extractPrecisionHelp)
+		embedding   = fs.String("embedding", "final", extractEmbeddingHelp)
 	)
 	return func(ctx context.Context, args []string) error {
 		if *out == "" {
@@ -86,11 +90,12 @@ func storeExtractFlags(fs *flag.FlagSet) runFunc {
 			}
 			return runDecoderExtract(ctx, decoderExtract{modelDir: *modelDir, texts: *texts, out: *out, dtype: *dtype, norm: *norm,
 				point: *point, dedup: *dedup, modelName: *modelName, corpora: corpusList, layer: *layer, maxTexts: *maxTexts,
-				maxTokens: *maxTokens, batch: *batch, workers: *workers, dropSpecial: *dropSpecial, replaceUTF8: replace, progress: progress, device: *dev},
+				maxTokens: *maxTokens, batch: *batch, workers: *workers, dropSpecial: *dropSpecial, replaceUTF8: replace, progress: progress, device: *dev,
+				precision: *precision, embedding: *embedding},
 				openDecoderTokenizer)
 		}
-		if flagWasSet(fs, "point") || flagWasSet(fs, "dedup") || flagWasSet(fs, "device") {
-			return errors.New("-point, -dedup and -device apply to decoder models (config.json architectures Llama/Mistral/Qwen2/Qwen3ForCausalLM); a BERT encoder runs on the CPU")
+		if flagWasSet(fs, "point") || flagWasSet(fs, "dedup") || flagWasSet(fs, "device") || flagWasSet(fs, "precision") || flagWasSet(fs, "embedding") {
+			return errors.New("-point, -dedup, -device, -precision and -embedding apply to decoder models (config.json architectures Llama/Mistral/Qwen2/Qwen3ForCausalLM); a BERT encoder runs on the CPU in fp32")
 		}
 		// The output first, before the model is read; built beside -out and renamed into place
 		// at the end, so a failure or an interrupt leaves no half-written store.

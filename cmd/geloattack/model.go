@@ -155,7 +155,10 @@ func openDecoderTokenizer(dir string, vocab int) (extraction.Tokenizer, error) {
 // decoderExtract is what `store extract` parsed, for a decoder model directory.
 type decoderExtract struct {
 	modelDir, texts, out, dtype, norm, point, dedup, modelName string
-	device                                                     string // -device: where the decoder runs
+	device                                                     string   // -device: where the decoder runs
+	precision                                                  string   // -precision: the GEMMs' on a GPU (empty: fp32)
+	embedding                                                  string   // -embedding: final or stored (empty: final)
+	open                                                       openFunc // opens the backend (nil: engine/device.Open; tests pass fakes)
 	corpora                                                    []string
 	layer, maxTexts, maxTokens, batch, workers                 int
 	dropSpecial, replaceUTF8                                   bool
@@ -183,6 +186,23 @@ func runDecoderExtract(ctx context.Context, a decoderExtract, openTok func(dir s
 	if err := checkDecoderDevice(a.device); err != nil {
 		return err
 	}
+	prec, err := extractPrecision(a.precision)
+	if err != nil {
+		return err
+	}
+	if spec, _ := device.ParseSpec(a.device); spec.Kind == device.CPU && prec != store.PrecisionFP32 {
+		return fmt.Errorf("-precision %s with -device cpu: the CPU computes its GEMMs in fp32 only; give -device cuda on a machine with a GPU, or -precision fp32", prec)
+	}
+	if a.open == nil {
+		a.open = device.Open
+	}
+	if a.embedding == "" {
+		a.embedding = store.EmbeddingFinal
+	}
+	embDesc, err := extraction.DecoderEmbeddingOf(a.embedding)
+	if err != nil {
+		return fmt.Errorf("-embedding: %w", err)
+	}
 	tx, err := safefile.BeginDir(a.out)
 	if err != nil {
 		return err
@@ -202,6 +222,7 @@ func runDecoderExtract(ctx context.Context, a decoderExtract, openTok func(dir s
 	if a.layer > top {
 		return fmt.Errorf("-layer %d: %s rows exist for layers 0..%d", a.layer, a.point, top)
 	}
+	blocks := extraction.DecoderBlocks(p, a.layer, cfg.Layers, a.embedding)
 	if a.maxTokens > cfg.MaxLen() {
 		return fmt.Errorf("-max-tokens %d: the model reads at most %d tokens (max_position_embeddings or sliding_window)", a.maxTokens, cfg.MaxLen())
 	}
@@ -210,7 +231,7 @@ func runDecoderExtract(ctx context.Context, a decoderExtract, openTok func(dir s
 		// The full context of a 128k model would size the workspace for 128k-token batches.
 		truncate = min(512, cfg.MaxLen())
 	}
-	if _, err := extractBudget(a, cfg, 0, nil, truncate).Check(); err != nil {
+	if _, err := extractBudget(a, cfg, blocks, 0, nil, truncate).Check(); err != nil {
 		return err
 	}
 	if _, err := hf.Check(a.modelDir); err != nil {
@@ -227,19 +248,20 @@ func runDecoderExtract(ctx context.Context, a decoderExtract, openTok func(dir s
 	if len(src.Texts) == 0 {
 		return fmt.Errorf("-texts %s: no texts", a.texts)
 	}
-	if err := preflight("extract", extractBudget(a, cfg, tok.VocabSize(), src, truncate)); err != nil {
+	if err := preflight("extract", extractBudget(a, cfg, blocks, tok.VocabSize(), src, truncate)); err != nil {
 		return err
 	}
 	// The device before the weights: a GPU that cannot run the decoder is refused (or, for auto,
 	// left for the CPU) before the long load.
 	runtime.LockOSThread() // a CUDA context is current per OS thread: keep the decoder's calls on one
 	defer runtime.UnlockOSThread()
-	be, err := openDecoderDevice(a.device, func(line string) { fmt.Fprintln(os.Stderr, "extract: "+line) })
+	be, err := openExtractDeviceWith(a.device, prec, func(line string) { fmt.Fprintln(os.Stderr, "extract: "+line) }, a.open)
 	if err != nil {
 		return err
 	}
 	defer device.Close(be)
-	m, err := hf.Load(a.modelDir, nil) // every block: the candidate embedding pools the final norm's rows
+	// Every block for the final norm's embedding; with -embedding stored, those up to the layer.
+	m, err := hf.LoadWith(a.modelDir, hf.LoadOptions{Blocks: blocks})
 	if err != nil {
 		return err
 	}
@@ -252,19 +274,27 @@ func runDecoderExtract(ctx context.Context, a decoderExtract, openTok func(dir s
 	if a.dropSpecial {
 		special = store.SpecialDropped
 	}
+	recPrec, recEmb := prec, a.embedding // the defaults are left out of meta.json: its bytes stay those of older stores
+	if recPrec == store.PrecisionFP32 {
+		recPrec = ""
+	}
+	if recEmb == store.EmbeddingFinal {
+		recEmb = ""
+	}
 	w, err := store.Create(tx.Path(), store.Meta{
 		Model: name, Layer: a.layer, D: m.Cfg.Hidden, E: m.Cfg.Hidden, DType: a.dtype, Norm: a.norm,
 		Source: src.Desc, LayerMeaning: decoderLayerMeaning(p, a.layer, m.Cfg.Layers), SpecialTokens: special, MaxTokens: truncate,
+		ComputePrecision: recPrec,
 	})
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(os.Stderr, "extract: %s (%s), %s layer %d of %d, %d texts, on %s\n",
-		name, m.Cfg.Architecture, a.point, a.layer, m.Cfg.Layers, len(src.Texts), be.Name())
+	fmt.Fprintf(os.Stderr, "extract: %s (%s), %s layer %d of %d, %d texts, on %s, %s GEMMs; candidate embedding %s: blocks 0..%d run\n",
+		name, m.Cfg.Architecture, a.point, a.layer, m.Cfg.Layers, len(src.Texts), be.Name(), prec, a.embedding, blocks-1)
 	st, err := extraction.RunDecoder(ctx, m, tok, src.Texts, extraction.DecoderOptions{
 		Layer: a.layer, Point: p, MaxTexts: a.maxTexts, MaxTokens: truncate, BatchTokens: a.batch, Workers: a.workers,
 		DropBOS: a.dropSpecial, Norm: a.norm, Dedup: a.dedup == "exact", Float16: a.dtype == store.Float16, Progress: a.progress,
-		Backend: be,
+		Backend: be, Embedding: a.embedding,
 	}, w)
 	if err != nil {
 		w.Abort()
@@ -281,7 +311,7 @@ func runDecoderExtract(ctx context.Context, a decoderExtract, openTok func(dir s
 	w.SetDecoder(store.DecoderMeta{
 		Family: hf.Family(m.Cfg.Architecture), Architecture: m.Cfg.Architecture, Point: a.point, BOS: st.BOS,
 		TokenizerHash: tok.Hash(), Dedup: dedup, DuplicateRows: st.DuplicateRows, DroppedTexts: st.DroppedTexts,
-		Embedding: extraction.DecoderEmbedding,
+		Embedding: embDesc, CandidateEmbedding: recEmb,
 	})
 	if err := w.Close(); err != nil {
 		return err
@@ -322,12 +352,12 @@ func flagWasSet(fs *flag.FlagSet, name string) bool {
 }
 
 // extractBudget is the resource pre-flight of `store extract` on a decoder: the weights as
-// stored and their conversion scratch, from the weight files' headers (every block runs: the
-// candidate embedding pools the final norm's rows), the tokenizer, the texts, their token
+// stored of blocks 0..blocks-1 (extraction.DecoderBlocks: every block for the final norm's
+// candidate embedding) and their conversion scratch, from the weight files' headers, the tokenizer, the texts, their token
 // ids (at most a token per byte, BOS and the -max-tokens cut), the forward pass's workspace for
 // -batch tokens, the batch's chosen and pooled rows, and -dedup exact's prefix trie. Before the
 // tokenizer and the texts are read (src nil), it is the model's parts alone.
-func extractBudget(a decoderExtract, cfg llama.Config, vocab int, src *corpus.Source, truncate int) runner.Budget {
+func extractBudget(a decoderExtract, cfg llama.Config, blocks, vocab int, src *corpus.Source, truncate int) runner.Budget {
 	n, textBytes := 0, int64(0)
 	if src != nil {
 		n, textBytes = len(src.Texts), src.Bytes()
@@ -346,7 +376,7 @@ func extractBudget(a decoderExtract, cfg llama.Config, vocab int, src *corpus.So
 	}
 	b := runner.Budget{What: "store extract -model " + a.modelDir,
 		Reduce: "-max-texts, -max-tokens, -batch or -workers, or use a smaller model"}
-	b.Add(runner.StoredWeights(a.modelDir, cfg, cfg.Layers)...)
+	b.Add(runner.StoredWeights(a.modelDir, cfg, blocks)...)
 	if src != nil {
 		b.Add(runner.TokenizerPart(vocab), runner.TextsPart(len(src.Texts), textBytes))
 	}

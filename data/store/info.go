@@ -281,6 +281,9 @@ func (in Info) pairs() [][2]string {
 			add("dedup", "%s: %d duplicate rows dropped, %d texts dropped", dm.Dedup, dm.DuplicateRows, dm.DroppedTexts)
 			add("text embedding", "%s", dm.Embedding)
 		}
+		if in.Meta.ComputePrecision != "" {
+			add("computed in", "%s GEMMs (a deployer of that precision to proofs that recompute the rows)", in.Meta.ComputePrecision)
+		}
 		add("norm", "%s", in.Meta.Norm)
 		add("source", "%s", in.Meta.Source)
 		add("tool version", "%s", in.Meta.ToolVersion)

@@ -70,6 +70,12 @@ type Meta struct {
 	MaxTokens int `json:"max_tokens,omitempty"`
 	// Decoder describes how a decoder LLM's rows were extracted; nil for encoder stores and imports.
 	Decoder *DecoderMeta `json:"decoder,omitempty"`
+	// ComputePrecision is the GEMM precision the rows were computed in (PrecisionFP32, TF32 or
+	// BF16: `store extract -precision` on a GPU); empty: fp32 (every store written before the
+	// field, and every fp32 store: the default leaves the bytes of meta.json unchanged). A store
+	// of tf32 or bf16 rows is a deployer of that precision to every proof that compares them
+	// with recomputed rows (RecomputePrecision).
+	ComputePrecision string `json:"compute_precision,omitempty"`
 }
 
 // DecoderMeta is what a decoder store's rows are (see docs/decoders.md).
@@ -91,6 +97,10 @@ type DecoderMeta struct {
 	DroppedTexts  int64  `json:"dropped_texts"`
 	// Embedding says how each text's candidate embedding was made.
 	Embedding string `json:"embedding"`
+	// CandidateEmbedding names the rows the candidate embedding pools: EmbeddingFinal (the
+	// final norm's) or EmbeddingStored (the stored layer's own); empty: final (every store
+	// written before the field, and the default, whose meta.json bytes stay unchanged).
+	CandidateEmbedding string `json:"candidate_embedding,omitempty"`
 }
 
 // Values of Meta.SpecialTokens.
@@ -122,7 +132,7 @@ func (m Meta) checkShape() error {
 	if m.MaxTokens < 0 || m.MaxTokens > 1<<24 {
 		return fmt.Errorf("max_tokens = %d: want 0 (not recorded) or a length up to %d", m.MaxTokens, 1<<24)
 	}
-	return nil
+	return m.checkComputation()
 }
 
 // check validates a meta.json read from disk.
