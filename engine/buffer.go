@@ -79,3 +79,25 @@ func CopyRows(dst *Tensor, dstRow int, src *Tensor, srcRow, rows int) error {
 	dst.st.Backend().Copy2D(dst, dstRow*w, w, src, srcRow*w, w, rows, w, false)
 	return nil
 }
+
+// BufferRows is rows r0..r0+rows-1 of buf, a persistent tensor (NewBuffer, ViewHost), viewed as
+// (rows, buf.Cols()) over the same memory: a pass of fewer rows than the buffer was sized for
+// reads and writes the buffer's first rows through it, on the device, with no copy (a decoder's
+// residual stream between blocks). Like buf it needs no gradient and no tape resets it.
+func BufferRows(buf *Tensor, r0, rows int) (*Tensor, error) {
+	if buf == nil || buf.st == nil {
+		return nil, errors.New("engine: BufferRows: not a tensor with storage")
+	}
+	if buf.needGrad || buf.param {
+		return nil, fmt.Errorf("engine: BufferRows: %v is a parameter or needs a gradient, not a buffer", buf)
+	}
+	if rows < 1 || r0 < 0 || r0+rows > buf.Rows() {
+		return nil, fmt.Errorf("engine: BufferRows: rows %d..%d of %v: out of range", r0, r0+rows-1, buf)
+	}
+	w := buf.Cols()
+	sh, size, err := makeShape([]int{rows, w})
+	if err != nil {
+		return nil, fmt.Errorf("engine: BufferRows of %v: %w", buf, err)
+	}
+	return &Tensor{shape: sh, ndim: 2, size: size, st: buf.st, off: buf.off + r0*w, name: buf.name, node: -1}, nil
+}

@@ -137,3 +137,55 @@ func TestBufferRefusals(t *testing.T) {
 		t.Errorf("CopyRows of disjoint rows of one buffer: %v", err)
 	}
 }
+
+// TestBufferRows: a view of a buffer's rows reads and writes the buffer's memory (CopyFrom, an op
+// input, CopyRows into it) and leaves the other rows alone; out-of-range rows and a parameter
+// are refused.
+func TestBufferRows(t *testing.T) {
+	be, err := cpu.New(cpu.Config{Workers: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer be.Close()
+	buf, err := engine.NewBuffer(be, "resid", 4, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mid, err := engine.BufferRows(buf, 1, 2) // rows 1, 2
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(mid.Shape(), []int{2, 2}) || mid.RequiresGrad() {
+		t.Fatalf("view %v: want (2, 2) without a gradient", mid)
+	}
+	if err := mid.CopyFrom([]float32{1, 2, 3, 4}); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := buf.ToHost(), []float32{0, 0, 1, 2, 3, 4, 0, 0}; !slices.Equal(got, want) {
+		t.Fatalf("buffer after writing rows 1..2 through the view: %v, want %v", got, want)
+	}
+	tp := engine.NewTape(be)
+	y := tp.Add(mid, tp.Input([]float32{10, 20, 30, 40}, 2, 2)) // (2, 2) on the tape
+	if err := engine.CopyRows(mid, 0, y, 0, 2); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := buf.ToHost(), []float32{0, 0, 11, 22, 33, 44, 0, 0}; !slices.Equal(got, want) || tp.Err() != nil {
+		t.Fatalf("buffer after an op's output went back through the view: %v (err %v), want %v", got, tp.Err(), want)
+	}
+	for _, r := range [][2]int{{3, 2}, {-1, 1}, {0, 0}} {
+		if _, err := engine.BufferRows(buf, r[0], r[1]); err == nil {
+			t.Errorf("rows %d..%d of 4: no error", r[0], r[0]+r[1]-1)
+		}
+	}
+	p := engine.NewParams()
+	w := p.Add("w", []int{2, 2}, false)
+	if err := p.Alloc(be); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := engine.BufferRows(w, 0, 1); err == nil {
+		t.Error("a parameter's rows: no error")
+	}
+	if _, err := engine.BufferRows(nil, 0, 1); err == nil {
+		t.Error("nil: no error")
+	}
+}
