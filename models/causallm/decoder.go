@@ -18,8 +18,10 @@ import (
 // RoPE, attention, SwiGLU), generalised to what checkpoints carry: grouped-query attention, q/k/v
 // biases (Qwen2), q/k norms (Qwen3), an untied output projection and the rope scalings of
 // llama.Config. Each block runs on a fresh forward-only tape, so activations take one block's
-// memory; the residual stream crosses blocks on the host, where the taps read it anyway.
-// A Decoder is not safe for concurrent use.
+// memory; the residual stream stays on the backend between blocks, in a buffer each block reads
+// and writes its output back into, and comes to the host only where a tap asks for it (TapOnly
+// says where; a GPU then moves no block's rows that nobody reads). A Decoder is not safe for
+// concurrent use.
 type Decoder struct {
 	cfg    llama.Config
 	w      *llama.Model
@@ -37,7 +39,13 @@ type Decoder struct {
 	kept     int64                     // float32 bytes kept converted
 	host     bool                      // be computes in host memory (engine.HostMemory)
 	rope     ropeCache
-	x, a     []float32 // (n, d) host rows: the residual stream and the tapped attention input
+	// resid: (≥ n, d) the residual stream on the backend, block after block; rot: (≥ n, hd) each
+	// row's rotation, uploaded once a pass. Buffers, sized for the largest pass so far.
+	resid, rot *engine.Tensor
+	// x, a: (n, d) host rows on a device backend: the embeddings going up, a tap's rows coming
+	// down (a host-memory backend hands a tap the buffer's own memory instead).
+	x, a []float32
+	taps map[TapPoint]bool // the points a tap is called at (TapOnly); nil: every point
 	// jointK, jointV: (rows, kv), the caches of ForwardAlternativesOf's prefixes one after
 	// another, refilled block by block.
 	jointK, jointV *engine.Tensor
@@ -467,6 +475,34 @@ func (dc *Decoder) CopyCache(dst, src *Cache) error {
 	return nil
 }
 
+// TapPoint is one place a tap may ask to see: a point of a layer (llama.Tap's arguments).
+type TapPoint struct {
+	Point llama.Point
+	Layer int
+}
+
+// TapOnly declares the points the taps of the passes that follow want: a pass calls its tap at
+// those points only and brings only their rows to the host (on a device, a block's residual and
+// attention input otherwise cross to the host and back for every block). With no points a tap
+// sees every point of every layer, as it does before any TapOnly. The rows a tap sees do not
+// change. It returns what gives back the declaration before it: defer dc.TapOnly(pts...)().
+func (dc *Decoder) TapOnly(pts ...TapPoint) (restore func()) {
+	prev := dc.taps
+	dc.taps = nil
+	if len(pts) > 0 {
+		dc.taps = make(map[TapPoint]bool, len(pts))
+		for _, p := range pts {
+			dc.taps[p] = true
+		}
+	}
+	return func() { dc.taps = prev }
+}
+
+// tapped reports whether tap is called at point p of layer l.
+func (dc *Decoder) tapped(tap llama.Tap, p llama.Point, l int) bool {
+	return tap != nil && (dc.taps == nil || dc.taps[TapPoint{p, l}])
+}
+
 // Forward runs the decoder on a batch of token-id sequences, each on its own (positions 0..T-1, as
 // if alone: the batch is packed without padding and attention runs per sequence). tap, when not
 // nil, sees the rows (every sequence's, in order) at each point of each block; an error it returns
@@ -567,14 +603,32 @@ func (dc *Decoder) run(ctx context.Context, ids, pos, first []int32, caches []*C
 			return fmt.Errorf("causallm: forward: logits of %d values for %d rows of %d", len(logits), n, c.VocabSize)
 		}
 	}
-	dc.x, dc.a = grow(dc.x, n*d), grow(dc.a, n*d)
-	x := dc.x[:n*d] // (n, d): the residual stream
+	resid, err := dc.rowsOf(&dc.resid, "residual stream", n, d) // (n, d)
+	if err != nil {
+		return err
+	}
+	rot, err := dc.rowsOf(&dc.rot, "rotation rows", n, c.HeadDim) // (n, hd): cos | sin of each row's position
+	if err != nil {
+		return err
+	}
+	x, _ := engine.HostSlice(resid) // the embeddings go straight into a host-memory buffer
+	if !dc.host {
+		dc.x = grow(dc.x, n*d)
+		x = dc.x
+	}
 	for r, id := range ids {
 		if err := dc.w.ReadRows(llama.Embedding, -1, int(id), int(id)+1, x[r*d:(r+1)*d]); err != nil {
 			return fmt.Errorf("causallm: forward: embedding of token %d: %w", id, err)
 		}
 	}
-	table := dc.rope.rows(pos, c.HeadDim) // (n, hd): cos | sin of each row's position
+	if !dc.host {
+		if err := resid.CopyFrom(x); err != nil {
+			return fmt.Errorf("causallm: forward: %w", err)
+		}
+	}
+	if err := rot.CopyFrom(dc.rope.rows(pos, c.HeadDim)); err != nil {
+		return fmt.Errorf("causallm: forward: %w", err)
+	}
 	var cache *Cache                      // the one cache, when there is one
 	if len(caches) == 1 {
 		cache = caches[0]
@@ -603,9 +657,9 @@ func (dc *Decoder) run(ctx context.Context, ids, pos, first []int32, caches []*C
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if tap != nil {
-			if err := tap(llama.Residual, l, x); err != nil {
-				return fmt.Errorf("forward: layer %d %s: %w", l, llama.Residual, err)
+		if dc.tapped(tap, llama.Residual, l) {
+			if err := dc.tapRows(tap, llama.Residual, l, resid, &dc.x); err != nil {
+				return err
 			}
 		}
 		if err := dc.stage(l); err != nil {
@@ -613,14 +667,10 @@ func (dc *Decoder) run(ctx context.Context, ids, pos, first []int32, caches []*C
 		}
 		tp := dc.tp
 		tp.Reset()
-		xt := tp.Input(x, n, d)
-		a := tp.RMSNorm(xt, dc.blocks[l].attnNorm, float32(c.RMSEps)) // (n, d)
-		if tap != nil {
-			if err := dc.download(a, dc.a[:n*d]); err != nil {
+		a := tp.RMSNorm(resid, dc.blocks[l].attnNorm, float32(c.RMSEps)) // (n, d)
+		if dc.tapped(tap, llama.AttnInput, l) {
+			if err := dc.tapRows(tap, llama.AttnInput, l, a, &dc.a); err != nil {
 				return err
-			}
-			if err := tap(llama.AttnInput, l, dc.a[:n*d]); err != nil {
-				return fmt.Errorf("forward: layer %d %s: %w", l, llama.AttnInput, err)
 			}
 		}
 		var kc, vc *engine.Tensor
@@ -637,14 +687,18 @@ func (dc *Decoder) run(ctx context.Context, ids, pos, first []int32, caches []*C
 				}
 			}
 		}
-		k, v, y := layer(tp, c, &dc.blocks[l], xt, a, tp.Input(table, n, c.HeadDim), func(q, k, v *engine.Tensor) *engine.Tensor {
+		k, v, y := layer(tp, c, &dc.blocks[l], resid, a, rot, func(q, k, v *engine.Tensor) *engine.Tensor {
 			return tp.SpanAttentionSegments(q, k, v, kc, vc, first, segs, c.Heads, c.KVHeads) // (n, q)
 		})
 		if cache != nil && !alts && tp.Err() == nil {
 			dc.be.Copy2D(kc, cache.n*kv, kv, k, 0, kv, n, kv, false)
 			dc.be.Copy2D(vc, cache.n*kv, kv, v, 0, kv, n, kv, false)
 		}
-		if err := dc.download(y, x); err != nil {
+		// The block's output becomes the next block's input on the backend: y (n, d) -> resid.
+		if err := tp.Err(); err != nil {
+			return fmt.Errorf("causallm: forward: block %d: %w", l, err)
+		}
+		if err := engine.CopyRows(resid, 0, y, 0, n); err != nil {
 			return fmt.Errorf("causallm: forward: block %d: %w", l, err)
 		}
 	}
@@ -652,25 +706,24 @@ func (dc *Decoder) run(ctx context.Context, ids, pos, first []int32, caches []*C
 		cache.n += n
 	}
 	if len(dc.blocks) < c.Layers {
-		if tap != nil {
-			if err := tap(llama.Residual, len(dc.blocks), x); err != nil {
-				return fmt.Errorf("forward: layer %d %s: %w", len(dc.blocks), llama.Residual, err)
-			}
+		if dc.tapped(tap, llama.Residual, len(dc.blocks)) {
+			return dc.tapRows(tap, llama.Residual, len(dc.blocks), resid, &dc.x)
 		}
 		return nil
+	}
+	final := dc.tapped(tap, llama.Residual, c.Layers)
+	if !final && logits == nil {
+		return nil // nobody reads the final norm's rows
 	}
 	if err := dc.stage(c.Layers); err != nil {
 		return err
 	}
 	tp := dc.tp
 	tp.Reset()
-	xn := tp.RMSNorm(tp.Input(x, n, d), dc.norm, float32(c.RMSEps)) // (n, d)
-	if err := dc.download(xn, dc.a[:n*d]); err != nil {
-		return err
-	}
-	if tap != nil {
-		if err := tap(llama.Residual, c.Layers, dc.a[:n*d]); err != nil {
-			return fmt.Errorf("forward: layer %d %s: %w", c.Layers, llama.Residual, err)
+	xn := tp.RMSNorm(resid, dc.norm, float32(c.RMSEps)) // (n, d)
+	if final {
+		if err := dc.tapRows(tap, llama.Residual, c.Layers, xn, &dc.a); err != nil {
+			return err
 		}
 	}
 	if logits != nil {
@@ -754,6 +807,48 @@ func (dc *Decoder) download(t *engine.Tensor, dst []float32) error {
 	return t.CopyTo(dst)
 }
 
+// tapRows calls tap at point p of layer l with the rows of t (n, d): t's own memory on a
+// host-memory backend, else a download into *buf.
+func (dc *Decoder) tapRows(tap llama.Tap, p llama.Point, l int, t *engine.Tensor, buf *[]float32) error {
+	if err := dc.tp.Err(); err != nil {
+		return fmt.Errorf("causallm: forward: %w", err)
+	}
+	x, _ := engine.HostSlice(t)
+	if !dc.host {
+		*buf = grow(*buf, t.Size())
+		x = *buf
+		if err := t.CopyTo(x); err != nil {
+			return fmt.Errorf("causallm: forward: %w", err)
+		}
+	}
+	if err := tap(p, l, x); err != nil {
+		return fmt.Errorf("forward: layer %d %s: %w", l, p, err)
+	}
+	return nil
+}
+
+// rowsOf is the first n rows (n, cols) of the buffer *buf, which is made larger first when it
+// holds fewer: to exactly n rows on a host-memory backend (the old buffer is garbage), to at least
+// twice its rows on a device, whose buffers are held until the backend closes.
+func (dc *Decoder) rowsOf(buf **engine.Tensor, name string, n, cols int) (*engine.Tensor, error) {
+	if *buf == nil || (*buf).Dim(0) < n {
+		rows := n
+		if !dc.host && *buf != nil {
+			rows = max(n, 2*(*buf).Dim(0))
+		}
+		t, err := engine.NewBuffer(dc.be, name, rows, cols)
+		if err != nil {
+			return nil, fmt.Errorf("causallm: forward: %w", err)
+		}
+		*buf = t
+	}
+	t, err := engine.BufferRows(*buf, 0, n)
+	if err != nil {
+		return nil, fmt.Errorf("causallm: forward: %w", err)
+	}
+	return t, nil
+}
+
 // ropeCache holds the rotation of every position asked so far, as cos | sin rows (pos, hd),
 // angles computed in float64 and rounded once (engine.RoPETable's rule, with the config's
 // scaled frequencies).
@@ -802,8 +897,8 @@ func grow(buf []float32, n int) []float32 {
 // over sequences (or a cache and a span) of at most maxLen tokens, on a CPU backend of workers
 // workers: one block's activations on its tape (each block runs on a fresh one; the tape's arena
 // grows by doubling chunks, so it may hold up to twice the activations and a first chunk of
-// 1 MiB), the host rows of the residual stream and the tapped attention input, the rotation rows
-// and table, and each worker's attention scratch (scores of up to maxLen queries over maxLen keys,
+// 1 MiB), the residual stream's buffer (on a device: the host rows of the embeddings and a tap's
+// rows instead), the rotation rows and table, and each worker's attention scratch (scores of up to maxLen queries over maxLen keys,
 // and the keys and values a span after a cache gathers). Logits are the caller's.
 func WorkspaceBytes(c llama.Config, rows, maxLen, workers int) int64 {
 	n, t, hd := int64(rows), int64(maxLen), int64(c.HeadDim)
@@ -814,11 +909,12 @@ func WorkspaceBytes(c llama.Config, rows, maxLen, workers int) int64 {
 
 // ActivationBytes is one block's activations on a Decoder's tape for a pass of rows rows.
 func ActivationBytes(c llama.Config, rows int) int64 {
-	d, f, q, kv, hd := int64(c.Hidden), int64(c.Intermediate), int64(c.QDim()), int64(c.KVDim()), int64(c.HeadDim)
-	// Per row: the input x and its attention norm; q, k, v (and their biases, q/k norms,
-	// rotations); the attention output, o's product and the sum; the MLP norm, gate|up, the
-	// activation, down's product and the sum; the rotation row and span start.
-	perRow := 7*d + 5*q + 7*kv + 3*f + hd + int64(c.Heads+c.KVHeads) + 4
+	d, f, q, kv := int64(c.Hidden), int64(c.Intermediate), int64(c.QDim()), int64(c.KVDim())
+	// Per row: the attention norm (the input x is the residual buffer's, outside the tape); q,
+	// k, v (and their biases, q/k norms, rotations); the attention output, o's product and the
+	// sum; the MLP norm, gate|up, the activation, down's product and the sum; the span start (the
+	// rotation row is a buffer's too).
+	perRow := 6*d + 5*q + 7*kv + 3*f + int64(c.Heads+c.KVHeads) + 4
 	return 4 * int64(rows) * perRow
 }
 
@@ -826,8 +922,17 @@ func ActivationBytes(c llama.Config, rows int) int64 {
 // activations took.
 func (dc *Decoder) TapeBytes() (held, peak int64) { return dc.tp.ArenaBytes() }
 
-// HostBytes is the host rows the decoder holds: the residual stream, the tapped input and the
-// rotation table and rows.
+// HostBytes is the host rows the decoder holds: the rotation table and rows, and the residual
+// stream's and rotation rows' buffers on a host-memory backend, or on a device the embeddings'
+// and tapped rows' host copies.
 func (dc *Decoder) HostBytes() int64 {
-	return 4 * int64(cap(dc.x)+cap(dc.a)+cap(dc.rope.table)+cap(dc.rope.rowsB))
+	n := cap(dc.x) + cap(dc.a) + cap(dc.rope.table) + cap(dc.rope.rowsB)
+	if dc.host {
+		for _, t := range []*engine.Tensor{dc.resid, dc.rot} {
+			if t != nil {
+				n += t.Size()
+			}
+		}
+	}
+	return 4 * int64(n)
 }
