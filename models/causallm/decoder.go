@@ -629,7 +629,7 @@ func (dc *Decoder) run(ctx context.Context, ids, pos, first []int32, caches []*C
 	if err := rot.CopyFrom(dc.rope.rows(pos, c.HeadDim)); err != nil {
 		return fmt.Errorf("causallm: forward: %w", err)
 	}
-	var cache *Cache                      // the one cache, when there is one
+	var cache *Cache // the one cache, when there is one
 	if len(caches) == 1 {
 		cache = caches[0]
 	}
