@@ -264,6 +264,13 @@ func RunDecoder(ctx context.Context, m *llama.Model, tok Tokenizer, texts []corp
 	} else if dc.Weights() != m {
 		return st, fmt.Errorf("extract: the decoder given computes other weights than the model's")
 	}
+	// The tap reads the stored point and, for the final embedding, the final norm's rows: declared,
+	// a GPU brings no other block's rows to the host.
+	want := []causallm.TapPoint{{Point: opt.Point, Layer: opt.Layer}}
+	if !stored {
+		want = append(want, causallm.TapPoint{Point: llama.Residual, Layer: c.Layers})
+	}
+	defer dc.TapOnly(want...)()
 	var offs []int                      // the first row of each text of the batch, then the row count
 	hidden := make([]float32, budget*d) // (tokens, d): the chosen rows of one batch
 	pooled := make([]float32, budget*d) // (texts, d)

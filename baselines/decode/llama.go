@@ -73,6 +73,7 @@ func (l *Llama) Rows(tokens []int, upto int) ([][]float32, error) {
 		ids[i] = int32(t)
 	}
 	out := make([][]float32, upto)
+	defer l.dc.TapOnly(attnInputs(0, upto)...)()
 	err := l.dc.Forward(context.Background(), [][]int32{ids}, func(p llama.Point, layer int, x []float32) error {
 		if p != llama.AttnInput {
 			return nil
@@ -87,6 +88,16 @@ func (l *Llama) Rows(tokens []int, upto int) ([][]float32, error) {
 		return nil, err
 	}
 	return out, nil
+}
+
+// attnInputs are blocks lo..hi-1's attention inputs: the points a pass's tap reads, declared so
+// that a GPU brings no other block's rows to the host.
+func attnInputs(lo, hi int) []causallm.TapPoint {
+	var out []causallm.TapPoint
+	for l := lo; l < hi; l++ {
+		out = append(out, causallm.TapPoint{Point: llama.AttnInput, Layer: l})
+	}
+	return out
 }
 
 // Block0 is RMSNorm(E[v])·g_0 for v in [lo, hi): block 0's attention input, position-free.
@@ -221,6 +232,7 @@ func (l *Llama) ExtendAll(ps []Prefix, cands []int, upto int, dst []float32) err
 		}
 	}
 	d := l.D()
+	defer l.dc.TapOnly(attnInputs(min(1, upto-1), upto)...)()
 	err := l.dc.ForwardAlternativesOf(context.Background(), caches, ids, func(pt llama.Point, layer int, x []float32) error {
 		if pt != llama.AttnInput || layer == 0 {
 			return nil
