@@ -249,7 +249,8 @@ func TestCUDADecoderMatchesCPU(t *testing.T) {
 // TestCUDADecoderThroughput logs (asserts nothing about speed) the Decoder's speed on the GPU at
 // BenchmarkDecoderExtractLlama2Shape's shape (Llama-2-7B cut to 2 blocks, vocabulary 1024, fp32
 // weights): tokens/s of Forward over 16 texts of 128 tokens with the block-1 residual tapped, as
-// extraction runs; the time of one ForwardAlternatives of 256 candidates after a 16-token cache,
+// extraction runs (declared with TapOnly, as extraction does, and undeclared: every block's rows
+// come to the host), whose rows must agree bit for bit; the time of one ForwardAlternatives of 256 candidates after a 16-token cache,
 // as decode scores a prefix's bag; the weights' upload; and the peak device memory.
 func TestCUDADecoderThroughput(t *testing.T) {
 	gpu := cudatest.Open(t, cuda.PrecisionFP32)
@@ -290,19 +291,33 @@ func TestCUDADecoderThroughput(t *testing.T) {
 		return nil
 	}
 	ctx := context.Background()
-	times := make([]float64, 0, reps)
-	for i := range reps + 1 {
-		start := time.Now()
-		if err := dc.Forward(ctx, seqs, tap, nil); err != nil {
-			t.Fatal(err)
+	var times []float64
+	var every []float32 // the rows of the undeclared passes
+	for _, declared := range []bool{false, true} {
+		restore := func() {}
+		if declared {
+			restore = dc.TapOnly(causallm.TapPoint{Point: llama.Residual, Layer: 1})
 		}
-		if i > 0 { // the first pass warms the kernels and the tape's arena
-			times = append(times, time.Since(start).Seconds())
+		times = times[:0]
+		for i := range reps + 1 {
+			start := time.Now()
+			if err := dc.Forward(ctx, seqs, tap, nil); err != nil {
+				t.Fatal(err)
+			}
+			if i > 0 { // the first pass warms the kernels and the tape's arena
+				times = append(times, time.Since(start).Seconds())
+			}
+		}
+		restore()
+		sort.Float64s(times)
+		t.Logf("extraction, taps declared %v: Forward of %d texts x %d tokens: median %.1f ms, %.0f tokens/s (fastest %.0f tokens/s)",
+			declared, texts, textLen, 1e3*times[len(times)/2], textLen*texts/times[len(times)/2], textLen*texts/times[0])
+		if !declared {
+			every = append([]float32(nil), rows...)
+		} else if !slices.Equal(rows, every) {
+			t.Error("the declared tap's rows differ from the undeclared tap's")
 		}
 	}
-	sort.Float64s(times)
-	t.Logf("extraction: Forward of %d texts x %d tokens: median %.1f ms, %.0f tokens/s (fastest %.0f tokens/s)",
-		texts, textLen, 1e3*times[len(times)/2], textLen*texts/times[len(times)/2], textLen*texts/times[0])
 
 	cache, err := dc.NewCache(17)
 	if err != nil {

@@ -124,6 +124,8 @@ func TestCUDADecoderExtractPrecisions(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// Declared as extraction declares its point: the other blocks' rows stay on the GPU.
+		restore := dc.TapOnly(causallm.TapPoint{Point: llama.Residual, Layer: 1}, causallm.TapPoint{Point: llama.AttnInput, Layer: 1})
 		res, attn := make([]float32, n*d), make([]float32, n*d)
 		tap := func(p llama.Point, layer int, x []float32) error {
 			switch {
@@ -148,6 +150,7 @@ func TestCUDADecoderExtractPrecisions(t *testing.T) {
 		perSec := float64(n) / times[len(times)/2]
 		t.Logf("extraction %s: Forward of %d texts x %d tokens through %d blocks: median %.1f ms, %.0f tokens/s; through 10 blocks about %.0f tokens/s (target 20,000 on an H100)",
 			prec, texts, textLen, c.Layers, 1e3*times[len(times)/2], perSec, perSec*float64(c.Layers)/10)
+		restore()
 		rows[prec] = [2][]float32{res, attn}
 		if err := dc.Close(); err != nil {
 			t.Fatal(err)
