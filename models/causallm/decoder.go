@@ -505,7 +505,8 @@ func (dc *Decoder) tapped(tap llama.Tap, p llama.Point, l int) bool {
 
 // Forward runs the decoder on a batch of token-id sequences, each on its own (positions 0..T-1, as
 // if alone: the batch is packed without padding and attention runs per sequence). tap, when not
-// nil, sees the rows (every sequence's, in order) at each point of each block; an error it returns
+// nil, sees the rows (every sequence's, in order) at each point of each block, or at the points
+// TapOnly declared; an error it returns
 // stops the pass and is returned wrapped. logits, when not nil, receives (rows, vocab) of a model
 // that holds every block.
 func (dc *Decoder) Forward(ctx context.Context, seqs [][]int32, tap llama.Tap, logits []float32) error {
