@@ -129,4 +129,24 @@ func checkTapOnly(t *testing.T, c llama.Config, w *llama.Model, be engine.Backen
 	if k := [2]int{int(llama.AttnInput), 0}; len(declared) != 1 || !slices.Equal(declared[k], plain[k]) {
 		t.Errorf("alternatives after a declared fill: %d points, rows equal %v", len(declared), slices.Equal(declared[k], plain[k]))
 	}
+
+	// A pass of more rows than any before grows the residual buffer (to 30 rows on the host, 36 on
+	// a device) and reads as on a fresh decoder.
+	longer := append(seqs, tokens(10, c.VocabSize, 12))
+	grown, fresh := taps{}, taps{}
+	if err := dc.Forward(ctx, longer, grown.tap, nil); err != nil {
+		t.Fatal(err)
+	}
+	dc2, err := causallm.NewDecoder(be, w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := dc2.Forward(ctx, longer, fresh.tap, nil); err != nil {
+		t.Fatal(err)
+	}
+	for k, x := range fresh {
+		if !slices.Equal(grown[k], x) {
+			t.Errorf("%v after the buffer grew: differs from a fresh decoder's", k)
+		}
+	}
 }
