@@ -15,8 +15,8 @@ import (
 type PreparedRows struct {
 	m      *mat.Dense // (t, d); nil when prepared from float32 (PrepareRows32)
 	d      int
-	m32    dense32    // the same in float32
-	energy []float64  // (t): ||r||^2, summed in the row's order
+	m32    dense32   // the same in float32
+	energy []float64 // (t): ||r||^2, summed in the row's order
 }
 
 // PrepareRows32 prepares rows (t, d) held in float32 (row-major, d values a row; kept, not
