@@ -112,6 +112,7 @@ func (s *secretSets) candidates(ctx context.Context, ti, l int) (*candidateSet, 
 	if err != nil {
 		return nil, fmt.Errorf("secrets.templates[%d] at block %d: %w", ti, l, err)
 	}
+	cands.Keep() // scored against every victim's U at every setting: stacked and converted once
 	c := &candidateSet{emb: emb, cands: cands}
 	s.sets[[2]int{ti, l}] = c
 	return c, nil

@@ -126,49 +126,14 @@ const refineBelow = 1e-3
 // the ones that decide retrieval, are recomputed with the residual vector formed explicitly in
 // float64, which resolves fractions down to ~1e-30 instead of cancelling to zero near 1e-16.
 func (s *RowSpace) Residuals(rows *mat.Dense) (frac, energy []float64, err error) {
-	t, d := rows.Dims()
-	if d != s.Dim() {
+	if _, d := rows.Dims(); d != s.Dim() {
 		return nil, nil, fmt.Errorf("baselines: rows of width %d against a row space of width %d", d, s.Dim())
 	}
-	if err := checkFinite("candidate row", rows); err != nil {
+	p, err := PrepareRows(rows)
+	if err != nil {
 		return nil, nil, err
 	}
-	r := s.Rank()
-	proj := newDense32(t, r)
-	mulNN(proj, toDense32(rows), s.basis32) // (t, r)
-	frac = make([]float64, t)
-	energy = make([]float64, t)
-	coef := mat.NewVecDense(r, nil)
-	back := mat.NewVecDense(d, nil)
-	for i := 0; i < t; i++ {
-		row := rows.RawRowView(i)
-		e := 0.0
-		for _, x := range row {
-			e += x * x
-		}
-		energy[i] = e
-		frac[i] = 1
-		if e == 0 {
-			continue
-		}
-		pe := 0.0
-		for _, x := range proj.data[i*r : (i+1)*r] {
-			pe += float64(x) * float64(x)
-		}
-		f := max(0, min(1, 1-pe/e))
-		if f < refineBelow {
-			coef.MulVec(s.basis.T(), mat.NewVecDense(d, row)) // Q^T r
-			back.MulVec(s.basis, coef)                        // Q Q^T r
-			res := 0.0
-			for j, x := range row {
-				diff := x - back.AtVec(j)
-				res += diff * diff
-			}
-			f = min(1, res/e)
-		}
-		frac[i] = f
-	}
-	return frac, energy, nil
+	return s.ResidualsPrepared(p)
 }
 
 // Aggregate says how the per-row residuals of a candidate text become one score.

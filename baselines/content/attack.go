@@ -12,6 +12,7 @@ import (
 
 	"gonum.org/v1/gonum/mat"
 
+	"github.com/gelo-research/geloattack/baselines"
 	"github.com/gelo-research/geloattack/baselines/membership"
 	"github.com/gelo-research/geloattack/data"
 	"github.com/gelo-research/geloattack/data/gelo"
@@ -246,6 +247,10 @@ func Run(ctx context.Context, s *gelo.Sampler, emb *Embedder, opt Options) (*Res
 	nbr := newNeighbourhood(emb, opt)
 	ties := rand.New(rand.NewPCG(opt.Seed, 0x7135))
 	start, last := time.Now(), time.Now()
+	if !c.Kept() {
+		c.Keep() // every victim scores the same candidate rows
+		defer c.Release()
+	}
 	ws := new(gelo.Workspace)
 	d := emb.D()
 	for v := 0; v < opt.Victims; v++ {
@@ -557,12 +562,19 @@ func Embed(ctx context.Context, emb *Embedder, t Template, values []string, prog
 func checkEnd(ctx context.Context, emb *Embedder, ms *membership.Space, cfg gelo.Config, c *Candidates, dec Decision) (Decision, error) {
 	b := dec.Best
 	void := EndVoid(cfg, c.Rows.Off[b+1]-c.Rows.Off[b])
-	var next *mat.Dense
-	if void == "" {
-		var err error
-		if next, void, err = emb.NextRows(ctx, c.Texts[b]); err != nil {
+	var blocks []*baselines.PreparedRows
+	have := false
+	if void == "" && dec.Verdict == VerdictClaim {
+		n, v, err := emb.nextRows(ctx, c.Texts[b])
+		if err != nil {
 			return dec, err
 		}
+		if void = v; n != nil {
+			if blocks, err = n.prepared(); err != nil {
+				return dec, err
+			}
+			have = true
+		}
 	}
-	return CheckEnd(ms, dec, next, void)
+	return checkEndPrepared(ms, dec, blocks, have, void)
 }

@@ -5,8 +5,7 @@ import (
 	"math"
 	"slices"
 
-	"gonum.org/v1/gonum/mat"
-
+	"github.com/gelo-research/geloattack/baselines"
 	"github.com/gelo-research/geloattack/baselines/membership"
 )
 
@@ -49,8 +48,8 @@ func (c *Candidates) Measure(ms *membership.Space) (*MeasureScores, error) {
 		out.TopK[j] = make([]float64, c.Len())
 	}
 	slot := func(i int) (int, int) { return c.Slot[i][0], c.Slot[i][1] }
-	err := c.eachBlock(slot, func(first, last int, block *mat.Dense) error {
-		sc, err := ms.ScoreSpectral(block)
+	err := c.eachBlock(false, slot, func(first, last int, block *baselines.PreparedRows) error {
+		sc, err := ms.ScoreSpectralPrepared(block)
 		if err != nil {
 			return fmt.Errorf("content: candidates %d..%d: %w", first, last-1, err)
 		}

@@ -22,6 +22,12 @@ type Embedder struct {
 	fp16  bool // the store holds float16 rows: round like the writer does
 	d     int
 	layer int
+	// first are a decoder's next-token rows at layer 0, where they are every text's (nextRows).
+	first *nextRowsOf
+	// nextKept are a decoder's next-token rows past layer 0 by text, nextBytes their memory
+	// (nextRows).
+	nextKept  map[string]*nextRowsOf
+	nextBytes int
 }
 
 // rowModel is the forward pass behind an Embedder, run by extraction's code for the store's model.

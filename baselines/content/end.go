@@ -8,6 +8,7 @@ import (
 
 	"gonum.org/v1/gonum/mat"
 
+	"github.com/gelo-research/geloattack/baselines"
 	"github.com/gelo-research/geloattack/baselines/membership"
 	"github.com/gelo-research/geloattack/data/gelo"
 	"github.com/gelo-research/geloattack/data/store"
@@ -66,19 +67,46 @@ func EndVoid(cfg gelo.Config, rows int) string {
 // if one passes, or the test is void, the verdict becomes VerdictRanked (EndWithdrawn). A decision
 // that is not a claim is returned as it is.
 func CheckEnd(ms *membership.Space, dec Decision, next *mat.Dense, void string) (Decision, error) {
+	var blocks []*baselines.PreparedRows
+	if dec.Verdict == VerdictClaim && void == "" && next != nil {
+		var err error
+		if blocks, err = prepareNext(next); err != nil {
+			return dec, err
+		}
+	}
+	return checkEndPrepared(ms, dec, blocks, next != nil, void)
+}
+
+// prepareNext cuts next-token rows (V, d) into blocks of scoreBlockRows rows prepared for the
+// residual test.
+func prepareNext(next *mat.Dense) ([]*baselines.PreparedRows, error) {
+	n, d := next.Dims()
+	var out []*baselines.PreparedRows
+	for lo := 0; lo < n; lo += scoreBlockRows {
+		p, err := baselines.PrepareRows(next.Slice(lo, min(n, lo+scoreBlockRows), 0, d).(*mat.Dense))
+		if err != nil {
+			return nil, fmt.Errorf("content: end-of-text test: %w", err)
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// checkEndPrepared is CheckEnd of next-token rows in prepared blocks (prepareNext); have says
+// there are rows (none for an empty vocabulary).
+func checkEndPrepared(ms *membership.Space, dec Decision, next []*baselines.PreparedRows, have bool, void string) (Decision, error) {
 	if dec.Verdict != VerdictClaim {
 		return dec, nil
 	}
 	rep := EndReport{Closest: -1, Void: void}
 	if void == "" {
-		if next == nil {
+		if !have {
 			return dec, errors.New("content: end-of-text test without next-token rows")
 		}
-		n, _ := next.Dims()
 		rep.Score, rep.Bound = math.Inf(1), math.Log10(ms.ResidualBound())
-		for lo := 0; lo < n; lo += scoreBlockRows {
-			hi := min(n, lo+scoreBlockRows)
-			frac, _, err := ms.RowSpace().Residuals(next.Slice(lo, hi, 0, next.RawMatrix().Cols).(*mat.Dense))
+		lo := 0
+		for _, b := range next {
+			frac, _, err := ms.RowSpace().ResidualsPrepared(b)
 			if err != nil {
 				return dec, fmt.Errorf("content: end-of-text test: %w", err)
 			}
@@ -92,6 +120,7 @@ func CheckEnd(ms *membership.Space, dec Decision, next *mat.Dense, void string) 
 					rep.Score, rep.Closest = s, lo+j
 				}
 			}
+			lo += len(frac)
 		}
 		if math.IsInf(rep.Score, 1) {
 			rep.Score = 0 // no token: keep the JSON finite
@@ -110,9 +139,71 @@ func CheckEnd(ms *membership.Space, dec Decision, next *mat.Dense, void string) 
 // max_tokens, so a longer one is cut to the same rows), and then rows is nil. Only a decoder has
 // them.
 func (e *Embedder) NextRows(ctx context.Context, text string) (rows *mat.Dense, void string, err error) {
+	n, void, err := e.nextRows(ctx, text)
+	if n == nil {
+		return nil, void, err
+	}
+	out := mat.NewDense(len(n.x)/e.d, e.d, nil) // (V, d)
+	for i, f := range n.x {
+		out.RawMatrix().Data[i] = float64(f)
+	}
+	return out, "", nil
+}
+
+// nextRowsOf are a text's next-token rows x (V, d), with their blocks prepared for the residual
+// test once they are asked for (prepared).
+type nextRowsOf struct {
+	x      []float32
+	d      int
+	blocks []*baselines.PreparedRows
+}
+
+// prepared are n's rows in blocks of scoreBlockRows rows prepared for the residual test (as
+// prepareNext cuts them), made on first use.
+func (n *nextRowsOf) prepared() ([]*baselines.PreparedRows, error) {
+	if n.blocks == nil {
+		v := len(n.x) / n.d
+		for lo := 0; lo < v; lo += scoreBlockRows {
+			hi := min(v, lo+scoreBlockRows)
+			p, err := baselines.PrepareRows32(n.x[lo*n.d:hi*n.d], hi-lo, n.d)
+			if err != nil {
+				return nil, fmt.Errorf("content: end-of-text test: %w", err)
+			}
+			n.blocks = append(n.blocks, p)
+		}
+	}
+	return n.blocks, nil
+}
+
+// bytes is the memory n holds: its rows (its prepared blocks share them) and their energies.
+func (n *nextRowsOf) bytes() int { return 4*len(n.x) + 8*len(n.x)/n.d }
+
+// NextKeptBytes bounds the memory of the next-token rows an Embedder keeps (nextRows): a grid
+// assessment claims the same victims' secrets at every setting below full rank, and a claim's
+// rows past block 0 are its costliest part (V rows through the blocks before). 5 GiB is 108
+// texts of the configs/lm decoder (V 32,000, d 384: 49 MB each), the 100 secrets of a default
+// assessment's victims.
+const NextKeptBytes = 5 << 30
+
+// nextRows is NextRows, kept: the rows depend on the text alone (and the embedder's weights,
+// layer and point), so they are computed once per text. At layer 0 a row is its token's embedding
+// (normed at the attention input): no prefix reaches it, so they are every text's (e.first), the
+// text's own refusals (EndVoid's max_tokens) still checked. Past layer 0 the first texts asked
+// for are kept until NextKeptBytes is held (the rest computed each time); what is kept is shared,
+// not to be changed.
+func (e *Embedder) nextRows(ctx context.Context, text string) (*nextRowsOf, string, error) {
 	dec, ok := e.fwd.(*decoder)
 	if !ok {
 		return nil, "", errors.New("content: next-token rows of an encoder: only a causal model's text can go on")
+	}
+	if e.first != nil {
+		if _, void, err := dec.nextIDs(text); err != nil || void != "" {
+			return nil, void, err
+		}
+		return e.first, "", nil
+	}
+	if n, ok := e.nextKept[text]; ok {
+		return n, "", nil
 	}
 	x, void, err := dec.next(ctx, text)
 	if err != nil || void != "" {
@@ -121,12 +212,18 @@ func (e *Embedder) NextRows(ctx context.Context, text string) (rows *mat.Dense, 
 	if e.fp16 {
 		store.RoundFloat16(x)
 	}
-	v := len(x) / e.d
-	out := mat.NewDense(v, e.d, nil) // (V, d)
-	for i, f := range x {
-		out.RawMatrix().Data[i] = float64(f)
+	n := &nextRowsOf{x: x, d: e.d}
+	switch {
+	case dec.opt.Layer == 0:
+		e.first = n
+	case e.nextBytes+n.bytes() <= NextKeptBytes:
+		if e.nextKept == nil {
+			e.nextKept = map[string]*nextRowsOf{}
+		}
+		e.nextKept[text] = n
+		e.nextBytes += n.bytes()
 	}
-	return out, "", nil
+	return n, "", nil
 }
 
 // nextBatch is how many next tokens one ForwardAlternatives call runs.
@@ -135,15 +232,24 @@ const nextBatch = 1024
 // errEnough stops a forward pass once the tapped rows are in.
 var errEnough = errors.New("content: rows taken")
 
-// next returns the rows (V, d) of text followed by each token id of the tokenizer's vocabulary, at
-// the store's layer and point and norm (not rounded); void as NextRows says.
-func (e *decoder) next(ctx context.Context, text string) ([]float32, string, error) {
+// nextIDs are text's token ids, or void says why its next-token rows prove nothing.
+func (e *decoder) nextIDs(text string) ([]int32, string, error) {
 	ids, err := e.tokens(text)
 	if err != nil {
 		return nil, "", err
 	}
 	if len(ids) >= e.opt.MaxTokens {
 		return nil, fmt.Sprintf("the claimed text has %d tokens, the store's max_tokens: a longer text is cut to the same rows", len(ids)), nil
+	}
+	return ids, "", nil
+}
+
+// next returns the rows (V, d) of text followed by each token id of the tokenizer's vocabulary, at
+// the store's layer and point and norm (not rounded); void as NextRows says.
+func (e *decoder) next(ctx context.Context, text string) ([]float32, string, error) {
+	ids, void, err := e.nextIDs(text)
+	if err != nil || void != "" {
+		return nil, void, err
 	}
 	d, v := e.m.Cfg.Hidden, e.tok.VocabSize()
 	cache, err := e.dc.NewCache(len(ids) + 1)

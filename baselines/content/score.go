@@ -73,7 +73,31 @@ type Candidates struct {
 	// Rows are the candidates' hidden states; Slot the secret rows of each ([lo, hi) into its rows).
 	Rows *Rows
 	Slot [][2]int
+	// kept holds the scored blocks (eachBlock) by whether they hold every row or the slot's,
+	// prepared once while Keep is on (nil: prepared afresh on every pass).
+	kept map[bool][]candidateBlock
 }
+
+// candidateBlock is candidates [first, last)'s scored rows, stacked and prepared.
+type candidateBlock struct {
+	first, last int
+	rows        *baselines.PreparedRows // (rows, d)
+}
+
+// Keep makes the scoring passes keep the candidates' stacked rows, converted and checked once,
+// for the passes that follow (one per victim and block), until Release; Rows and Slot must not
+// change meanwhile. It costs 12 bytes per scored value (float64 and float32 copies).
+func (c *Candidates) Keep() {
+	if c.kept == nil {
+		c.kept = map[bool][]candidateBlock{}
+	}
+}
+
+// Release frees what Keep kept and stops keeping.
+func (c *Candidates) Release() { c.kept = nil }
+
+// Kept says whether Keep is on.
+func (c *Candidates) Kept() bool { return c.kept != nil }
 
 // Len is the number of candidates.
 func (c *Candidates) Len() int { return len(c.Values) }
@@ -102,8 +126,8 @@ func (c *Candidates) ScoreAll(rs *baselines.RowSpace, kinds []Score) ([][]float6
 	for k := range out {
 		out[k] = make([]float64, c.Len())
 	}
-	err := c.eachBlock(span, func(first, last int, block *mat.Dense) error {
-		frac, energy, err := rs.Residuals(block)
+	err := c.eachBlock(allRows, span, func(first, last int, block *baselines.PreparedRows) error {
+		frac, energy, err := rs.ResidualsPrepared(block)
 		if err != nil {
 			return fmt.Errorf("content: candidates %d..%d: %w", first, last-1, err)
 		}
@@ -149,10 +173,32 @@ func (c *Candidates) ScoreAll(rs *baselines.RowSpace, kinds []Score) ([][]float6
 }
 
 // eachBlock hands fn the candidates in blocks of whole candidates, at most scoreBlockRows rows:
-// candidates [first, last) with the rows span(i) of each, stacked in float64 (rows, d).
-func (c *Candidates) eachBlock(span func(i int) (int, int), fn func(first, last int, block *mat.Dense) error) error {
+// candidates [first, last) with the rows span(i) of each, stacked in float64 (rows, d) and
+// prepared. all says whether span is every row (else the slot's): the key of the blocks Keep keeps.
+func (c *Candidates) eachBlock(all bool, span func(i int) (int, int), fn func(first, last int, block *baselines.PreparedRows) error) error {
+	blocks, ok := c.kept[all]
+	if !ok {
+		var err error
+		if blocks, err = c.stack(span); err != nil {
+			return err
+		}
+		if c.kept != nil {
+			c.kept[all] = blocks
+		}
+	}
+	for _, b := range blocks {
+		if err := fn(b.first, b.last, b.rows); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// stack stacks the candidates' rows span(i) in blocks of whole candidates of at most
+// scoreBlockRows rows, each prepared for scoring.
+func (c *Candidates) stack(span func(i int) (int, int)) ([]candidateBlock, error) {
 	d := c.Rows.D
-	block := mat.NewDense(scoreBlockRows, d, nil)
+	var out []candidateBlock
 	for first := 0; first < c.Len(); {
 		rows, last := 0, first
 		for last < c.Len() {
@@ -161,24 +207,28 @@ func (c *Candidates) eachBlock(span func(i int) (int, int), fn func(first, last 
 				break
 			}
 			if hi-lo > scoreBlockRows {
-				return fmt.Errorf("content: candidate %d has %d rows, more than the block of %d", last, hi-lo, scoreBlockRows)
-			}
-			src := c.Rows.Text(last)[lo*d : hi*d]
-			for r := 0; r < hi-lo; r++ {
-				dst := block.RawRowView(rows + r)
-				for j, v := range src[r*d : (r+1)*d] {
-					dst[j] = float64(v)
-				}
+				return nil, fmt.Errorf("content: candidate %d has %d rows, more than the block of %d", last, hi-lo, scoreBlockRows)
 			}
 			rows += hi - lo
 			last++
 		}
-		if err := fn(first, last, block.Slice(0, rows, 0, d).(*mat.Dense)); err != nil {
-			return err
+		block := mat.NewDense(max(rows, 1), d, nil) // (rows, d); mat refuses an empty matrix
+		at := 0
+		for i := first; i < last; i++ {
+			lo, hi := span(i)
+			for j, v := range c.Rows.Text(i)[lo*d : hi*d] {
+				block.RawMatrix().Data[at*d+j] = float64(v)
+			}
+			at += hi - lo
 		}
+		p, err := baselines.PrepareRows(block.Slice(0, rows, 0, d).(*mat.Dense))
+		if err != nil {
+			return nil, fmt.Errorf("content: candidates %d..%d: %w", first, last-1, err)
+		}
+		out = append(out, candidateBlock{first: first, last: last, rows: p})
 		first = last
 	}
-	return nil
+	return out, nil
 }
 
 // worst is the largest of f (1 for none).

@@ -364,23 +364,34 @@ type Scores struct {
 }
 
 // Score measures rows (t, d).
-func (s *Space) Score(rows *mat.Dense) (*Scores, error) { return s.score(rows, true) }
+func (s *Space) Score(rows *mat.Dense) (*Scores, error) { return s.score(rows, true, nil) }
 
 // ScoreSpectral is Score without the residual (Residual is nil), for callers that have it already
 // (content scores the residual of every row with its own aggregates): the residual's float64
 // refinement of nearly contained rows is the costly part below full rank.
-func (s *Space) ScoreSpectral(rows *mat.Dense) (*Scores, error) { return s.score(rows, false) }
+func (s *Space) ScoreSpectral(rows *mat.Dense) (*Scores, error) { return s.score(rows, false, nil) }
 
-func (s *Space) score(rows *mat.Dense, residual bool) (*Scores, error) {
+// ScoreSpectralPrepared is ScoreSpectral of rows prepared once (checked finite, energies summed)
+// for many spaces: content scores its candidates' rows against one space per victim.
+func (s *Space) ScoreSpectralPrepared(p *baselines.PreparedRows) (*Scores, error) {
+	return s.score(p.Rows(), false, p)
+}
+
+// score is Score (residual) or ScoreSpectral of rows, prepared as prep when not nil.
+func (s *Space) score(rows *mat.Dense, residual bool, prep *baselines.PreparedRows) (*Scores, error) {
 	t, d := rows.Dims()
 	if d != s.d {
 		return nil, fmt.Errorf("membership: rows of width %d against U of width %d", d, s.d)
 	}
-	if err := checkFinite(rows); err != nil {
-		return nil, err
+	if prep == nil {
+		if err := checkFinite(rows); err != nil {
+			return nil, err
+		}
 	}
 	var frac, energy []float64
-	if s.rs != nil && residual {
+	if prep != nil && !residual {
+		frac, energy = make([]float64, t), append([]float64(nil), prep.Energies()...)
+	} else if s.rs != nil && residual {
 		var err error
 		if frac, energy, err = s.rs.Residuals(rows); err != nil {
 			return nil, fmt.Errorf("membership: %w", err)

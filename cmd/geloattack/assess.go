@@ -62,6 +62,7 @@ func assessFlags(fs *flag.FlagSet) runFunc {
 		merge     = fs.Bool("merge", false, "join the assessment directories named after the flags (the shards of one assessment) into -out")
 		redact    = fs.Bool("redact", false, "leave the prompts' texts and the secrets out of the reports (results.jsonl keeps them)")
 		verbose   = fs.Bool("v", false, "print each attack's stages within a batch")
+		cpuProf   = fs.String("cpuprofile", "", "write a Go CPU profile of the assessment to this file (read it with go tool pprof)")
 		model     = fs.String("model", "", "override model: the Hugging Face decoder directory (config.json, safetensors, tokenizer.json)")
 		texts     = fs.String("texts", "", "override prompts.texts: the texts SOURCE, as decode reads it (a scripts/fetch-data.sh directory, .jsonl, or one text per line)")
 		blocks    = fs.String("blocks", "", "override offload.blocks: the blocks GELO offloads, comma-separated, or all")
@@ -197,6 +198,13 @@ func assessFlags(fs *flag.FlagSet) runFunc {
 		opt := assess.Options{Out: *out, Resume: *resume, Shard: part, Redact: *redact, Progress: os.Stderr, Files: files, Backend: be}
 		if *verbose {
 			opt.Log = func(line string) { fmt.Fprintln(os.Stderr, "assess: "+line) }
+		}
+		if *cpuProf != "" {
+			stop, err := startCPUProfile(*cpuProf)
+			if err != nil {
+				return fmt.Errorf("-cpuprofile: %w", err)
+			}
+			defer stop()
 		}
 		start := time.Now()
 		res, err := assess.Run(ctx, d, opt)
