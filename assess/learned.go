@@ -239,6 +239,8 @@ func (l *learnedModel) embedding(ctx context.Context, toks []int) ([]float32, er
 		first = len(l.special)
 	}
 	out := make([]float32, d)
+	// Only the final norm's rows are read: on a device the blocks' rows stay there.
+	defer l.lm.TapOnly(causallm.TapPoint{Point: llama.Residual, Layer: c.Layers})()
 	err := l.lm.Forward(ctx, [][]int32{ids}, func(p llama.Point, layer int, x []float32) error {
 		if p == llama.Residual && layer == c.Layers {
 			bert.MeanNormalized(x, first, len(toks), d, out)

@@ -13,6 +13,7 @@ import (
 	"github.com/gelo-research/geloattack/data/gelo"
 	"github.com/gelo-research/geloattack/data/store"
 	"github.com/gelo-research/geloattack/extraction"
+	"github.com/gelo-research/geloattack/models/causallm"
 	"github.com/gelo-research/geloattack/models/llama"
 )
 
@@ -252,6 +253,8 @@ func (e *decoder) next(ctx context.Context, text string) ([]float32, string, err
 		return nil, void, err
 	}
 	d, v := e.m.Cfg.Hidden, e.tok.VocabSize()
+	// Only the store's point is read: on a device the other blocks' rows stay there.
+	defer e.dc.TapOnly(causallm.TapPoint{Point: e.opt.Point, Layer: e.opt.Layer})()
 	cache, err := e.dc.NewCache(len(ids) + 1)
 	if err != nil {
 		return nil, "", fmt.Errorf("content: next-token rows: %w", err)
