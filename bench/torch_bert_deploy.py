@@ -14,8 +14,9 @@ and rounds its output to the dtype once, as PyTorch's CUDA kernels do (float32 "
   embeddings   word + token type (rounded), + position (rounded), LayerNorm (statistics in float32,
                output rounded)
   attention    q, k, v = x W^T + b (one rounding each, the bias in the GEMM's epilogue); eager
-               (default, transformers' BertSelfAttention): S = q k^T rounded, S / sqrt(hd) rounded,
-               softmax in float32 rounded, P v rounded; fused (--attention fused, SDPA /
+               (default, transformers' BertSelfAttention): S = q k^T rounded, S * (1/sqrt(hd)) rounded
+               (transformers divides by sqrt(hd): the two differ in float32's last bit, before the
+               dtype's rounding), softmax in float32 rounded, P v rounded; fused (--attention fused, SDPA /
                FlashAttention-like): scores and softmax in float32, exp(S - max) rounded for the
                P v GEMM, normalised in float32, rounded once
   block        o = ctx W_o^T + b rounded; x1 = LayerNorm(o + x) (sum rounded, LN rounded);
