@@ -13,7 +13,7 @@ first), and with the secrets absent, claims and "not among".
 
 Victims: "my PIN is {x}" with a secret among the 10^4 PINs (the main tables' base set), drawn from the
 seed, set and count only, so one deployer run per dtype serves every cell. The attacker's BLAS is
-OpenBLAS's own choice for the CPU (bench/recover_deployer_matrix.py varies it on the decoder).
+OpenBLAS's own choice for the CPU unless --blas names another (cells then carry its name).
 
 Standard library only; the deployer runs under --torch-python. Cells whose JSON exists are not
 rerun, so an interrupted run resumes.
@@ -27,7 +27,7 @@ import os
 import re
 import sys
 
-from deployer_matrix import HERE, blas_env, cell_seconds, run, run_cell, wilson
+from deployer_matrix import BLAS, HERE, blas_env, cell_seconds, run, run_cell, wilson
 
 CACHE = os.environ.get("GELOATTACK_CACHE", os.path.expanduser("~/.cache/geloattack"))
 SHIELDS = {
@@ -77,8 +77,9 @@ def cells(deployers):
     return [(dep, sh, absent) for absent in (False, True) for sh in SHIELDS for dep in deployers]
 
 
-def cell_name(dep, sh, absent):
-    return f"{dep}.{sh}" + (".absent" if absent else "")
+def cell_name(dep, sh, absent, blas="openblas"):
+    """The cell's file name; the default attacker BLAS is left out of it."""
+    return f"{dep}.{sh}" + (".absent" if absent else "") + ("" if blas == "openblas" else "." + blas)
 
 
 def cell_cmd(a, dep, sh, absent, out):
@@ -141,6 +142,8 @@ def main():
     p.add_argument("--candidates", type=int, default=10000)
     p.add_argument("--deployers", default="torch-bf16,geloattack-fp32,torch-fp32",
                    help="comma-separated: " + ", ".join(DEPLOYER_WORDS))
+    p.add_argument("--blas", default="openblas", choices=sorted(BLAS),
+                   help="the attacker's BLAS (deployer_matrix.BLAS): gonum, openblas (its own kernel), haswell, skylakex")
     p.add_argument("--gomaxprocs", type=int, default=1,
                    help="GOMAXPROCS of each cell (0: the Go default); the verdicts do not depend on it")
     p.add_argument("--cells", default="", help="run only the cells whose name matches this regex")
@@ -155,12 +158,12 @@ def main():
         deploy_all(a, deployers)
     got = {}
     for dep, sh, absent in cells(deployers):
-        name = cell_name(dep, sh, absent)
+        name = cell_name(dep, sh, absent, a.blas)
         if a.cells and not re.search(a.cells, name):
             continue
         out = os.path.join(a.work, "cells", name + ".json")
         if not a.summary:
-            run_cell(out, lambda tmp: cell_cmd(a, dep, sh, absent, tmp), blas_env("openblas", a.gomaxprocs))
+            run_cell(out, lambda tmp: cell_cmd(a, dep, sh, absent, tmp), blas_env(a.blas, a.gomaxprocs))
         if os.path.exists(out):
             s = summarize(out)
             s["s"] = cell_seconds(out)
@@ -168,7 +171,7 @@ def main():
             if s["wrong"] or s["not_among_present"]:
                 print(f"BUG: {name}: {s['wrong']} wrong claims, {s['not_among_present']} present secrets 'not among' "
                       f"(the command: {out}.log's first line, or cell_cmd)", file=sys.stderr)
-    print(f"store {a.store}, {a.candidates} candidates, attacker BLAS OpenBLAS default")
+    print(f"store {a.store}, {a.candidates} candidates, attacker BLAS {a.blas}")
     print("| shields | deployer | rho | gap max (median) | victims | claimed [95% Wilson] | wrong claims | "
           "\"not among\", secret present | ranked first, not claimed (secret first) | secret ranked first | "
           "-absent: claims | -absent: \"not among\" | rank (min-max) | s (present / absent) |")
