@@ -1,7 +1,6 @@
 package content
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -10,54 +9,54 @@ import (
 	"github.com/gelo-research/geloattack/extraction"
 )
 
-// DeployerText is a text as an external deployer (bench/torch_deploy.py) reads it: the token ids
-// the store's forward pass reads, special tokens included and truncated as Embed truncates, and
-// how many leading ones are the tokenizer's special prefix (BOS).
+// DeployerText is a text as an external deployer (bench/torch_deploy.py for decoders,
+// bench/torch_bert_deploy.py for encoders) reads it: the token ids the store's forward pass reads,
+// special tokens included and truncated as Embed truncates, and how many leading ones are the
+// tokenizer's special prefix (a decoder's BOS, an encoder's [CLS]).
 type DeployerText struct {
 	Tokens []int32
 	BOS    int
 }
 
-// DeployerTexts tokenizes texts as the decoder store's pass does, for an external deployer to
-// compute their rows from the very token ids the attack checks them against. An encoder store is
-// refused: the external deployer runs Llama-family decoders only.
+// DeployerTexts tokenizes texts as the store's pass does, for an external deployer to compute
+// their rows from the very token ids the attack checks them against.
 func (e *Embedder) DeployerTexts(texts []string) ([]DeployerText, error) {
-	dec, ok := e.fwd.(*decoder)
-	if !ok {
-		return nil, errEncoderDeployer
-	}
-	prefix, err := dec.tok.Encode("", true)
-	if err != nil {
-		return nil, fmt.Errorf("content: the tokenizer's special prefix: %w", err)
+	var prefix []int32
+	if dec, ok := e.fwd.(*decoder); ok {
+		p, err := dec.tok.Encode("", true)
+		if err != nil {
+			return nil, fmt.Errorf("content: the tokenizer's special prefix: %w", err)
+		}
+		prefix = int32s(p)
 	}
 	out := make([]DeployerText, len(texts))
 	for i, t := range texts {
-		ids, err := dec.tokens(t)
+		ids, err := e.fwd.tokens(t)
 		if err != nil {
 			return nil, err
 		}
 		out[i].Tokens = ids
-		if len(ids) >= len(prefix) && slices.Equal(ids[:len(prefix)], int32s(prefix)) {
-			out[i].BOS = len(prefix) // as extraction.RunDecoder counts the rows it drops
+		switch {
+		case e.fwd.causal():
+			if len(ids) >= len(prefix) && slices.Equal(ids[:len(prefix)], prefix) {
+				out[i].BOS = len(prefix) // as extraction.RunDecoder counts the rows it drops
+			}
+		case len(ids) > 0:
+			out[i].BOS = 1 // [CLS]: wordpiece.Encode always opens with it
 		}
 	}
 	return out, nil
 }
 
-// errEncoderDeployer refuses an external deployer's rows for an encoder store.
-var errEncoderDeployer = errors.New("content: an external deployer's rows are a decoder's (bench/torch_deploy.py runs Llama-family decoders); this store is an encoder's")
-
 // FromDeployer lays out rows an external deployer computed for texts as Embed lays out its own:
 // rows(i, text) returns text i's rows at the store's layer and point, (len(text.Tokens), d), one per
-// token of DeployerTexts' ids with the special prefix included, as the deployer computed them; the
-// store's extraction then drops the BOS rows (where the store drops them), RMS-normalises (where
-// the store does) and rounds to the store's float16 (where it holds float16), as it did to the
-// store's rows. The result is what Options.Deployer returns: victim v's rows at text v.
+// token of DeployerTexts' ids with the special tokens included, as the deployer computed them; the
+// store's extraction then drops the special rows (where the store drops them: a decoder's BOS rows,
+// keeping true positions; an encoder's [CLS] and [SEP], numbering the rest from 0 as extraction.Run
+// does), RMS-normalises (where the store does) and rounds to the store's float16 (where it holds
+// float16), as it did to the store's rows. The result is what Options.Deployer returns: victim v's
+// rows at text v.
 func (e *Embedder) FromDeployer(texts []string, rows func(i int, text DeployerText) ([]float32, error)) (*Rows, error) {
-	dec, ok := e.fwd.(*decoder)
-	if !ok {
-		return nil, errEncoderDeployer
-	}
 	in, err := e.DeployerTexts(texts)
 	if err != nil {
 		return nil, err
@@ -74,24 +73,24 @@ func (e *Embedder) FromDeployer(texts []string, rows func(i int, text DeployerTe
 		if len(x) != n*d {
 			return nil, fmt.Errorf("content: text %d: the deployer gave %d values for %d tokens of width %d", i, len(x), n, d)
 		}
-		first := 0
-		if dec.opt.DropBOS {
-			first = t.BOS
-		}
-		if first >= n {
+		first, last, norm, truePos := e.deployerKept(t)
+		if first >= last {
 			return nil, fmt.Errorf("content: text %d: only its %d special tokens, no row the store keeps", i, n)
 		}
-		x = slices.Clone(x[first*d:]) // (n - first, d)
-		if dec.opt.Norm == extraction.NormRMS {
-			for j := 0; j < n-first; j++ {
+		x = slices.Clone(x[first*d : last*d]) // (last - first, d)
+		if norm == extraction.NormRMS {
+			for j := 0; j < last-first; j++ {
 				extraction.RMSNormalize(x[j*d:(j+1)*d], d)
 			}
 		}
-		pos := make([]int32, n-first)
-		for j := range pos {
-			pos[j] = int32(first + j)
+		var pos []int32 // nil: 0, 1, ...
+		if truePos {
+			pos = make([]int32, last-first)
+			for j := range pos {
+				pos[j] = int32(first + j)
+			}
 		}
-		if err := sink.AddTextAt(int64(i), texts[i], true, pos, t.Tokens[first:], x, nil); err != nil {
+		if err := sink.AddTextAt(int64(i), texts[i], true, pos, t.Tokens[first:last], x, nil); err != nil {
 			return nil, err
 		}
 		r.Tokens += int64(n)
@@ -100,6 +99,26 @@ func (e *Embedder) FromDeployer(texts []string, rows func(i int, text DeployerTe
 		store.RoundFloat16(r.Data)
 	}
 	return r, nil
+}
+
+// deployerKept says which of a deployer text's rows the store keeps, [first, last), how it
+// normalises them, and whether they keep their true positions (a decoder's) or are numbered from 0
+// (an encoder's, as extraction.Run stores them).
+func (e *Embedder) deployerKept(t DeployerText) (first, last int, norm string, truePos bool) {
+	n := len(t.Tokens)
+	switch f := e.fwd.(type) {
+	case *decoder:
+		if f.opt.DropBOS {
+			first = t.BOS
+		}
+		return first, n, f.opt.Norm, true
+	case *encoder:
+		if f.opt.DropSpecial {
+			return 1, n - 1, f.opt.Norm, false // [CLS] ... [SEP]
+		}
+		return 0, n, f.opt.Norm, false
+	}
+	return 0, n, "", false
 }
 
 // int32s converts token ids to the int32 the rows record.

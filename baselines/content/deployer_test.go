@@ -8,6 +8,11 @@ import (
 	"testing"
 
 	"github.com/gelo-research/geloattack/data/store"
+	"github.com/gelo-research/geloattack/data/wordpiece"
+	"github.com/gelo-research/geloattack/engine/blas"
+	"github.com/gelo-research/geloattack/internal/safetensors"
+	"github.com/gelo-research/geloattack/models/bert"
+	"github.com/gelo-research/geloattack/models/bert/berttest"
 )
 
 // Known answer: the rows an external deployer computed for every token (BOS included, raw), laid
@@ -98,9 +103,82 @@ func TestFromDeployerLaysOutRowsAsTheStore(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "values for") {
 		t.Errorf("rows one token short: %v", err)
 	}
-	enc := &Embedder{fwd: &encoder{}}
-	if _, err := enc.DeployerTexts(texts); err == nil || !strings.Contains(err.Error(), "encoder") {
-		t.Errorf("an encoder store: %v", err)
+}
+
+// testEncoder is a tiny random BERT (berttest.Tiny: h 8, 2 blocks) with a WordPiece vocabulary of
+// its 20 ids, and its embedder for meta.
+func testEncoder(t *testing.T, meta store.Meta) *Embedder {
+	t.Helper()
+	cfg := berttest.Tiny()
+	m, err := bert.LoadModel(berttest.Write(t, cfg, berttest.Gaussian(cfg, 3, 0.1), "", safetensors.F32), blas.Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	vocab := map[string]int32{}
+	for i, w := range []string{"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "my", "pin", "is", "16", "##03", "we", "ate", "at", "noon", "a", "ok"} {
+		vocab[w] = int32(i)
+	}
+	tok, err := wordpiece.New(vocab, wordpiece.BertUncased())
+	if err != nil {
+		t.Fatal(err)
+	}
+	emb, err := NewEmbedder(m, tok, meta)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return emb
+}
+
+// Known answer, encoders: the rows an external encoder deployer computed for every token ([CLS]
+// and [SEP] included, raw), laid out by FromDeployer, are the rows Embed gives for the store's
+// layout: [CLS] and [SEP] dropped where the store drops them (the rest numbered from 0, as
+// extraction.Run stores them), RMS-normalised, rounded to float16. The deployer is this
+// repository's forward keeping every row; the ids and positions are equal, the rows within the
+// fp32 deployer's rho.
+func TestFromDeployerLaysOutEncoderRowsAsTheStore(t *testing.T) {
+	ctx := context.Background()
+	texts := []string{"my PIN is 1603 ok", "we ate at noon", "a"}
+	meta := func(dtype, special, norm string) store.Meta {
+		return store.Meta{D: 8, E: 8, Layer: 2, DType: dtype, Norm: norm, SpecialTokens: special, MaxTokens: 16}
+	}
+	full := testEncoder(t, meta(store.Float32, store.SpecialKept, store.NormRaw))
+	dep, err := full.Embed(ctx, texts, 0, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, mt := range map[string]store.Meta{
+		"float16, special dropped": meta(store.Float16, store.SpecialDropped, store.NormRaw),
+		"float32, special kept":    meta(store.Float32, store.SpecialKept, store.NormRaw),
+		"float16, kept, rms":       meta(store.Float16, store.SpecialKept, store.NormRMS),
+	} {
+		emb := testEncoder(t, mt)
+		want, err := emb.Embed(ctx, texts, 0, 0, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := emb.FromDeployer(texts, func(i int, text DeployerText) ([]float32, error) {
+			if !slices.Equal(text.Tokens, dep.IDs[i]) || text.BOS != 1 || text.Tokens[0] != 2 || text.Tokens[len(text.Tokens)-1] != 3 {
+				t.Errorf("%s: text %d: deployer input %v (bos %d), want %v framed by [CLS] 2 (bos 1) and [SEP] 3", name, i, text.Tokens, text.BOS, dep.IDs[i])
+			}
+			return dep.Text(i), nil
+		})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		rho, err := DefaultRecompute(emb, "fp32")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !sameLayout(got, want) {
+			t.Fatalf("%s: layout %v %v %v, want %v %v %v", name, got.Off, got.IDs, got.Pos, want.Off, want.IDs, want.Pos)
+		}
+		g, err := RowGap(got, want)
+		if err != nil || !(g.Max <= rho.Rho) {
+			t.Errorf("%s: rows %+v (%v) from Embed's, beyond the fp32 deployer's rho %.3g", name, g, err, rho.Rho)
+		}
+		if mt.SpecialTokens == store.SpecialDropped && got.Off[1] != len(dep.IDs[0])-2 {
+			t.Errorf("%s: text 0 keeps %d rows of %d tokens, want [CLS] and [SEP] dropped", name, got.Off[1], len(dep.IDs[0]))
+		}
 	}
 }
 

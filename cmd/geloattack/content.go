@@ -81,10 +81,13 @@ vocabulary must fail the bound (else the victim's text may go on after it, as "n
 goes on in "no no no no no no"), and that row must be observable: every row observed, window
 sampling, and tokens_per_text above the claimed text's rows.
 
-A deployer we did not write (decoders): -deployer-texts FILE writes the victims' texts (the
-secrets the same flags draw, as token ids) for bench/torch_deploy.py --tokens FILE and stops;
--deployer-rows DIR attacks the rows it computed (--out DIR, the store's point at its layer, BOS
-kept) instead of the model's own forward: GELO mixes the deployer's rows, the candidates are
+A deployer we did not write: -deployer-texts FILE writes the victims' texts (the secrets the same
+flags draw, as token ids) for bench/torch_deploy.py --tokens FILE (a decoder store) or
+bench/torch_bert_deploy.py --tokens FILE (an encoder store) and stops; -deployer-rows DIR attacks
+the rows it computed (--out DIR: a decoder's point at the store's layer, BOS kept; an encoder's
+hidden_states at the store's layer, [CLS] and [SEP] kept) instead of the model's own forward: GELO
+mixes the deployer's rows (the store's special-token dropping, norm and float16 rounding applied
+to them as to the store's), the candidates are
 recomputed here. The rows are refused unless deployer.json names -model's config.json and every
 row is the attacker's token at its position; the run names the deployer's stack, and
 -deployer-precision defaults to its dtype (bf16 rows need the bf16 bound).`,
@@ -138,8 +141,8 @@ func defineRecoverArgs(fs *flag.FlagSet) *recoverArgs {
 		out:       fs.String("out", "", "write the result (or every grid cell) as JSON to this file"),
 		table:     fs.String("table", "", "with -grid: also write the Markdown grid table to this file"),
 		quiet:     fs.Bool("quiet", false, "no progress output"),
-		depTexts:  fs.String("deployer-texts", "", "write the victims' texts (token ids, as JSON lines) to this file for an external deployer (bench/torch_deploy.py --tokens FILE) and stop; a decoder store only"),
-		depRows:   fs.String("deployer-rows", "", "attack the victims' rows an external deployer computed (bench/torch_deploy.py --out DIR from -deployer-texts' file, the store's point at its layer, BOS kept) instead of the model's own forward; -deployer-precision defaults to the deployer's dtype"),
+		depTexts:  fs.String("deployer-texts", "", "write the victims' texts (token ids, as JSON lines) to this file for an external deployer (bench/torch_deploy.py, or bench/torch_bert_deploy.py for an encoder store: --tokens FILE) and stop"),
+		depRows:   fs.String("deployer-rows", "", "attack the victims' rows an external deployer computed (bench/torch_deploy.py or bench/torch_bert_deploy.py --out DIR from -deployer-texts' file, the store's point at its layer, special tokens kept) instead of the model's own forward; -deployer-precision defaults to the deployer's dtype"),
 	}
 	floatVar(fs, a.rhoFlag, "recompute-error", 0, field.Bounds{Min: 0, Max: 1, MaxOpen: true, Zero: "rows bit-equal to the deployer's, true only for its very kernel and batches"},
 		"recomputation error rho: a bound on ||x_att - x_dep|| / ||x_dep|| between the attacker's candidate row and the row the deployer mixed, storage rounding included; left out: from -deployer-precision, given: overrides it")
@@ -223,8 +226,6 @@ func (a *recoverArgs) validate(ctx context.Context) (*recoverPlan, error) {
 			return nil, errors.New("recover: -deployer-texts writes the deployer's input and stops; -deployer-rows attacks its output: give one")
 		case *a.grid:
 			return nil, errors.New("recover: -deployer-texts and -deployer-rows run one cell: the grid's cells draw other victims (another set, template or shields' victims), which the deployer did not compute")
-		case !hf.IsDecoderDir(*a.modelDir):
-			return nil, fmt.Errorf("recover: -deployer-texts and -deployer-rows need a decoder -model (bench/torch_deploy.py runs Llama-family decoders); %s is not one", *a.modelDir)
 		}
 	}
 	if hf.IsDecoderDir(*a.modelDir) {
@@ -598,12 +599,14 @@ func openDecoderEmbedder(modelDir string, meta store.Meta) (*content.Embedder, e
 }
 
 // readDeployerRows reads the rows an external deployer wrote in dir for recover: the store's
-// point at its layer, from a run of the model in modelDir (its config.json, byte for byte).
+// point at its layer (an encoder store's: Hugging Face's hidden_states at its layer, the
+// deployer's residual point), from a run of the model in modelDir (its config.json, byte for byte).
 func readDeployerRows(ctx context.Context, dir, modelDir string, meta store.Meta) (*deployer.Rows, error) {
-	if meta.Decoder == nil {
-		return nil, errors.New("recover: -deployer-rows: the store's meta.json records no decoder extraction: an external deployer's rows are a decoder's, attacked at a decoder store's point and layer")
+	point := deployer.Residual
+	if meta.Decoder != nil {
+		point = meta.Decoder.Point
 	}
-	rows, err := deployer.ReadRows(ctx, dir, meta.Decoder.Point, []int{meta.Layer})
+	rows, err := deployer.ReadRows(ctx, dir, point, []int{meta.Layer})
 	if err != nil {
 		return nil, fmt.Errorf("recover: -deployer-rows: %w", err)
 	}

@@ -1,6 +1,8 @@
 // Package deployer connects geloattack to an external GELO deployer: a program outside geloattack
-// (bench/torch_deploy.py, PyTorch in fp32, bf16 or fp16) that computes a decoder's hidden-state rows
-// the way the party running GELO would, instead of with geloattack's own float32 forward.
+// (bench/torch_deploy.py for Llama-family decoders, bench/torch_bert_deploy.py for BERT encoders;
+// PyTorch in fp32, bf16 or fp16) that computes a model's hidden-state rows the way the party
+// running GELO would, instead of with geloattack's own float32 forward. An encoder's rows are
+// Hugging Face's hidden_states[L], written as the Residual point of block L.
 //
 // The exchange is in formats geloattack already has. geloattack writes the texts' token ids
 // (WriteTexts: JSON lines, since the deployer's machine has no tokenizer and the attack must see
@@ -41,8 +43,8 @@ const InfoFile = "deployer.json"
 const (
 	// AttnInput at block L is RMSNorm(h_L)·g_L, block L's input_layernorm output: the rows GELO mixes.
 	AttnInput = "attn-input"
-	// Residual at L is Hugging Face's hidden_states[L]: block L's input, or the final norm's output
-	// at L = layers.
+	// Residual at L is Hugging Face's hidden_states[L]: block L's input, or at L = layers the final
+	// norm's output (a decoder) or the last block's (an encoder).
 	Residual = "residual"
 )
 
