@@ -95,6 +95,9 @@ func (s *secretSets) embedder(l int) (*content.Embedder, error) {
 	if err != nil {
 		return nil, fmt.Errorf("block %d: %w", l, err)
 	}
+	if t.KeptRows != nil {
+		e.ShareKeptRows(t.KeptRows)
+	}
 	s.embedders[l] = e
 	return e, nil
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 
+	"github.com/gelo-research/geloattack/baselines/content"
 	"github.com/gelo-research/geloattack/baselines/decode"
 	"github.com/gelo-research/geloattack/data"
 	"github.com/gelo-research/geloattack/data/bpe"
@@ -59,6 +60,9 @@ type Target struct {
 	// D is the hidden width, P the fused Q/K/V projection's width (what GELO's offloaded GEMM
 	// computes), Blocks the number of blocks.
 	D, P, Blocks int
+	// KeptRows is the memory budget content recovery's embedders share for the next-token rows
+	// they keep (nil: each its own content.NextKeptBytes).
+	KeptRows *content.KeptRows
 	// Prompts are the val-split texts assessed, in order.
 	Prompts []Prompt
 	// Fillers are TextsPerCall train-split texts. The sampler draws a batch's texts from the val
@@ -101,15 +105,21 @@ func OpenModel(d Deployment, files *safefile.Files, be engine.Backend) (*Target,
 	if err != nil {
 		return nil, err
 	}
+	var b runner.Budget
+	b.Add(runner.StoredWeights(d.Model, cfg, cfg.Layers)...)
 	if lm.Decoder().Converts() {
 		// Decoding runs thousands of small passes: 16-bit blocks stay converted while the memory
 		// past the weights allows (assess has no finer pre-flight of its own).
-		var b runner.Budget
-		b.Add(runner.StoredWeights(d.Model, cfg, cfg.Layers)...)
 		lm.Decoder().KeepConverted(runner.KeepConverted(b, runner.ConvertedWeights(d.Model, cfg, cfg.Layers)))
+		_, kept := lm.Decoder().ConvertedBytes()
+		b.Add(runner.Part{Name: "float32 blocks kept converted", Bytes: kept})
 	}
+	// Content recovery keeps claimed texts' next-token rows (V x d each: 0.5 GB at Llama-2-7B's
+	// shape) for the grid's settings; every block's embedder shares one budget from the memory
+	// left past the weights and the kept conversions, at most content.NextKeptBytes.
+	keep := content.NewKeptRows(runner.KeepConverted(b, content.NextKeptBytes))
 	return &Target{Model: lm, LM: m, Decoder: lm.Decoder(), Tok: tok, TokHash: tok.Hash(), Name: hf.ModelName(files, d.Model), Architecture: cfg.Architecture,
-		D: cfg.Hidden, P: (cfg.Heads + 2*cfg.KVHeads) * cfg.HeadDim, Blocks: cfg.Layers}, nil
+		D: cfg.Hidden, P: (cfg.Heads + 2*cfg.KVHeads) * cfg.HeadDim, Blocks: cfg.Layers, KeptRows: keep}, nil
 }
 
 // Close stops the decoder's own CPU backend, if it made one (a caller's Backend stays open).

@@ -163,7 +163,8 @@ func ConvertedWeights(dir string, cfg llama.Config, blocks int) int64 {
 // KeepConverted is how much of want (float32 conversions a decoder may keep across passes
 // instead of converting every pass) the host can spare beyond the budget b: three quarters of
 // the memory left past b and a reserve of 1 GiB, at most want, and 0 when the available memory
-// cannot be read. Keeping is a speed-up only, so it takes what is spare and never refuses.
+// cannot be read. Keeping is a speed-up only, so it takes what is spare and never refuses; any
+// other speed-only cache sizes itself the same way (assess: content's kept next-token rows).
 func KeepConverted(b Budget, want int64) int64 {
 	avail, _, err := hostAvailable()
 	if err != nil {

@@ -24,10 +24,10 @@ type Embedder struct {
 	layer int
 	// first are a decoder's next-token rows at layer 0, where they are every text's (nextRows).
 	first *nextRowsOf
-	// nextKept are a decoder's next-token rows past layer 0 by text, nextBytes their memory
+	// nextKept are a decoder's next-token rows past layer 0 by text, held within keep's bytes
 	// (nextRows).
-	nextKept  map[string]*nextRowsOf
-	nextBytes int
+	nextKept map[string]*nextRowsOf
+	keep     *KeptRows
 }
 
 // rowModel is the forward pass behind an Embedder, run by extraction's code for the store's model.

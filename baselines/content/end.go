@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sync"
 
 	"gonum.org/v1/gonum/mat"
 
@@ -177,21 +178,46 @@ func (n *nextRowsOf) prepared() ([]*baselines.PreparedRows, error) {
 }
 
 // bytes is the memory n holds: its rows (its prepared blocks share them) and their energies.
-func (n *nextRowsOf) bytes() int { return 4*len(n.x) + 8*len(n.x)/n.d }
+func (n *nextRowsOf) bytes() int64 { return 4*int64(len(n.x)) + 8*int64(len(n.x)/n.d) }
 
-// NextKeptBytes bounds the memory of the next-token rows an Embedder keeps (nextRows): a grid
-// assessment claims the same victims' secrets at every setting below full rank, and a claim's
-// rows past block 0 are its costliest part (V rows through the blocks before). 5 GiB is 108
-// texts of the configs/lm decoder (V 32,000, d 384: 49 MB each), the 100 secrets of a default
-// assessment's victims.
+// NextKeptBytes bounds the memory of the next-token rows an Embedder keeps (nextRows) unless it
+// shares a budget of its own (ShareKeptRows): a grid assessment claims the same victims' secrets
+// at every setting below full rank, and a claim's rows past block 0 are its costliest part (V
+// rows through the blocks before). 5 GiB is 108 texts of the configs/lm decoder (V 32,000, d 384:
+// 49 MB each), the 100 secrets of a default assessment's victims.
 const NextKeptBytes = 5 << 30
+
+// KeptRows is a memory budget for kept next-token rows that several Embedders share (one per
+// attacked block), so that together they hold at most its bytes. Safe for concurrent use.
+type KeptRows struct {
+	mu   sync.Mutex
+	left int64
+}
+
+// NewKeptRows is a budget of bytes (<= 0: nothing is kept).
+func NewKeptRows(bytes int64) *KeptRows { return &KeptRows{left: max(bytes, 0)} }
+
+// take reserves n bytes, or reports that fewer are left.
+func (k *KeptRows) take(n int64) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if n > k.left {
+		return false
+	}
+	k.left -= n
+	return true
+}
+
+// ShareKeptRows makes e keep its next-token rows within k, a budget other embedders may share,
+// instead of a NextKeptBytes of its own. Call it before the first NextRows.
+func (e *Embedder) ShareKeptRows(k *KeptRows) { e.keep = k }
 
 // nextRows is NextRows, kept: the rows depend on the text alone (and the embedder's weights,
 // layer and point), so they are computed once per text. At layer 0 a row is its token's embedding
 // (normed at the attention input): no prefix reaches it, so they are every text's (e.first), the
 // text's own refusals (EndVoid's max_tokens) still checked. Past layer 0 the first texts asked
-// for are kept until NextKeptBytes is held (the rest computed each time); what is kept is shared,
-// not to be changed.
+// for are kept while the embedder's budget lasts (NextKeptBytes, or a shared KeptRows; the rest
+// computed each time); what is kept is shared, not to be changed.
 func (e *Embedder) nextRows(ctx context.Context, text string) (*nextRowsOf, string, error) {
 	dec, ok := e.fwd.(*decoder)
 	if !ok {
@@ -217,12 +243,16 @@ func (e *Embedder) nextRows(ctx context.Context, text string) (*nextRowsOf, stri
 	switch {
 	case dec.opt.Layer == 0:
 		e.first = n
-	case e.nextBytes+n.bytes() <= NextKeptBytes:
-		if e.nextKept == nil {
-			e.nextKept = map[string]*nextRowsOf{}
+	default:
+		if e.keep == nil {
+			e.keep = NewKeptRows(NextKeptBytes)
 		}
-		e.nextKept[text] = n
-		e.nextBytes += n.bytes()
+		if e.keep.take(n.bytes()) {
+			if e.nextKept == nil {
+				e.nextKept = map[string]*nextRowsOf{}
+			}
+			e.nextKept[text] = n
+		}
 	}
 	return n, "", nil
 }

@@ -45,3 +45,46 @@ func TestKeptNextRowsAreTheTextsOwn(t *testing.T) {
 		}
 	}
 }
+
+// TestKeptRowsBudgetIsShared: embedders sharing a KeptRows keep together at most its bytes (a
+// budget of one text's rows keeps the first text asked for, whichever embedder asks, and no
+// other), the rows of a text not kept are still its own, and a budget of 0 keeps nothing.
+func TestKeptRowsBudgetIsShared(t *testing.T) {
+	ctx := context.Background()
+	meta := decoderMeta("float32", false)
+	meta.Layer = 1
+	probe := testDecoder(t, meta)
+	first, _, err := probe.NextRows(ctx, "we ate at noon")
+	if err != nil {
+		t.Fatal(err)
+	}
+	one := probe.nextKept["we ate at noon"].bytes()
+	for _, budget := range []int64{0, one, 2*one - 1} {
+		shared := NewKeptRows(budget)
+		a, b := testDecoder(t, meta), testDecoder(t, meta)
+		a.ShareKeptRows(shared)
+		b.ShareKeptRows(shared)
+		ra, _, errA := a.NextRows(ctx, "we ate at noon")
+		rb, _, errB := b.NextRows(ctx, "my PIN is 1234, thanks")
+		if errA != nil || errB != nil {
+			t.Fatal(errA, errB)
+		}
+		if !mat.Equal(ra, first) {
+			t.Errorf("budget %d: rows of a kept text differ from a fresh embedder's", budget)
+		}
+		fresh, _, err := testDecoder(t, meta).NextRows(ctx, "my PIN is 1234, thanks")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !mat.Equal(rb, fresh) {
+			t.Errorf("budget %d: rows of a text past the budget differ from a fresh embedder's", budget)
+		}
+		wantA := budget >= one
+		if got := len(a.nextKept) == 1; got != wantA {
+			t.Errorf("budget %d (one text %d bytes): first embedder kept its text %v, want %v", budget, one, got, wantA)
+		}
+		if len(b.nextKept) != 0 {
+			t.Errorf("budget %d: the second embedder kept %d texts past the shared budget", budget, len(b.nextKept))
+		}
+	}
+}
