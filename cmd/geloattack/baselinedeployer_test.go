@@ -68,14 +68,8 @@ func TestBaselineRowspaceProvesDecoysAbsentOnADecoderStore(t *testing.T) {
 // absent: what the bound protects against. Examples that take rows of texts the deployer did not
 // compute, and rows of another model, are refused.
 func TestBaselineRowspaceAttacksPyTorchBF16Deployer(t *testing.T) {
-	script := torchcheck.Script(t, "../../bench/torch_deploy.py")
-	md, st, _ := decoderRecoverFixture(t, hf.BF16)
-	dir := t.TempDir()
-	base := []string{"-store", st, "-model", md, "-positives", "2", "-tokens-per-text", "48", "-examples", "8", "-batch", "4"}
-	in := filepath.Join(dir, "texts.jsonl")
-	if b, err := cli(t, append(append([]string{"baseline", "-attack", "rowspace"}, base...), "-deployer-texts", in)...).CombinedOutput(); err != nil {
-		t.Fatalf("baseline -deployer-texts: %v\n%s", err, b)
-	}
+	d := rowspaceBF16Deployer(t)
+	md, base, in := d.model, d.base, d.texts
 	lines := 0
 	ids := map[int64]bool{}
 	texts, err := deployer.ReadTexts(mustRead(t, in))
@@ -92,8 +86,7 @@ func TestBaselineRowspaceAttacksPyTorchBF16Deployer(t *testing.T) {
 	if lines < 8 || lines > 16 {
 		t.Fatalf("%d texts written for 8 examples of 2 positives: want 8..16", lines)
 	}
-	rows := torchDeployBF16(t, script, md, in, "1", dir)
-	attack := append(append([]string{}, base...), "-deployer-rows", rows)
+	attack := append(append([]string{}, base...), "-deployer-rows", d.rows)
 
 	r := rowspaceJSON(t, attack...)
 	a := r.Absence
@@ -145,4 +138,27 @@ func TestBaselineRowspaceAttacksPyTorchBF16Deployer(t *testing.T) {
 	if out, err := cli(t, append([]string{"baseline", "-attack", "rowspace"}, swapped...)...).CombinedOutput(); err == nil || !strings.Contains(string(out), "config.json") {
 		t.Errorf("rows of another model: %v\n%s", err, out)
 	}
+}
+
+// bf16DeployerRows is a bf16 decoder fixture (decoderRecoverFixture) with the texts `baseline
+// -attack rowspace -deployer-texts` wrote for base's examples and the PyTorch bf16 deployer's rows
+// of them (bench/torch_deploy.py, block 1's attention input).
+type bf16DeployerRows struct {
+	model, store string
+	base         []string // baseline's flags: store, model, examples
+	texts, rows  string   // the deployer's input and its rows folder
+}
+
+// rowspaceBF16Deployer builds a bf16DeployerRows: 8 examples of 2 positives of 48 tokens.
+func rowspaceBF16Deployer(t *testing.T) bf16DeployerRows {
+	t.Helper()
+	script := torchcheck.Script(t, "../../bench/torch_deploy.py")
+	md, st, _ := decoderRecoverFixture(t, hf.BF16)
+	dir := t.TempDir()
+	base := []string{"-store", st, "-model", md, "-positives", "2", "-tokens-per-text", "48", "-examples", "8", "-batch", "4"}
+	in := filepath.Join(dir, "texts.jsonl")
+	if b, err := cli(t, append(append([]string{"baseline", "-attack", "rowspace"}, base...), "-deployer-texts", in)...).CombinedOutput(); err != nil {
+		t.Fatalf("baseline -deployer-texts: %v\n%s", err, b)
+	}
+	return bf16DeployerRows{model: md, store: st, base: base, texts: in, rows: torchDeployBF16(t, script, md, in, "1", dir)}
 }

@@ -99,10 +99,17 @@ func TestDecodeAttacksPyTorchBF16Deployer(t *testing.T) {
 // them) into dir/rows, and returns that directory.
 func torchDeployBF16(t *testing.T, script, md, in, blocks, dir string) string {
 	t.Helper()
+	return torchDeploy(t, script, md, in, dir, "--blocks", blocks, "--points", "attn-input")
+}
+
+// torchDeploy runs a PyTorch deployer script (bench/torch_deploy.py or torch_bert_deploy.py) on
+// the model in md over the token input in, in bf16 on one thread, with the script's own flags,
+// writing its rows into dir/rows, and returns that directory.
+func torchDeploy(t *testing.T, script, md, in, dir string, flags ...string) string {
+	t.Helper()
 	rows := filepath.Join(dir, "rows")
-	cmd := exec.Command(torchcheck.Python, script, "--model", md, "--tokens", in, "--out", rows, "--dtype", "bf16",
-		"--blocks", blocks, "--points", "attn-input", "--threads", "1")
-	if b, err := cmd.CombinedOutput(); err != nil {
+	args := append([]string{script, "--model", md, "--tokens", in, "--out", rows, "--dtype", "bf16", "--threads", "1"}, flags...)
+	if b, err := exec.Command(torchcheck.Python, args...).CombinedOutput(); err != nil {
 		t.Fatalf("%s: %v\n%s", script, err, b)
 	}
 	return rows

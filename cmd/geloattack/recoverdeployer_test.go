@@ -67,42 +67,7 @@ func TestRecoverAttacksPyTorchBF16Deployer(t *testing.T) {
 	rows := torchDeployBF16(t, script, md, in, "1", dir)
 	attack := append(append([]string{}, base...), "-deployer-rows", rows)
 
-	r := recoverJSON(t, attack...)
-	claims, wrong, notAmong := verdicts(r)
-	t.Logf("bf16 deployer, bf16 bound (rho %.3g): %d of %d claimed, %d wrong, %d present secrets 'not among'", r.Recompute.Rho, claims, len(r.Victims), wrong, notAmong)
-	if !strings.Contains(r.Deployer, "PyTorch") || !strings.Contains(r.Deployer, "bf16") || r.Recompute.Precision != "bf16" {
-		t.Errorf("deployer %q, recompute %+v: want the PyTorch bf16 stack named and the bf16 bound by default", r.Deployer, r.Recompute)
-	}
-	if g := r.DeployerGap; g == nil || !(g.Max <= r.Recompute.Rho) || !(g.Max > 0) {
-		t.Errorf("the deployer's rows against this repository's: gap %+v, want nonzero and within rho %.3g", g, r.Recompute.Rho)
-	} else {
-		t.Logf("the bf16 deployer's victim rows lie %.3g (median %.3g) from this repository's", g.Max, g.Median)
-	}
-	if wrong != 0 || notAmong != 0 {
-		logRecoverVictims(t, r)
-		t.Errorf("bf16 deployer under the bf16 bound: %d wrong claims, %d present secrets 'not among'; want 0 and 0", wrong, notAmong)
-	}
-	if claims == 0 {
-		logRecoverVictims(t, r)
-		t.Errorf("no secret claimed from the bf16 deployer's rows: the attack is not exercised")
-	}
-	if a := recoverJSON(t, append(attack, "-absent")...); a.Claimed != 0 {
-		logRecoverVictims(t, a)
-		t.Errorf("bf16 deployer, secrets absent: claimed %.2f", a.Claimed)
-	}
-	// The wrong bound: bf16 rows (about 2^-8 off per rounding) taken for an fp32 deployer's.
-	f := recoverJSON(t, append(attack, "-deployer-precision", "fp32")...)
-	fClaims, fWrong, fNotAmong := verdicts(f)
-	t.Logf("bf16 deployer, fp32 bound (rho %.3g): %d claimed, %d wrong, %d present secrets 'not among'", f.Recompute.Rho, fClaims, fWrong, fNotAmong)
-	if f.Recompute.Precision != "fp32" || !(f.Recompute.Rho < r.Recompute.Rho) {
-		t.Errorf("-deployer-precision fp32: recompute %+v, want fp32's bound below bf16's %.3g", f.Recompute, r.Recompute.Rho)
-	}
-	if g := f.DeployerGap; g == nil || !(g.Max > f.Recompute.Rho) {
-		t.Errorf("bf16 rows under the fp32 bound: gap %+v, want beyond rho %.3g", g, f.Recompute.Rho)
-	}
-	if fNotAmong == 0 {
-		t.Errorf("the bf16 rows under the fp32 bound called no present secret 'not among': the bound is not shown to matter")
-	}
+	checkBF16DeployerRecover(t, "bf16 deployer", attack, 1)
 
 	// The header and the table name the stack.
 	out, err := cli(t, append([]string{"recover"}, attack...)...).CombinedOutput()
@@ -111,10 +76,7 @@ func TestRecoverAttacksPyTorchBF16Deployer(t *testing.T) {
 		!strings.Contains(string(out), "from this repository's rows of the same texts at most") {
 		t.Errorf("the run does not name the deployer's stack: %v\n%s", err, out)
 	}
-	// Rows of other victims (another seed) and of another model are refused by name.
-	if out, err := cli(t, append(append([]string{"recover", "-quiet"}, attack...), "-seed", "99")...).CombinedOutput(); err == nil || !strings.Contains(string(out), "-deployer-texts") {
-		t.Errorf("rows of other victims: %v\n%s", err, out)
-	}
+	// Rows of another model are refused by name (rows of other victims: checkBF16DeployerRecover).
 	// Another model of the store's name whose config.json differs (float32 weights): refused
 	// before its weights are read. (Only config.json is hashed: weights of another seed under the
 	// same config pass this check, and Verify's recomputation of store texts catches them.)
@@ -126,6 +88,57 @@ func TestRecoverAttacksPyTorchBF16Deployer(t *testing.T) {
 	swapped := append(append([]string{}, attack...), "-model", other)
 	if out, err := cli(t, append([]string{"recover", "-quiet"}, swapped...)...).CombinedOutput(); err == nil || !strings.Contains(string(out), "config.json") {
 		t.Errorf("rows of another model: %v\n%s", err, out)
+	}
+}
+
+// checkBF16DeployerRecover attacks a PyTorch bf16 deployer's rows (attack: recover's flags with
+// -deployer-rows; what names the deployer in messages) and checks what every deployer test asks.
+// Under the bf16 bound deployer.json declares: the stack is named, the rows lie within rho of this
+// repository's and not on them, no claim is wrong, no present secret is called "not among the
+// candidates", at least minClaims secrets are claimed, and with the secrets absent nothing is. Under
+// the fp32 bound (-deployer-precision fp32, the wrong one), a smaller rho the rows lie beyond, and
+// present secrets called "not among": what the bf16 bound protects against. Rows of other victims
+// (another -seed) are refused by name.
+func checkBF16DeployerRecover(t *testing.T, what string, attack []string, minClaims int) {
+	t.Helper()
+	r := recoverJSON(t, attack...)
+	claims, wrong, notAmong := verdicts(r)
+	t.Logf("%s, bf16 bound (rho %.3g): %d of %d claimed, %d wrong, %d present secrets 'not among'", what, r.Recompute.Rho, claims, len(r.Victims), wrong, notAmong)
+	if !strings.Contains(r.Deployer, "PyTorch") || !strings.Contains(r.Deployer, "bf16") || r.Recompute.Precision != "bf16" {
+		t.Errorf("deployer %q, recompute %+v: want the PyTorch bf16 stack named and the bf16 bound by default", r.Deployer, r.Recompute)
+	}
+	if g := r.DeployerGap; g == nil || !(g.Max <= r.Recompute.Rho) || !(g.Max > 0) {
+		t.Errorf("the %s's rows against this repository's: gap %+v, want nonzero and within rho %.3g", what, g, r.Recompute.Rho)
+	} else {
+		t.Logf("the %s's victim rows lie %.3g (median %.3g) from this repository's", what, g.Max, g.Median)
+	}
+	if wrong != 0 || notAmong != 0 {
+		logRecoverVictims(t, r)
+		t.Errorf("%s under the bf16 bound: %d wrong claims, %d present secrets 'not among'; want 0 and 0", what, wrong, notAmong)
+	}
+	if claims < minClaims {
+		logRecoverVictims(t, r)
+		t.Errorf("%d of %d secrets claimed from the %s's rows: want at least %d (the attack must be exercised)", claims, len(r.Victims), what, minClaims)
+	}
+	if a := recoverJSON(t, append(attack, "-absent")...); a.Claimed != 0 {
+		logRecoverVictims(t, a)
+		t.Errorf("%s, secrets absent: claimed %.2f", what, a.Claimed)
+	}
+	// The wrong bound: bf16 rows (about 2^-8 off per rounding) taken for an fp32 deployer's.
+	f := recoverJSON(t, append(attack, "-deployer-precision", "fp32")...)
+	fClaims, fWrong, fNotAmong := verdicts(f)
+	t.Logf("%s, fp32 bound (rho %.3g): %d claimed, %d wrong, %d present secrets 'not among'", what, f.Recompute.Rho, fClaims, fWrong, fNotAmong)
+	if f.Recompute.Precision != "fp32" || !(f.Recompute.Rho < r.Recompute.Rho) {
+		t.Errorf("-deployer-precision fp32: recompute %+v, want fp32's bound below bf16's %.3g", f.Recompute, r.Recompute.Rho)
+	}
+	if g := f.DeployerGap; g == nil || !(g.Max > f.Recompute.Rho) {
+		t.Errorf("bf16 rows under the fp32 bound: gap %+v, want beyond rho %.3g", g, f.Recompute.Rho)
+	}
+	if fNotAmong == 0 {
+		t.Errorf("the bf16 rows under the fp32 bound called no present secret 'not among': the bound is not shown to matter")
+	}
+	if out, err := cli(t, append(append([]string{"recover", "-quiet"}, attack...), "-seed", "99")...).CombinedOutput(); err == nil || !strings.Contains(string(out), "-deployer-texts") {
+		t.Errorf("rows of other victims: %v\n%s", err, out)
 	}
 }
 

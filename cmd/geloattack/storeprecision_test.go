@@ -10,8 +10,6 @@ import (
 	"github.com/gelo-research/geloattack/baselines/content"
 	"github.com/gelo-research/geloattack/baselines/membership"
 	"github.com/gelo-research/geloattack/data/store"
-	"github.com/gelo-research/geloattack/internal/torchcheck"
-	"github.com/gelo-research/geloattack/models/hf"
 )
 
 // withStoreRows: a bf16 store's candidates widen an fp32 deployer's bound past a bf16 deployer's
@@ -62,16 +60,9 @@ func TestWithStoreRowsWidens(t *testing.T) {
 // (TestBaselineRowspaceAttacksPyTorchBF16Deployer's wrong bound): a consumer that read the bf16
 // store as fp32 would fail here.
 func TestBaselineRowspaceBF16StoreWidensTheBound(t *testing.T) {
-	script := torchcheck.Script(t, "../../bench/torch_deploy.py")
-	md, st, _ := decoderRecoverFixture(t, hf.BF16)
-	dir := t.TempDir()
-	base := []string{"-store", st, "-model", md, "-positives", "2", "-tokens-per-text", "48", "-examples", "8", "-batch", "4"}
-	in := filepath.Join(dir, "texts.jsonl")
-	if b, err := cli(t, append(append([]string{"baseline", "-attack", "rowspace"}, base...), "-deployer-texts", in)...).CombinedOutput(); err != nil {
-		t.Fatalf("baseline -deployer-texts: %v\n%s", err, b)
-	}
-	rows := torchDeployBF16(t, script, md, in, "1", dir)
-	attack := append(append([]string{}, base...), "-deployer-rows", rows, "-deployer-precision", "fp32")
+	d := rowspaceBF16Deployer(t)
+	st := d.store
+	attack := append(append([]string{}, d.base...), "-deployer-rows", d.rows, "-deployer-precision", "fp32")
 	plain := rowspaceJSON(t, attack...)
 	if plain.Absence.PositivesProven == 0 {
 		t.Fatalf("the fp32 bound on the fp32-declared store proves no positive absent (%+v): the test cannot tell the bounds apart", *plain.Absence)
