@@ -53,7 +53,6 @@ import json
 import math
 import os
 import platform
-import struct
 import sys
 
 import numpy as np
@@ -73,36 +72,12 @@ TEXT_EMBEDDING = ("mean of hidden_states[num_hidden_layers] over the text's toke
 def read_safetensors(path):
     """name -> float32 numpy array of every float tensor of one safetensors file (integer buffers
     such as embeddings.position_ids are skipped), and the set of float dtypes stored."""
-    with open(path, "rb") as f:
-        size = os.fstat(f.fileno()).st_size
-        if size < 8:
-            raise ValueError(f"safetensors {path}: {size} bytes, shorter than the 8-byte header length")
-        (n,) = struct.unpack("<Q", f.read(8))
-        if n > size - 8:
-            raise ValueError(f"safetensors {path}: header length {n} past the end of the file ({size} bytes)")
-        try:
-            header = json.loads(f.read(n).decode("utf-8"))
-        except ValueError as e:
-            raise ValueError(f"safetensors {path}: header is not JSON: {e}") from None
-        header.pop("__metadata__", None)
-        data = f.read()  # the whole file (a MiniLM checkpoint is 45 MB): arrays copy out of it
-        out, dts = {}, set()
-        for name, e in header.items():
-            dt = e.get("dtype")
-            if dt not in tl._ST_DTYPES:
-                continue  # an integer buffer, not a weight
-            shape = [int(s) for s in e["shape"]]
-            begin, end = (int(o) for o in e["data_offsets"])
-            width, np_dt = tl._ST_DTYPES[dt]
-            count = int(np.prod(shape, dtype=np.int64))
-            if end - begin != width * count or begin < 0 or end > len(data):
-                raise ValueError(f"safetensors {path}: tensor {name}: data_offsets [{begin}, {end}) do not hold "
-                                 f"{dt} {shape}")
-            raw = np.frombuffer(data, dtype=np_dt, count=count, offset=begin)
-            x = tl.bf16_bits_to_f32(raw) if dt == "BF16" else raw.astype(np.float32)
-            out[name] = x.reshape(shape)
-            dts.add(dt)
-    return out, sorted(dts)
+    f = tl.SafetensorsFile(path, skip_other=True)
+    try:
+        out = {name: f.get(name).astype(np.float32) for name in f.keys()}
+        return out, sorted({f.dtype(name) for name in f.keys()})
+    finally:
+        f.close()
 
 
 def checkpoint_file(model_dir):

@@ -104,10 +104,14 @@ def f32_to_bf16_bits(x):
 
 
 class SafetensorsFile:
-    """A safetensors file opened by mmap; get(name) returns a float32 (F64: float64) numpy copy."""
+    """A safetensors file opened by mmap; get(name) returns a float32 (F64: float64) numpy copy.
 
-    def __init__(self, path):
+    skip_other: tensors of a dtype get() cannot read (integer buffers such as a BERT checkpoint's
+    position_ids) are listed in .skipped instead of refusing the file."""
+
+    def __init__(self, path, skip_other=False):
         self.path = path
+        self.skipped = []
         self._f = open(path, "rb")
         size = os.fstat(self._f.fileno()).st_size
         if size < 8:
@@ -125,6 +129,9 @@ class SafetensorsFile:
         self.entries = {}
         for name, e in header.items():
             dt = e.get("dtype")
+            if dt not in _ST_DTYPES and skip_other:
+                self.skipped.append(name)
+                continue
             if dt not in _ST_DTYPES:
                 raise ValueError(f"safetensors {path}: tensor {name}: dtype {dt!r} not supported "
                                  f"(want one of {sorted(_ST_DTYPES)})")
