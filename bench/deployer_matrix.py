@@ -5,6 +5,7 @@ both attack, the PyTorch deployer's run, one resumable cell, and the intervals o
 Standard library only: the matrices run under the system python3, the deployer under --torch-python.
 """
 
+import json
 import math
 import os
 import shutil
@@ -145,3 +146,36 @@ def cell_seconds(out):
         return open(out + ".time").read().strip()
     except OSError:
         return "?"
+
+
+def summarize_recover(path):
+    """The verdict counts of one recover result (content.Result's JSON): claims and wrong claims,
+    "not among the candidates" (said of a present secret too), "ranked first, not claimed" (with
+    the secret first), present secrets ranked first by the attack score, the bound and the
+    deployer's gap, the ranks, and each victim's (verdict, guess)."""
+    with open(path) as f:
+        r = json.load(f)
+    vs = r["victims"]
+    gap = r.get("deployer_gap") or {}
+    s = dict(victims=len(vs), claimed=0, wrong=0, not_among=0, not_among_present=0, ranked=0, ranked_secret_first=0,
+             secret_first=0, rho=r["recompute"]["rho"], gap=gap.get("max"), gap_median=gap.get("median"),
+             rank_min=r["rank_min"], rank_max=r["rank_max"], full_rank=r["full_rank"])
+    attack = r["scores"].index("attack")
+    for v in vs:
+        first = not v.get("secret_absent") and v["outcomes"][attack]["rank"] == 1
+        if first:
+            s["secret_first"] += 1
+        if v["claimed"]:
+            s["claimed"] += 1
+            if v.get("secret_absent") or v["guess"] != v["value"]:
+                s["wrong"] += 1
+        if v["verdict"] == "not among the candidates":
+            s["not_among"] += 1
+            if not v.get("secret_absent"):
+                s["not_among_present"] += 1
+        if v["verdict"] == "ranked first, not claimed":
+            s["ranked"] += 1
+            if first:
+                s["ranked_secret_first"] += 1
+    s["verdicts"] = [(v["verdict"], v["guess"]) for v in vs]
+    return s

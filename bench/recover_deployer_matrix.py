@@ -24,13 +24,12 @@ JSON exists are not rerun, so an interrupted run resumes.
 """
 
 import argparse
-import json
 import os
 import re
 import sys
 
 from deployer_matrix import (BLAS, DEPLOYERS, blas_env, cell_seconds, cp_text, deploy, init_model, run,
-                             run_cell)
+                             run_cell, summarize_recover)
 
 SHIELDS = {
     "below": ["-shield-frac", "0.1", "-shield-scale", "1"],
@@ -92,32 +91,6 @@ def cell_cmd(a, dep, sh, absent, out):
     return cmd
 
 
-def summarize(path):
-    """The verdict counts of one recover result (content.Result's JSON)."""
-    r = json.load(open(path))
-    vs = r["victims"]
-    s = dict(victims=len(vs), claimed=0, wrong=0, not_among=0, not_among_present=0, ranked=0, ranked_secret_first=0,
-             rho=r["recompute"]["rho"], gap=(r.get("deployer_gap") or {}).get("max"), rank_min=r["rank_min"],
-             rank_max=r["rank_max"], full_rank=r["full_rank"])
-    attack = r["scores"].index("attack")
-    for v in vs:
-        if v["claimed"]:
-            s["claimed"] += 1
-            if v.get("secret_absent") or v["guess"] != v["value"]:
-                s["wrong"] += 1
-        if v["verdict"] == "not among the candidates":
-            s["not_among"] += 1
-            if not v.get("secret_absent"):
-                s["not_among_present"] += 1
-        if v["verdict"] == "ranked first, not claimed":
-            s["ranked"] += 1
-            if not v.get("secret_absent") and v["outcomes"][attack]["rank"] == 1:
-                s["ranked_secret_first"] += 1
-    s["verdicts"] = [(v["verdict"], v["guess"]) for v in vs]
-    return s
-
-
-
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--gd", required=True, help="a geloattack binary (go build -o ... ./cmd/geloattack)")
@@ -145,7 +118,7 @@ def main():
         if not a.summary:
             run_cell(out, lambda tmp: cell_cmd(a, dep, sh, absent, tmp), blas_env(blas, a.gomaxprocs))
         if os.path.exists(out):
-            s = summarize(out)
+            s = summarize_recover(out)
             s["s"] = cell_seconds(out)
             got[(dep, blas, sh, absent)] = s
     print("| shields | deployer | attacker BLAS | rho | victims | claimed [95% CP] | wrong claims | \"not among\", "

@@ -27,7 +27,7 @@ import os
 import re
 import sys
 
-from deployer_matrix import BLAS, HERE, blas_env, cell_seconds, run, run_cell, wilson
+from deployer_matrix import BLAS, HERE, blas_env, cell_seconds, run, run_cell, summarize_recover, wilson
 
 CACHE = os.environ.get("GELOATTACK_CACHE", os.path.expanduser("~/.cache/geloattack"))
 SHIELDS = {
@@ -94,35 +94,6 @@ def cell_cmd(a, dep, sh, absent, out):
     return cmd
 
 
-def summarize(path):
-    """The verdict counts of one recover result (content.Result's JSON)."""
-    r = json.load(open(path))
-    vs = r["victims"]
-    s = dict(victims=len(vs), claimed=0, wrong=0, not_among=0, not_among_present=0, ranked=0, ranked_secret_first=0,
-             rho=r["recompute"]["rho"], gap=(r.get("deployer_gap") or {}).get("max"),
-             gap_median=(r.get("deployer_gap") or {}).get("median"), rank_min=r["rank_min"], rank_max=r["rank_max"],
-             full_rank=r["full_rank"])
-    attack = r["scores"].index("attack")
-    first = 0
-    for v in vs:
-        if not v.get("secret_absent") and v["outcomes"][attack]["rank"] == 1:
-            first += 1
-        if v["claimed"]:
-            s["claimed"] += 1
-            if v.get("secret_absent") or v["guess"] != v["value"]:
-                s["wrong"] += 1
-        if v["verdict"] == "not among the candidates":
-            s["not_among"] += 1
-            if not v.get("secret_absent"):
-                s["not_among_present"] += 1
-        if v["verdict"] == "ranked first, not claimed":
-            s["ranked"] += 1
-            if not v.get("secret_absent") and v["outcomes"][attack]["rank"] == 1:
-                s["ranked_secret_first"] += 1
-    s["secret_first"] = first
-    return s
-
-
 def wilson_text(k, n):
     lo, hi = wilson(k, n)
     return f"[{lo:.3f}, {hi:.3f}]"
@@ -165,7 +136,7 @@ def main():
         if not a.summary:
             run_cell(out, lambda tmp: cell_cmd(a, dep, sh, absent, tmp), blas_env(a.blas, a.gomaxprocs))
         if os.path.exists(out):
-            s = summarize(out)
+            s = summarize_recover(out)
             s["s"] = cell_seconds(out)
             got[(dep, sh, absent)] = s
             if s["wrong"] or s["not_among_present"]:
