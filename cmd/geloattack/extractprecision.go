@@ -23,15 +23,16 @@ const extractEmbeddingHelp = "decoder models only: each text's candidate embeddi
 const extractDeviceHelp = "device the decoder's forward passes run on: auto (a GPU when the CUDA backend opens and has the decoder's kernels, else the CPU, logging why), cpu, cuda or cuda:N (fails when no GPU opens or its kernels lack the decoder's); " +
 	"GEMMs run in -precision's precision on a GPU (fp32 by default), in fp32 on the CPU"
 
-// extractPrecision checks -precision (empty: fp32) and returns it.
+// extractPrecision checks -precision as every device flag is checked (device.ValidPrecision) and
+// returns it, fp32 for empty.
 func extractPrecision(p string) (string, error) {
-	switch p {
-	case "", store.PrecisionFP32:
-		return store.PrecisionFP32, nil
-	case store.PrecisionTF32, store.PrecisionBF16:
-		return p, nil
+	if err := device.ValidPrecision(p); err != nil {
+		return "", fmt.Errorf("-precision: %w", err)
 	}
-	return "", fmt.Errorf("-precision %q: want %s, %s or %s", p, store.PrecisionFP32, store.PrecisionTF32, store.PrecisionBF16)
+	if p == "" {
+		return store.PrecisionFP32, nil
+	}
+	return p, nil
 }
 
 // backendPrecision is the GEMM precision be computes in: a CUDA backend's, fp32 for the CPU.
