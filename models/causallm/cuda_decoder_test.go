@@ -8,7 +8,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"math/rand/v2"
 	"slices"
 	"sort"
 	"strings"
@@ -275,14 +274,7 @@ func TestCUDADecoderThroughput(t *testing.T) {
 	t.Logf("Llama-2-7B shape, 2 blocks, vocab 1024: weights drawn in %.1f s, converted and uploaded (fp32) in %.2f s", drawn.Seconds(), upload.Seconds())
 
 	const textLen, texts, reps = 128, 16, 5
-	rng := rand.New(rand.NewPCG(1, 2))
-	seqs := make([][]int32, texts)
-	for i := range seqs {
-		seqs[i] = make([]int32, textLen)
-		for j := range seqs[i] {
-			seqs[i][j] = int32(rng.IntN(c.VocabSize))
-		}
-	}
+	seqs := randomSeqs(texts, textLen, c.VocabSize)
 	rows := make([]float32, textLen*texts*c.Hidden)
 	tap := func(p llama.Point, layer int, x []float32) error {
 		if p == llama.Residual && layer == 1 {

@@ -107,14 +107,7 @@ func TestCUDADecoderExtractPrecisions(t *testing.T) {
 	}
 	defer m.Close()
 	const textLen, texts, reps = 128, 16, 3
-	rng := rand.New(rand.NewPCG(1, 2))
-	seqs := make([][]int32, texts)
-	for i := range seqs {
-		seqs[i] = make([]int32, textLen)
-		for j := range seqs[i] {
-			seqs[i][j] = int32(rng.IntN(c.VocabSize))
-		}
-	}
+	seqs := randomSeqs(texts, textLen, c.VocabSize)
 	n, d := textLen*texts, c.Hidden
 	rows := map[string][2][]float32{} // precision -> residual 1, attn-input 1
 	ctx := context.Background()

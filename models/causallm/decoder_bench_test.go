@@ -41,14 +41,7 @@ func BenchmarkDecoderExtractLlama2Shape(b *testing.B) {
 		b.Fatal(err)
 	}
 	const textLen, texts = 128, 16
-	rng := rand.New(rand.NewPCG(1, 2))
-	seqs := make([][]int32, texts)
-	for i := range seqs {
-		seqs[i] = make([]int32, textLen)
-		for j := range seqs[i] {
-			seqs[i][j] = int32(rng.IntN(m.Cfg.VocabSize))
-		}
-	}
+	seqs := randomSeqs(texts, textLen, m.Cfg.VocabSize)
 	rows := make([]float32, textLen*texts*m.Cfg.Hidden)
 	tap := func(p llama.Point, layer int, x []float32) error {
 		if p == llama.Residual && layer == 1 {
@@ -63,4 +56,18 @@ func BenchmarkDecoderExtractLlama2Shape(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.N*textLen*texts)/b.Elapsed().Seconds(), "tokens/s")
+}
+
+// randomSeqs are n texts of length token ids drawn uniformly from a vocabulary of vocab, the same
+// on every call (one seed): the input of the extraction benchmark and the GPU tests.
+func randomSeqs(n, length, vocab int) [][]int32 {
+	rng := rand.New(rand.NewPCG(1, 2))
+	seqs := make([][]int32, n)
+	for i := range seqs {
+		seqs[i] = make([]int32, length)
+		for j := range seqs[i] {
+			seqs[i][j] = int32(rng.IntN(vocab))
+		}
+	}
+	return seqs
 }
