@@ -1,5 +1,7 @@
-"""The runner of the bench/ self-tests (test_torch_llama.py, test_torch_lm.py): no pytest on the
-machines, so each test file calls run(globals(), its temporary directory)."""
+"""The runner of the bench/ self-tests (test_torch_llama.py, test_torch_lm.py, ...): no pytest on the
+machines, so each test file calls run(globals(), its temporary directory); and the helpers the
+deployer self-tests share (row_errors, write_texts)."""
+import json
 import shutil
 import traceback
 
@@ -21,3 +23,17 @@ def run(namespace, tmp):
     shutil.rmtree(tmp, ignore_errors=True)
     print(f"{passed} passed, {failed} failed")
     return 1 if failed else 0
+
+
+def row_errors(got, want):
+    """Per-row ||got - want|| / ||want|| (T,) of two torch tensors (T, d), in float64."""
+    got, want = got.double(), want.double()
+    return ((got - want).norm(dim=-1) / want.norm(dim=-1)).numpy()
+
+
+def write_texts(path, texts):
+    """Writes the deployer's input: one JSON record a line ({"id", "tokens", "bos"}); returns path."""
+    with open(path, "w") as f:
+        for rec in texts:
+            f.write(json.dumps(rec) + "\n")
+    return path

@@ -22,6 +22,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import minitest  # noqa: E402
+from minitest import row_errors, write_texts  # noqa: E402
 import torch_bert_deploy as tb  # noqa: E402
 
 TMP = tempfile.mkdtemp(prefix="test_torch_bert_deploy.")
@@ -102,19 +103,6 @@ def tiny_bert(dtype="F16", seed=1, h=64, layers=3, heads=4, vocab=128):
             t[p + n + ".bias"] = r.normal(0, 0.1, h)
     write_safetensors(os.path.join(path, "model.safetensors"), t, dtype)
     _made[key] = path
-    return path
-
-
-def row_errors(got, want):
-    """Per-row ||got - want|| / ||want|| (T,), float64."""
-    got, want = got.double(), want.double()
-    return ((got - want).norm(dim=-1) / want.norm(dim=-1)).numpy()
-
-
-def write_texts(path, texts):
-    with open(path, "w") as f:
-        for rec in texts:
-            f.write(json.dumps(rec) + "\n")
     return path
 
 

@@ -17,6 +17,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import minitest  # noqa: E402
+from minitest import row_errors, write_texts  # noqa: E402
 import torch_deploy as td  # noqa: E402
 import torch_llama as tl  # noqa: E402
 
@@ -41,19 +42,6 @@ def f64_rows(path, ids):
     """torch_llama's float64 forward: the exact rows the deployers approximate."""
     r = tl.Model.load(path, torch.float64).forward(torch.tensor([ids]))
     return {"residual": [t[0] for t in r["residual"]], "attn_input": [t[0] for t in r["attn_input"]]}
-
-
-def row_errors(got, want):
-    """Per-row ||got - want|| / ||want|| (T,), float64."""
-    got, want = got.double(), want.double()
-    return ((got - want).norm(dim=-1) / want.norm(dim=-1)).numpy()
-
-
-def write_texts(path, texts):
-    with open(path, "w") as f:
-        for rec in texts:
-            f.write(json.dumps(rec) + "\n")
-    return path
 
 
 def test_fp32_is_the_reference_forward():
