@@ -113,6 +113,9 @@ type recoverArgs struct {
 	first, seed                                                *int64
 	claimGap, rhoFlag                                          *float64
 	absent, grid, quiet                                        *bool
+
+	// sets are the candidate sets' values read so far, by -set name (cellValues).
+	sets map[string][]string
 }
 
 // defineRecoverArgs defines the flags of `geloattack recover` on fs.
@@ -295,10 +298,13 @@ func runRecover(ctx context.Context, a *recoverArgs) error {
 	if err != nil {
 		return err
 	}
-	victims := make([][]string, len(cells)) // victims[i]: the texts content.Run attacks in cells[i]
-	for i, c := range cells {
-		if victims[i], err = a.victimTexts(c, secretSeed); err != nil {
-			return fmt.Errorf("recover: %s: %w", c.name(), err)
+	var victims [][]string // victims[i]: the texts content.Run attacks in cells[i], for a deployer
+	if dep != nil || *a.depTexts != "" {
+		victims = make([][]string, len(cells))
+		for i, c := range cells {
+			if victims[i], err = a.victimTexts(c, secretSeed); err != nil {
+				return fmt.Errorf("recover: %s: %w", c.name(), err)
+			}
 		}
 	}
 	if dep != nil {

@@ -75,10 +75,17 @@ func (a *recoverArgs) cells(t content.Template, sc gelo.Config, d int) ([]recove
 // cellValues returns the values of cell c's candidate set (all) and those the cell scores (vals,
 // in the order content.Run indexes them): all, or the seeded subset content.Subset keeps of them
 // when the cell keeps c.size.
+// A set is read once per run (the name set reads WordNet; a grid has dozens of cells).
 func (a *recoverArgs) cellValues(c recoverCell, seed uint64) (all, vals []string, err error) {
-	all, err = candidateValues(c.set, *a.years, *a.corpusDir)
-	if err != nil {
-		return nil, nil, err
+	all, ok := a.sets[c.set]
+	if !ok {
+		if all, err = candidateValues(c.set, *a.years, *a.corpusDir); err != nil {
+			return nil, nil, err
+		}
+		if a.sets == nil {
+			a.sets = map[string][]string{}
+		}
+		a.sets[c.set] = all
 	}
 	return all, content.Subset(all, c.size, seed), nil
 }
