@@ -160,15 +160,23 @@ func (e *Embedder) Embed(ctx context.Context, texts []string, batchTokens, worke
 // verifyMaxTokens bounds the length of the store texts Verify re-computes (for speed).
 const verifyMaxTokens = 64
 
-// VerifyTol is the largest relative row difference ||stored - recomputed|| / ||stored|| Verify
-// accepts: float16 storage alone gives ~3e-4, a different layer or model gives 1e-1 and more.
-const VerifyTol = 1e-2
+// VerifyBound is how far Verify lets a stored row lie from e's fresh float32 recomputation of it
+// (rho, relative 2-norm): the recomputation error of a deployer of the store's own compute
+// precision (meta.json compute_precision as Meta.RecomputePrecision maps it to a deployer's: fp32,
+// tf32 as fp16, bf16) through e's layer at its width, both rows rounded to the store's float16
+// where it holds float16. It is DefaultRecompute, the bound recover's verdicts allow for a
+// deployer, and the one rowspace's -deployer-rows adds for a tf32 or bf16 store's rows: a store
+// `store extract -precision bf16` wrote is a bf16 deployer to this check too. A store of another
+// layer or model lies 1e-1 and more away.
+func (e *Embedder) VerifyBound(meta store.Meta) (Recompute, error) {
+	return DefaultRecompute(e, meta.RecomputePrecision())
+}
 
 // Verify re-computes up to k texts of st (the first ones with stored text and at most 64 rows) and
 // compares their rows with the stored ones, row by row at the same position (a decoder store
 // extracted with -dedup exact keeps only some positions). It returns the largest relative row
-// difference and an error naming the text when it exceeds VerifyTol: the candidates' rows would
-// not be the store's.
+// difference and an error naming the text when it exceeds VerifyBound(st.Meta()): the candidates'
+// rows would not be the store's.
 func (e *Embedder) Verify(ctx context.Context, st *store.Store, k int) (float64, error) {
 	var texts []string
 	var idx []int
@@ -181,6 +189,10 @@ func (e *Embedder) Verify(ctx context.Context, st *store.Store, k int) (float64,
 	}
 	if len(texts) == 0 {
 		return 0, fmt.Errorf("content: store %s has no stored text of at most %d tokens to check the model against", st.Dir(), verifyMaxTokens)
+	}
+	bound, err := e.VerifyBound(st.Meta())
+	if err != nil {
+		return 0, fmt.Errorf("content: store %s: %w", st.Dir(), err)
 	}
 	rows, err := e.Embed(ctx, texts, 0, 0, nil)
 	if err != nil {
@@ -224,9 +236,9 @@ func (e *Embedder) Verify(ctx context.Context, st *store.Store, k int) (float64,
 			}
 			rel := math.Sqrt(diff / max(norm, 1e-300))
 			worst = max(worst, rel)
-			if rel > VerifyTol {
-				return worst, fmt.Errorf("content: store text %d (id %d) row %d differs from the re-computed row by %.3g relative (tolerance %g): the model, layer %d or norm is not the one the store was built with",
-					i, st.TextID(i), r, rel, VerifyTol, e.layer)
+			if rel > bound.Rho {
+				return worst, fmt.Errorf("content: store text %d (id %d) row %d differs from the re-computed row by %.3g relative (bound %.3g: meta.json compute_precision %s, %s): the model, layer %d or norm is not the one the store was built with",
+					i, st.TextID(i), r, rel, bound.Rho, st.Meta().RowPrecision(), bound.Source(), e.layer)
 			}
 		}
 	}

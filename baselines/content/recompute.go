@@ -46,18 +46,21 @@ func ExplicitRecompute(rho float64) (Recompute, error) {
 	return Recompute{Rho: rho}, nil
 }
 
-// String says which bound is in force, for the run's header.
-func (r Recompute) String() string {
-	var src string
+// Source says where Rho came from: the user's figure, or the deployer precision, depth and width
+// it was derived for (and the store's rounding).
+func (r Recompute) Source() string {
 	switch {
 	case r.Precision == "":
-		src = "given with -recompute-error"
+		return "given with -recompute-error"
 	case r.StoreRoundoff > 0:
-		src = fmt.Sprintf("deployer %s through %d blocks of width %d: %.2g, both rows rounded to the store's unit round-off 2^%d",
+		return fmt.Sprintf("deployer %s through %d blocks of width %d: %.2g, both rows rounded to the store's unit round-off 2^%d",
 			r.Precision, r.Blocks, r.Width, r.Compute, int(math.Round(math.Log2(r.StoreRoundoff))))
-	default:
-		src = fmt.Sprintf("deployer %s through %d blocks of width %d", r.Precision, r.Blocks, r.Width)
 	}
+	return fmt.Sprintf("deployer %s through %d blocks of width %d", r.Precision, r.Blocks, r.Width)
+}
+
+// String says which bound is in force, for the run's header.
+func (r Recompute) String() string {
 	return fmt.Sprintf("recomputation error rho %.3g (%s); claims below full rank need the residual within ((10 u_eff + rho)/(1 - rho))^2, a lead, and every other candidate and every neighbour of the claim (one edit away) beyond it; past full rank nothing is claimed, and \"not among the candidates\" needs every candidate's leverage above its own bound (sqrt(1.25) + rho |x| / ((1 - rho) sigma_min(U)))^2",
-		r.Rho, src)
+		r.Rho, r.Source())
 }

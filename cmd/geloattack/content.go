@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -82,15 +81,23 @@ goes on in "no no no no no no"), and that row must be observable: every row obse
 sampling, and tokens_per_text above the claimed text's rows.
 
 A deployer we did not write: -deployer-texts FILE writes the victims' texts (the secrets the same
-flags draw, as token ids) for bench/torch_deploy.py --tokens FILE (a decoder store) or
-bench/torch_bert_deploy.py --tokens FILE (an encoder store) and stops; -deployer-rows DIR attacks
-the rows it computed (--out DIR: a decoder's point at the store's layer, BOS kept; an encoder's
-hidden_states at the store's layer, [CLS] and [SEP] kept) instead of the model's own forward: GELO
-mixes the deployer's rows (the store's special-token dropping, norm and float16 rounding applied
-to them as to the store's), the candidates are
-recomputed here. The rows are refused unless deployer.json names -model's config.json and every
-row is the attacker's token at its position; the run names the deployer's stack, and
--deployer-precision defaults to its dtype (bf16 rows need the bf16 bound).`,
+flags draw, as token ids; with -grid, the victims of every cell the grid and -axes run) for
+bench/torch_deploy.py --tokens FILE (a decoder store) or bench/torch_bert_deploy.py --tokens FILE
+(an encoder store) and stops; each distinct text is written once (a secret drawn twice, cells of
+one set and template), ids 0, 1, .... -deployer-rows DIR attacks the rows it computed (--out DIR:
+a decoder's point at the store's layer, BOS kept; an encoder's hidden_states at the store's layer,
+[CLS] and [SEP] kept) instead of the model's own forward, with or without -grid: GELO mixes the
+deployer's rows (the store's special-token dropping, norm and float16 rounding applied to them as
+to the store's), the candidates are recomputed here. Each victim's rows are the deployer's text
+of exactly the victim's token ids, found by its tokens; a victim of any cell without one is
+refused before the candidates are embedded, naming the cell. The rows are refused unless
+deployer.json names -model's config.json; the run names the deployer's stack, and
+-deployer-precision defaults to its dtype (bf16 rows need the bf16 bound).
+
+Before attacking, -verify store texts are recomputed here in fp32 and compared with the stored
+rows, within the recomputation bound of a deployer of the store's own compute precision
+(meta.json compute_precision: a tf32 or bf16 store from store extract -precision is allowed
+that precision's bound), else it refuses.`,
 	Flags: recoverFlags,
 }
 
@@ -106,6 +113,9 @@ type recoverArgs struct {
 	first, seed                                                *int64
 	claimGap, rhoFlag                                          *float64
 	absent, grid, quiet                                        *bool
+
+	// sets are the candidate sets' values read so far, by -set name (cellValues).
+	sets map[string][]string
 }
 
 // defineRecoverArgs defines the flags of `geloattack recover` on fs.
@@ -137,12 +147,12 @@ func defineRecoverArgs(fs *flag.FlagSet) *recoverArgs {
 		absent:    fs.Bool("absent", false, "remove each victim's secret from the candidates it is scored against: an honest attack answers \"not among the candidates\" or \"ranked first, not claimed\", never a claim"),
 		grid:      fs.Bool("grid", false, "run the one-axis-at-a-time grid (candidates, shield, dtype, obs_rows, mix, rows, defence) around the flags' base cell"),
 		axes:      fs.String("axes", "", "with -grid: comma-separated axes to run (empty: all): "+strings.Join(content.GridAxes, ",")),
-		verifyN:   intFlag(fs, "verify", 4, field.Bounds{Int: true, Min: 1, Max: 1000}, "store texts re-computed and compared with the stored rows before attacking (refuses on a mismatch)"),
+		verifyN:   intFlag(fs, "verify", 4, field.Bounds{Int: true, Min: 1, Max: 1000}, "store texts re-computed and compared with the stored rows before attacking (refuses a row beyond the recomputation bound of the store's meta.json compute_precision)"),
 		out:       fs.String("out", "", "write the result (or every grid cell) as JSON to this file"),
 		table:     fs.String("table", "", "with -grid: also write the Markdown grid table to this file"),
 		quiet:     fs.Bool("quiet", false, "no progress output"),
-		depTexts:  fs.String("deployer-texts", "", "write the victims' texts (token ids, as JSON lines) to this file for an external deployer (bench/torch_deploy.py, or bench/torch_bert_deploy.py for an encoder store: --tokens FILE) and stop"),
-		depRows:   fs.String("deployer-rows", "", "attack the victims' rows an external deployer computed (bench/torch_deploy.py or bench/torch_bert_deploy.py --out DIR from -deployer-texts' file, the store's point at its layer, special tokens kept) instead of the model's own forward; -deployer-precision defaults to the deployer's dtype"),
+		depTexts:  fs.String("deployer-texts", "", "write the victims' texts (token ids, as JSON lines, each distinct text once) to this file for an external deployer (bench/torch_deploy.py, or bench/torch_bert_deploy.py for an encoder store: --tokens FILE) and stop; with -grid the file holds the victims of every cell the grid (-axes) runs"),
+		depRows:   fs.String("deployer-rows", "", "attack the victims' rows an external deployer computed (bench/torch_deploy.py or bench/torch_bert_deploy.py --out DIR from -deployer-texts' file, the store's point at its layer, special tokens kept) instead of the model's own forward, each victim's found by its token ids (with -grid: in every cell; a victim missing is refused before the work); -deployer-precision defaults to the deployer's dtype"),
 	}
 	floatVar(fs, a.rhoFlag, "recompute-error", 0, field.Bounds{Min: 0, Max: 1, MaxOpen: true, Zero: "rows bit-equal to the deployer's, true only for its very kernel and batches"},
 		"recomputation error rho: a bound on ||x_att - x_dep|| / ||x_dep|| between the attacker's candidate row and the row the deployer mixed, storage rounding included; left out: from -deployer-precision, given: overrides it")
@@ -220,13 +230,8 @@ func (a *recoverArgs) validate(ctx context.Context) (*recoverPlan, error) {
 		return nil, err
 	}
 	t.Pattern += *a.suffix
-	if *a.depTexts != "" || *a.depRows != "" {
-		switch {
-		case *a.depTexts != "" && *a.depRows != "":
-			return nil, errors.New("recover: -deployer-texts writes the deployer's input and stops; -deployer-rows attacks its output: give one")
-		case *a.grid:
-			return nil, errors.New("recover: -deployer-texts and -deployer-rows run one cell: the grid's cells draw other victims (another set, template or shields' victims), which the deployer did not compute")
-		}
+	if *a.depTexts != "" && *a.depRows != "" {
+		return nil, errors.New("recover: -deployer-texts writes the deployer's input and stops; -deployer-rows attacks its output: give one")
 	}
 	if hf.IsDecoderDir(*a.modelDir) {
 		check := []content.Template{t}
@@ -289,17 +294,40 @@ func runRecover(ctx context.Context, a *recoverArgs) error {
 	if err != nil {
 		return err
 	}
+	cells, err := a.cells(t, sc, meta.D)
+	if err != nil {
+		return err
+	}
+	var victims [][]string // victims[i]: the texts content.Run attacks in cells[i], for a deployer
+	if dep != nil || *a.depTexts != "" {
+		victims = make([][]string, len(cells))
+		for i, c := range cells {
+			if victims[i], err = a.victimTexts(c, secretSeed); err != nil {
+				return fmt.Errorf("recover: %s: %w", c.name(), err)
+			}
+		}
+	}
+	if dep != nil {
+		// Every cell's victims in the deployer's rows, before the store check and the candidates.
+		if err := checkDeployerCovers(emb, dep, meta.Layer, cells, victims); err != nil {
+			return err
+		}
+	}
 	t0 := time.Now()
 	worst, err := emb.Verify(ctx, st, *a.verifyN)
 	if err != nil {
 		return fmt.Errorf("recover: store %s against model %s: %w", st.Dir(), *a.modelDir, err)
 	}
+	bound, err := emb.VerifyBound(meta)
+	if err != nil {
+		return fmt.Errorf("recover: %w", err)
+	}
 	point := ""
 	if meta.Decoder != nil {
 		point = fmt.Sprintf(", decoder %s %s", termtext.Escape(meta.Decoder.Architecture), termtext.Escape(meta.Decoder.Point))
 	}
-	logf(progress, "recover: store %s (%s%s, layer %d, d %d, special tokens %s); model %s reproduces %d stored texts to %.2g relative (%.1f s)\n",
-		st.Dir(), termtext.Escape(meta.Model), point, meta.Layer, meta.D, meta.SpecialTokens, *a.modelDir, *a.verifyN, worst, time.Since(t0).Seconds())
+	logf(progress, "recover: store %s (%s%s, layer %d, d %d, special tokens %s, computed in %s); model %s reproduces %d stored texts to %.2g relative, within %.2g (%.1f s)\n",
+		st.Dir(), termtext.Escape(meta.Model), point, meta.Layer, meta.D, meta.SpecialTokens, meta.RowPrecision(), *a.modelDir, *a.verifyN, worst, bound.Rho, time.Since(t0).Seconds())
 	var rho content.Recompute
 	if flagWasSet(a.fs, "recompute-error") {
 		rho, err = content.ExplicitRecompute(*a.rhoFlag)
@@ -311,54 +339,54 @@ func runRecover(ctx context.Context, a *recoverArgs) error {
 	}
 
 	if *a.depTexts != "" {
-		vals, _, err := a.values(*a.set, *a.nCand, secretSeed)
-		if err != nil {
-			return err
-		}
-		return writeVictimTexts(*a.depTexts, emb, t, vals, *a.victims, secretSeed)
+		return writeVictimTexts(*a.depTexts, emb, cells, victims)
 	}
 
-	// Candidate sets, embedded once each (the grid reuses them).
+	// Candidate sets, embedded once each: the grid embeds a set whole and takes its cells'
+	// subsets from it.
 	cache := map[string]*content.Candidates{}
-	getSet := func(name string, size int, tp content.Template) (*content.Candidates, error) {
-		key := fmt.Sprintf("%s|%s|%d", tp.Pattern, name, size)
-		if c, ok := cache[key]; ok {
-			return c, nil
+	getSet := func(c recoverCell) (*content.Candidates, error) {
+		all, vals, err := a.cellValues(c, secretSeed)
+		if err != nil {
+			return nil, err
 		}
-		full := fmt.Sprintf("%s|%s|0", tp.Pattern, name)
-		all, ok := cache[full]
+		key := func(n int) string { return fmt.Sprintf("%s|%s|%d", c.tp.Pattern, c.set, n) } // a set's subset of n is one (seeded)
+		if got, ok := cache[key(len(vals))]; ok {
+			return got, nil
+		}
+		embed := vals // one cell: only its candidates
+		if *a.grid {
+			embed = all
+		}
+		whole, ok := cache[key(len(embed))]
 		if !ok {
-			vals, subset, err := a.values(name, size, secretSeed)
-			if err != nil {
-				return nil, err
-			}
-			if subset {
-				full = key
-			}
 			t1 := time.Now()
-			logf(progress, "recover: embedding %d candidates of %q (%s)\n", len(vals), tp.Pattern, name)
-			all, err = content.Embed(ctx, emb, tp, vals, progress)
-			if err != nil {
+			logf(progress, "recover: embedding %d candidates of %q (%s)\n", len(embed), c.tp.Pattern, c.set)
+			if whole, err = content.Embed(ctx, emb, c.tp, embed, progress); err != nil {
 				return nil, err
 			}
 			logf(progress, "recover: %d candidates, %d tokens in %.1f s: %.0f tokens/s (wall %.1f s)\n",
-				all.Len(), all.Rows.Tokens, all.Rows.Seconds, float64(all.Rows.Tokens)/all.Rows.Seconds, time.Since(t1).Seconds())
-			cache[full] = all
+				whole.Len(), whole.Rows.Tokens, whole.Rows.Seconds, float64(whole.Rows.Tokens)/whole.Rows.Seconds, time.Since(t1).Seconds())
+			cache[key(len(embed))] = whole
 		}
-		if size == 0 || size >= all.Len() {
-			return all, nil
+		if len(embed) == len(vals) {
+			return whole, nil
 		}
-		sub := subsetCandidates(all, size, secretSeed)
-		cache[key] = sub
+		sub := subsetCandidates(whole, vals)
+		cache[key(len(vals))] = sub
 		return sub, nil
 	}
-	runCell := func(scfg gelo.Config, tp content.Template, c *content.Candidates) (*content.Result, error) {
-		s, err := gelo.NewSampler(st, scfg)
+	runCell := func(c recoverCell) (*content.Result, error) {
+		cand, err := getSet(c)
+		if err != nil {
+			return nil, err
+		}
+		s, err := gelo.NewSampler(st, c.sampler)
 		if err != nil {
 			return nil, err
 		}
 		opt := content.Options{
-			Template: tp, Candidates: c, Victims: *a.victims, Split: split, FirstExample: *a.first,
+			Template: c.tp, Candidates: cand, Victims: *a.victims, Split: split, FirstExample: *a.first,
 			Seed: secretSeed, Score: score, Compare: cmp, ClaimGap: *a.claimGap, Absent: *a.absent, Recompute: rho,
 			NeighbourBudget: *a.nbBudget, Progress: progress,
 		}
@@ -369,11 +397,7 @@ func runRecover(ctx context.Context, a *recoverArgs) error {
 	}
 
 	if !*a.grid {
-		c, err := getSet(*a.set, *a.nCand, t)
-		if err != nil {
-			return err
-		}
-		res, err := runCell(sc, t, c)
+		res, err := runCell(cells[0])
 		if err != nil {
 			return err
 		}
@@ -381,14 +405,6 @@ func runRecover(ctx context.Context, a *recoverArgs) error {
 		return writeJSON(*a.out, res)
 	}
 
-	var axisList []string
-	if *a.axes != "" {
-		axisList = strings.Split(*a.axes, ",")
-	}
-	cells, err := content.Grid(axisList, meta.D)
-	if err != nil {
-		return fmt.Errorf("-axes: %w", err)
-	}
 	type cellOut struct {
 		Axis, Value string
 		Result      *content.Result
@@ -397,35 +413,16 @@ func runRecover(ctx context.Context, a *recoverArgs) error {
 	var tbl strings.Builder
 	fmt.Fprintf(&tbl, "%s\n\n%s", rho, content.GridHeader)
 	fmt.Print(tbl.String())
-	for i, cell := range cells {
-		tp, setName, size := t, *a.set, *a.nCand
-		if cell.Set != content.BaseSet {
-			setName, size = cell.Set.Name, cell.Set.Size
-			if setName == "date" {
-				tp = content.TemplateBirth
-				tp.Pattern += *a.suffix
-			}
-		}
-		c, err := getSet(setName, size, tp)
+	for i, c := range cells {
+		logf(progress, "recover: grid cell %d/%d: %s = %s\n", i+1, len(cells), c.grid.Axis, c.grid.Value)
+		res, err := runCell(c)
 		if err != nil {
-			return fmt.Errorf("grid cell %s=%s: %w", cell.Axis, cell.Value, err)
+			return fmt.Errorf("%s: %w", c.name(), err)
 		}
-		scfg := sc
-		if cell.Apply != nil {
-			cell.Apply(&scfg)
-		}
-		if err := scfg.Validate(); err != nil {
-			return fmt.Errorf("grid cell %s=%s: %w", cell.Axis, cell.Value, err)
-		}
-		logf(progress, "recover: grid cell %d/%d: %s = %s\n", i+1, len(cells), cell.Axis, cell.Value)
-		res, err := runCell(scfg, tp, c)
-		if err != nil {
-			return fmt.Errorf("grid cell %s=%s: %w", cell.Axis, cell.Value, err)
-		}
-		row := content.GridRow(cell, res)
+		row := content.GridRow(*c.grid, res)
 		fmt.Print(row)
 		tbl.WriteString(row)
-		outs = append(outs, cellOut{cell.Axis, cell.Value, res})
+		outs = append(outs, cellOut{c.grid.Axis, c.grid.Value, res})
 	}
 	if *a.table != "" {
 		if err := checkpoints.WriteFileAtomic(*a.table, []byte(tbl.String())); err != nil {
@@ -433,20 +430,6 @@ func runRecover(ctx context.Context, a *recoverArgs) error {
 		}
 	}
 	return writeJSON(*a.out, outs)
-}
-
-// values returns the candidate values of set name that a cell of size candidates (0: all) scores,
-// and whether they are a subset of the set: outside the grid only the subset is embedded (the
-// grid embeds the whole set once and takes its subsets from it).
-func (a *recoverArgs) values(name string, size int, seed uint64) ([]string, bool, error) {
-	vals, err := candidateValues(name, *a.years, *a.corpusDir)
-	if err != nil {
-		return nil, false, err
-	}
-	if size > 0 && size < len(vals) && !*a.grid {
-		return content.Subset(vals, size, seed), true, nil
-	}
-	return vals, false, nil
 }
 
 // parseTemplate maps a -template value to a template and its default candidate set.
@@ -491,14 +474,11 @@ func candidateValues(name, years, corpusDir string) ([]string, error) {
 	return nil, fmt.Errorf("-set %q: want pin, date, name or file:PATH", name)
 }
 
-// subsetCandidates keeps a seeded subset of size candidates, sharing the embedded rows.
-func subsetCandidates(all *content.Candidates, size int, seed uint64) *content.Candidates {
-	idx := make([]int, all.Len())
-	for i := range idx {
-		idx[i] = i
-	}
-	keep := map[string]bool{}
-	for _, v := range content.Subset(all.Values, size, seed) {
+// subsetCandidates keeps the candidates of all whose values are vals (a subset of all's values,
+// in all's order, as content.Subset keeps them), sharing the embedded rows.
+func subsetCandidates(all *content.Candidates, vals []string) *content.Candidates {
+	keep := make(map[string]bool, len(vals))
+	for _, v := range vals {
 		keep[v] = true
 	}
 	sub := &content.Candidates{Rows: &content.Rows{D: all.Rows.D, Off: []int{0}}}
@@ -596,69 +576,4 @@ func openDecoderEmbedder(modelDir string, meta store.Meta) (*content.Embedder, e
 		return nil, fmt.Errorf("recover: %w", err)
 	}
 	return emb, nil
-}
-
-// readDeployerRows reads the rows an external deployer wrote in dir for recover: the store's
-// point at its layer (an encoder store's: Hugging Face's hidden_states at its layer, the
-// deployer's residual point), from a run of the model in modelDir (its config.json, byte for byte).
-func readDeployerRows(ctx context.Context, dir, modelDir string, meta store.Meta) (*deployer.Rows, error) {
-	point := deployer.Residual
-	if meta.Decoder != nil {
-		point = meta.Decoder.Point
-	}
-	rows, err := deployer.ReadRows(ctx, dir, point, []int{meta.Layer})
-	if err != nil {
-		return nil, fmt.Errorf("recover: -deployer-rows: %w", err)
-	}
-	if err := rows.Info.CheckModel(modelDir); err != nil {
-		return nil, fmt.Errorf("recover: -deployer-rows: %w", err)
-	}
-	return rows, nil
-}
-
-// victimRows is content.Options.Deployer for an external deployer's rows at block: victim v's
-// rows are the deployer's text v, checked against the attacker's tokens of the victim's text
-// and laid out as the store's extraction lays out rows.
-func victimRows(emb *content.Embedder, dep *deployer.Rows, block int) func(context.Context, []string) (*content.Rows, error) {
-	return func(_ context.Context, texts []string) (*content.Rows, error) {
-		return emb.FromDeployer(texts, func(v int, text content.DeployerText) ([]float32, error) {
-			toks := make([]int, len(text.Tokens))
-			for i, id := range text.Tokens {
-				toks[i] = int(id)
-			}
-			x, err := dep.Text(int64(v), toks, block)
-			if err != nil {
-				return nil, fmt.Errorf("recover: -deployer-rows: victim %d: %w (write the deployer's input with recover -deployer-texts and the same -store, -model, -template, -suffix, -set, -candidates, -victims and -seed)", v, err)
-			}
-			return x, nil
-		})
-	}
-}
-
-// writeVictimTexts writes the texts of the victims recover would attack (template t filled with
-// the secrets Run draws among vals) as an external deployer's input: victim v as text id v, its
-// token ids as the store's forward pass reads them, and its special prefix.
-func writeVictimTexts(path string, emb *content.Embedder, t content.Template, vals []string, victims int, seed uint64) error {
-	secrets := content.Secrets(seed, victims, len(vals))
-	texts := make([]string, victims)
-	for v, s := range secrets {
-		texts[v] = t.Fill(vals[s])
-	}
-	in, err := emb.DeployerTexts(texts)
-	if err != nil {
-		return fmt.Errorf("recover: -deployer-texts: %w", err)
-	}
-	out := make([]deployer.Text, len(in))
-	for v, x := range in {
-		out[v] = deployer.Text{ID: int64(v), Tokens: x.Tokens, BOS: x.BOS}
-	}
-	var buf bytes.Buffer
-	if err := deployer.WriteTexts(&buf, out); err != nil {
-		return fmt.Errorf("recover: -deployer-texts %s: %w", path, err)
-	}
-	if err := checkpoints.WriteFileAtomic(path, buf.Bytes()); err != nil {
-		return fmt.Errorf("recover: -deployer-texts: %w", err)
-	}
-	fmt.Fprintf(os.Stderr, "recover: wrote the %d victims' texts for the deployer to %s\n", victims, path)
-	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/gelo-research/geloattack/baselines/content"
 	"github.com/gelo-research/geloattack/data/corpus"
 	"github.com/gelo-research/geloattack/data/store"
+	"github.com/gelo-research/geloattack/internal/numfmt"
 	"github.com/gelo-research/geloattack/models/hf"
 )
 
@@ -336,5 +337,73 @@ func TestRecoverAttacksADecoderStore(t *testing.T) {
 	}
 	if !strings.Contains(string(table), "decoder rows: each candidate scored on its rows from the secret to the end of the text") {
 		t.Errorf("the table does not say how a decoder is scored:\n%s", table)
+	}
+}
+
+// Verify's tolerance is the store's own bound (item 2 of issue 36's follow-up): rows an fp32
+// forward computed, rounded to bf16 as `store extract -precision bf16` rounds its GEMMs' results,
+// pass under meta.json's compute_precision bf16 (the bf16 deployer's recomputation bound) and are
+// refused as another model's under an fp32 declaration (the fp32 bound, which bf16's rounding
+// exceeds). The store is the decoder fixture's first texts with these rows, float32 so that
+// nothing else rounds them.
+func TestVerifyToleratesTheStoresDeclaredPrecision(t *testing.T) {
+	md, src, _ := decoderRecoverFixture(t, hf.F32)
+	ctx := context.Background()
+	st, err := store.Open(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	var texts []string
+	for i := 0; i < st.NumTexts() && len(texts) < 4; i++ {
+		if x, ok := st.Text(i); ok && st.NumTokens(i) <= 64 {
+			texts = append(texts, x)
+		}
+	}
+	for _, c := range []struct {
+		prec string
+		pass bool
+	}{{store.PrecisionBF16, true}, {"", false}, {store.PrecisionFP32, false}} {
+		meta := st.Meta()
+		meta.DType, meta.ComputePrecision, meta.NumTexts, meta.NumTokens = store.Float32, c.prec, 0, 0
+		emb, err := openDecoderEmbedder(md, meta)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rows, err := emb.Embed(ctx, texts, 0, 0, nil) // the fp32 rows, as the store's pass keeps them
+		if err != nil {
+			t.Fatal(err)
+		}
+		numfmt.RoundBF16s(rows.Data)
+		dir := filepath.Join(t.TempDir(), "store")
+		w, err := store.Create(dir, meta)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, x := range texts {
+			if err := w.AddTextAt(int64(i), x, true, rows.Pos[i], rows.IDs[i], rows.Text(i), make([]float32, meta.E)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		bf, err := store.Open(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bound, err := emb.VerifyBound(bf.Meta())
+		if err != nil {
+			t.Fatal(err)
+		}
+		worst, err := emb.Verify(ctx, bf, len(texts))
+		bf.Close()
+		t.Logf("compute_precision %q: bf16-rounded rows lie %.3g from the recomputation, bound %.3g (%s)", c.prec, worst, bound.Rho, bound.Source())
+		switch {
+		case c.pass && (err != nil || !(worst > 0)):
+			t.Errorf("compute_precision %q: %v (worst %.3g); want the bf16-rounded rows accepted, and not bit-equal", c.prec, err, worst)
+		case !c.pass && (err == nil || !strings.Contains(err.Error(), "differs from the re-computed row") || !strings.Contains(err.Error(), "compute_precision fp32")):
+			t.Errorf("compute_precision %q: %v; want the bf16-rounded rows refused under the fp32 bound, naming it", c.prec, err)
+		}
 	}
 }

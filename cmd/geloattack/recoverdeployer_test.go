@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -39,7 +40,8 @@ func verdicts(r *content.Result) (claims, wrong, notAmongPresent int) {
 // with the secrets absent nothing is claimed; the run names the stack. The same rows attacked
 // with the fp32 bound (-deployer-precision fp32, the wrong bound) call present secrets "not
 // among": what the bf16 bound protects against. Rows of another model, and rows of other victims
-// (another -seed), are refused.
+// (another template's), are refused. The input holds each distinct victim text once (16 victims
+// draw among 8 candidates).
 func TestRecoverAttacksPyTorchBF16Deployer(t *testing.T) {
 	script := torchcheck.Script(t, "../../bench/torch_deploy.py")
 	md, st, set := decoderRecoverFixture(t, hf.BF16)
@@ -50,19 +52,15 @@ func TestRecoverAttacksPyTorchBF16Deployer(t *testing.T) {
 	if b, err := cli(t, append(append([]string{"recover", "-quiet"}, base...), "-deployer-texts", in)...).CombinedOutput(); err != nil {
 		t.Fatalf("recover -deployer-texts: %v\n%s", err, b)
 	}
-	lines := 0
 	texts, err := deployer.ReadTexts(mustRead(t, in))
 	if err != nil {
 		t.Fatal(err)
 	}
+	checkDistinctVictimTexts(t, texts, recoverDeployerVictims)
 	for _, x := range texts {
-		if x.ID != int64(lines) || x.BOS != 1 || len(x.Tokens) < 5 || x.Tokens[0] != 1 {
-			t.Errorf("deployer input line %d: %+v; want victim %d, BOS <s> (1) counted", lines, x, lines)
+		if x.BOS != 1 || len(x.Tokens) < 5 || x.Tokens[0] != 1 {
+			t.Errorf("deployer input text %d: %+v; want BOS <s> (1) counted", x.ID, x)
 		}
-		lines++
-	}
-	if lines != recoverDeployerVictims {
-		t.Fatalf("%d victims' texts written, want %d", lines, recoverDeployerVictims)
 	}
 	rows := torchDeployBF16(t, script, md, in, "1", dir)
 	attack := append(append([]string{}, base...), "-deployer-rows", rows)
@@ -98,7 +96,8 @@ func TestRecoverAttacksPyTorchBF16Deployer(t *testing.T) {
 // candidates", at least minClaims secrets are claimed, and with the secrets absent nothing is. Under
 // the fp32 bound (-deployer-precision fp32, the wrong one), a smaller rho the rows lie beyond, and
 // present secrets called "not among": what the bf16 bound protects against. Rows of other victims
-// (another -seed) are refused by name.
+// (another template's: -suffix " then") are refused before any victim runs, naming the victim and
+// -deployer-texts.
 func checkBF16DeployerRecover(t *testing.T, what string, attack []string, minClaims int) {
 	t.Helper()
 	r := recoverJSON(t, attack...)
@@ -137,8 +136,10 @@ func checkBF16DeployerRecover(t *testing.T, what string, attack []string, minCla
 	if fNotAmong == 0 {
 		t.Errorf("the bf16 rows under the fp32 bound called no present secret 'not among': the bound is not shown to matter")
 	}
-	if out, err := cli(t, append(append([]string{"recover", "-quiet"}, attack...), "-seed", "99")...).CombinedOutput(); err == nil || !strings.Contains(string(out), "-deployer-texts") {
-		t.Errorf("rows of other victims: %v\n%s", err, out)
+	out, err := cli(t, append(append([]string{"recover"}, attack...), "-suffix", " then")...).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "victim 0 (\"my PIN is ") || !strings.Contains(string(out), "-deployer-texts") ||
+		strings.Contains(string(out), "recover: embedding") {
+		t.Errorf("rows of other victims: %v; want a refusal naming the victim and -deployer-texts before the candidates are embedded\n%s", err, out)
 	}
 }
 
@@ -148,5 +149,22 @@ func logRecoverVictims(t *testing.T, r *content.Result) {
 	for _, v := range r.Victims {
 		t.Logf("victim %d: secret %s (absent %v), guess %s, verdict %s, rank %d of n_obs %d, bound %.3g",
 			v.Example, v.Value, v.SecretAbsent, v.Guess, v.Verdict, v.Rank, v.NObs, v.ResidualBound)
+	}
+}
+
+// checkDistinctVictimTexts checks a deployer input recover -deployer-texts wrote for victims
+// victims: ids 0, 1, ..., each token sequence once, at most one text per victim.
+func checkDistinctVictimTexts(t *testing.T, texts []deployer.Text, victims int) {
+	t.Helper()
+	seen := map[string]bool{}
+	for i, x := range texts {
+		key := fmt.Sprint(x.Tokens)
+		if x.ID != int64(i) || seen[key] {
+			t.Errorf("deployer input line %d: id %d, tokens %v (seen before: %v); want id %d and each text once", i, x.ID, x.Tokens, seen[key], i)
+		}
+		seen[key] = true
+	}
+	if len(texts) == 0 || len(texts) > victims {
+		t.Errorf("%d texts written for %d victims: want 1 to %d", len(texts), victims, victims)
 	}
 }

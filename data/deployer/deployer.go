@@ -18,12 +18,14 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"path/filepath"
 	"slices"
 
@@ -300,11 +302,14 @@ func Unit(dtype string) (float64, error) {
 }
 
 // Rows is one point's rows of a deployer run, by block and text id, held in memory for an attack
-// that mixes them itself (decode -deployer-rows).
+// that mixes them itself (decode -deployer-rows, recover -deployer-rows).
 type Rows struct {
 	Info Info
 	// byBlock[block][text id] is the text's kept rows.
 	byBlock map[int]map[int64]store.NPZRows
+	// byTokens[block][tokenKey(tokens)] is the lowest id of the texts of those tokens whose every
+	// row was kept (positions 0, 1, ...): Find's index, built once by ReadRows.
+	byTokens map[int]map[string]int64
 }
 
 // ReadRows reads point's rows of every block in blocks from the deployer run in dir.
@@ -313,7 +318,7 @@ func ReadRows(ctx context.Context, dir, point string, blocks []int) (*Rows, erro
 	if err != nil {
 		return nil, err
 	}
-	r := &Rows{Info: in, byBlock: map[int]map[int64]store.NPZRows{}}
+	r := &Rows{Info: in, byBlock: map[int]map[int64]store.NPZRows{}, byTokens: map[int]map[string]int64{}}
 	for _, b := range blocks {
 		src, err := in.PointDir(dir, point, b)
 		if err != nil {
@@ -323,16 +328,32 @@ func ReadRows(ctx context.Context, dir, point string, blocks []int) (*Rows, erro
 		if err != nil {
 			return nil, fmt.Errorf("deployer rows: %w", err)
 		}
-		m := make(map[int64]store.NPZRows, len(texts))
-		for _, t := range texts {
-			if t.D != in.HiddenSize {
-				return nil, fmt.Errorf("deployer rows %s: text %d: rows of width %d, deployer.json says hidden_size %d", src, t.ID, t.D, in.HiddenSize)
-			}
-			m[t.ID] = t
+		if err := r.add(b, texts); err != nil {
+			return nil, fmt.Errorf("deployer rows %s: %w", src, err)
 		}
-		r.byBlock[b] = m
 	}
 	return r, nil
+}
+
+// add holds block's texts and indexes those with every row by their tokens for Find.
+func (r *Rows) add(block int, texts []store.NPZRows) error {
+	m := make(map[int64]store.NPZRows, len(texts))
+	idx := make(map[string]int64, len(texts))
+	for _, t := range texts {
+		if t.D != r.Info.HiddenSize {
+			return fmt.Errorf("text %d: rows of width %d, deployer.json says hidden_size %d", t.ID, t.D, r.Info.HiddenSize)
+		}
+		m[t.ID] = t
+		if !allRows(t) {
+			continue
+		}
+		key := tokenKey(t.Tokens)
+		if id, dup := idx[key]; !dup || t.ID < id {
+			idx[key] = t.ID
+		}
+	}
+	r.byBlock[block], r.byTokens[block] = m, idx
+	return nil
 }
 
 // Text returns text id's rows at block (rows: (len(tokens), d)), checking that the deployer saw
@@ -356,4 +377,53 @@ func (r *Rows) Text(id int64, tokens []int, block int) ([]float32, error) {
 		}
 	}
 	return t.Rows, nil
+}
+
+// Find returns the rows at block (rows: (len(tokens), d)) of a text whose tokens are exactly
+// tokens, every row kept at positions 0, 1, ..., and that text's id: the lowest such id, since a
+// deployer that runs each text alone (batch 1, as bench's deployers do) computes equal tokens'
+// rows alike. Unlike Text it asks for no id, so an input that holds each distinct text once (the
+// victims of many cells, deduplicated) serves every cell whose victims it holds, and an input
+// with a text per victim serves as before.
+func (r *Rows) Find(tokens []int, block int) (int64, []float32, error) {
+	idx, ok := r.byTokens[block]
+	if !ok {
+		return 0, nil, fmt.Errorf("deployer rows: block %d not read", block)
+	}
+	key := make([]int32, len(tokens))
+	for i, tok := range tokens {
+		if tok < math.MinInt32 || tok > math.MaxInt32 {
+			return 0, nil, fmt.Errorf("deployer rows: token %d at position %d is no token id of the run", tok, i)
+		}
+		key[i] = int32(tok)
+	}
+	id, ok := idx[tokenKey(key)]
+	if !ok {
+		hint := ""
+		if r.Info.BOS == store.SpecialDropped {
+			hint = " (the run dropped its texts' BOS rows: rerun the deployer without --drop-bos)"
+		}
+		return 0, nil, fmt.Errorf("deployer rows: block %d: none of the run's %d texts is these %d tokens%s", block, len(r.byBlock[block]), len(tokens), hint)
+	}
+	x, err := r.Text(id, tokens, block)
+	return id, x, err
+}
+
+// allRows reports whether t holds a row of every token at positions 0, 1, ...: none dropped.
+func allRows(t store.NPZRows) bool {
+	for p, q := range t.Positions {
+		if q != int32(p) {
+			return false
+		}
+	}
+	return true
+}
+
+// tokenKey is Find's index key of a token sequence: its ids as little-endian bytes.
+func tokenKey(tokens []int32) string {
+	b := make([]byte, 0, 4*len(tokens))
+	for _, id := range tokens {
+		b = binary.LittleEndian.AppendUint32(b, uint32(id))
+	}
+	return string(b)
 }
