@@ -421,7 +421,7 @@ type pinnedChunk struct {
 // Staging chunks hold at least pinnedChunkBytes; takes are stageAlign-aligned.
 const (
 	pinnedChunkBytes = 32 << 20
-	stageAlign      = 256
+	stageAlign       = 256
 )
 
 // reset starts a step.
