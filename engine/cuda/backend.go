@@ -50,8 +50,8 @@ type BackendOptions struct {
 	// Profile times every device call (see ProfileReport); also turned on
 	// by the environment variable GELOATTACK_CUDA_PROFILE=1.
 	Profile bool
-	// Graphs runs training steps (BeginStep, EndStep) as CUDA graphs (graph.go); when
-	// GraphsOff, GELOATTACK_CUDA_GRAPHS decides (off by default).
+	// Graphs runs training steps (BeginStep, EndStep) as CUDA graphs (graph.go); the zero
+	// value, GraphsFromEnv, lets GELOATTACK_CUDA_GRAPHS decide (off when unset).
 	Graphs GraphMode
 	// GraphLog receives graph mode's fallback reasons and its summary at Close (default
 	// standard error).

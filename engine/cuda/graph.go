@@ -25,8 +25,10 @@ import (
 type GraphMode int
 
 const (
-	// GraphsOff queues every call on the stream at once (the default).
-	GraphsOff GraphMode = iota
+	// GraphsFromEnv (the zero value) takes the mode from GELOATTACK_CUDA_GRAPHS (off when unset).
+	GraphsFromEnv GraphMode = iota
+	// GraphsOff queues every call on the stream at once.
+	GraphsOff
 	// GraphsRecord records each step and issues it command by command at its end: everything of
 	// GraphsOn but the capture (the eager reference the GPU tests compare graphs with).
 	GraphsRecord

@@ -12,7 +12,7 @@ import (
 // cuBLAS that cannot do graphs leaves them off with a logged reason; it never fails the backend.
 func (b *Backend) initGraphs(opts BackendOptions) error {
 	mode := opts.Graphs
-	if mode == GraphsOff {
+	if mode == GraphsFromEnv {
 		m, err := graphModeFromEnv()
 		if err != nil {
 			return err
