@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"runtime"
@@ -77,21 +78,29 @@ func (g *tracedGraphs) launchGraph(exec uintptr) error {
 	return g.fakeGraphs.launchGraph(exec)
 }
 
-// stubModel is a small attention block with parameters: a training step's kinds of device work
-// (GEMMs, fused kernels, scratch buffers, uploads, reductions, the loss read back).
+// stubModel is a small pre-norm transformer (stubLayers blocks of attention and a SwiGLU MLP, with
+// residual adds): a training step's kinds of device work (GEMMs, fused kernels, scratch buffers,
+// uploads, reductions, many gradient buffers of one size alive at once, the loss read back).
 type stubModel struct {
-	tp            *engine.Tape
-	ps            *engine.Params
-	wq, wk, wv, g *engine.Tensor
+	tp     *engine.Tape
+	ps     *engine.Params
+	layers []stubLayer
 }
+
+type stubLayer struct{ g1, wq, wk, wv, g2, wg, wu, wd *engine.Tensor }
+
+const stubLayers = 3
 
 func newStubModel(t *testing.T, be engine.Backend, d int) *stubModel {
 	t.Helper()
 	m := &stubModel{tp: engine.NewTape(be), ps: engine.NewParams()}
-	m.wq = m.ps.Add("wq", []int{d, d}, true)
-	m.wk = m.ps.Add("wk", []int{d, d}, true)
-	m.wv = m.ps.Add("wv", []int{d, d}, true)
-	m.g = m.ps.Add("g", []int{d}, false)
+	for l := range stubLayers {
+		p := func(name string, shape ...int) *engine.Tensor {
+			return m.ps.Add(fmt.Sprintf("l%d.%s", l, name), shape, len(shape) > 1)
+		}
+		m.layers = append(m.layers, stubLayer{g1: p("g1", d), wq: p("wq", d, d), wk: p("wk", d, d), wv: p("wv", d, d),
+			g2: p("g2", d), wg: p("wg", 2*d, d), wu: p("wu", 2*d, d), wd: p("wd", d, 2*d)})
+	}
 	if err := m.ps.Alloc(be); err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +108,7 @@ func newStubModel(t *testing.T, be engine.Backend, d int) *stubModel {
 }
 
 // step runs forward and backward of a (B, N, d) batch with the last row of set 0 padded and
-// returns the loss (0 here: the stub's downloads read zeros).
+// returns the loss (0 on the stub device, whose downloads read zeros).
 func (m *stubModel) step(t *testing.T, B, N, d int, seed uint64) float32 {
 	t.Helper()
 	rng := rand.New(rand.NewPCG(seed, 1))
@@ -114,11 +123,15 @@ func (m *stubModel) step(t *testing.T, B, N, d int, seed uint64) float32 {
 	mask[N-1] = 0
 	tp := m.tp
 	tp.Reset()
-	xi := tp.Input(x, B, N, d)
+	h := tp.Input(x, B, N, d)
 	km := tp.Input(mask, B, N)
-	h := tp.RMSNorm(xi, m.g, 1e-6)
-	o := tp.Attention(tp.Linear(h, m.wq), tp.Linear(h, m.wk), tp.Linear(h, m.wv), km, 2)
-	loss := tp.SumSquares(o)
+	for _, l := range m.layers {
+		a := tp.RMSNorm(h, l.g1, 1e-6)
+		h = tp.Add(h, tp.Attention(tp.Linear(a, l.wq), tp.Linear(a, l.wk), tp.Linear(a, l.wv), km, 2))
+		f := tp.RMSNorm(h, l.g2, 1e-6)
+		h = tp.Add(h, tp.Linear(tp.SwiGLU(tp.Linear(f, l.wg), tp.Linear(f, l.wu)), l.wd))
+	}
+	loss := tp.SumSquares(h)
 	if err := tp.Backward(loss); err != nil {
 		t.Fatal(err)
 	}
