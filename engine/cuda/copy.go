@@ -12,7 +12,7 @@ func (b *Backend) Upload(t *engine.Tensor, src []float32) {
 			defer b.profStop()
 		}
 		// While a step is recorded, dev.Upload copies into the graphs' staging memory instead.
-		if len(src)*4 >= stageMinBytes && !b.stageFailed && b.dev.rec == nil && b.uploadStaged(ptr(t), src) {
+		if len(src)*4 >= stageMinBytes && !b.stageFailed && !b.dev.deferringUploads() && b.uploadStaged(ptr(t), src) {
 			return
 		}
 		b.fail(b.dev.Upload(ptr(t), src))

@@ -314,7 +314,7 @@ func (d *Device) Upload(p DevicePtr, src []float32) error {
 	if len(src) == 0 {
 		return nil
 	}
-	if d.rec != nil {
+	if d.deferringUploads() {
 		if d.rec.recordUpload(p, src) == nil {
 			return nil
 		}

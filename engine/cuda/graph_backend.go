@@ -57,6 +57,13 @@ func (d *Device) flushRecorded() error {
 	return r.flush()
 }
 
+// deferringUploads reports whether an upload now is recorded into the step. The uploads a step
+// makes before its first other command (the batch: U, or X and A, and the mask) go to the stream
+// at once instead, by the usual path (page-locked halves, the copy overlapping the DMA): nothing
+// recorded precedes them, so stream order is kept, and the DMA overlaps the rest of the
+// recording instead of heading the graph. The list, and so the graph, holds what follows them.
+func (d *Device) deferringUploads() bool { return d.rec != nil && d.rec.list.n > 0 }
+
 // BeginStep starts recording a training step's device work when graphs are on
 // (GELOATTACK_CUDA_GRAPHS=1 or BackendOptions.Graphs): the calls that follow queue nothing until
 // the step's first read back to the host (its loss), Sync or EndStep, which run the whole step,

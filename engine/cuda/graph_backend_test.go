@@ -33,7 +33,7 @@ func stubBackend(t *testing.T, mode GraphMode) (*Backend, *fakeGraphs, *[]string
 		},
 		cuMemFree:     func(DevicePtr) int32 { *trace = append(*trace, "free"); return 0 },
 		cuMemsetD32A:  func(DevicePtr, uint32, uint64, uintptr) int32 { return 0 },
-		cuMemcpyHtoDA: func(DevicePtr, unsafe.Pointer, uint64, uintptr) int32 { return 0 },
+		cuMemcpyHtoDA: func(DevicePtr, unsafe.Pointer, uint64, uintptr) int32 { *trace = append(*trace, "upload"); return 0 },
 		cuMemcpyDtoHA: func(dst unsafe.Pointer, _ DevicePtr, n uint64, _ uintptr) int32 {
 			clear(unsafe.Slice((*byte)(dst), n))
 			*trace = append(*trace, "download")
@@ -141,8 +141,9 @@ func (m *stubModel) step(t *testing.T, B, N, d int, seed uint64) float32 {
 // TestGraphStepThroughTheEngine drives the backend's BeginStep and EndStep with engine steps on
 // a stub device: the tape gives the same command list for every step of one shape after the
 // first (which sizes the arena, the gradient pool and the scratch buffers), so the third such
-// step captures it and the fourth and fifth replay that graph; the loss download runs the recorded step before it reads (a barrier); a step of
-// another shape runs eagerly and never launches that graph; the first shape then replays again.
+// step captures it and the fourth and fifth replay that graph; the batch's uploads go to the
+// stream first, the recorded step runs at the loss download, before it reads (a barrier); a step
+// of another shape runs eagerly and never launches that graph; the first shape then replays.
 func TestGraphStepThroughTheEngine(t *testing.T) {
 	be, f, trace := stubBackend(t, GraphsOn)
 	const B, N, d = 2, 6, 8
@@ -163,7 +164,9 @@ func TestGraphStepThroughTheEngine(t *testing.T) {
 		*trace = (*trace)[:0]
 		run(N, uint64(i))
 		// The recorded step runs before the loss is read, and nothing else reads or waits.
-		want := map[int][]string{1: {"issue", "download", "sync"}, 2: {"capture", "launch", "download", "sync"}, 3: {"launch", "download", "sync"}, 4: {"launch", "download", "sync"}}[i]
+		// The batch's two uploads (x, mask) come first and go to the stream at once.
+		want := map[int][]string{1: {"upload", "upload", "issue", "download", "sync"}, 2: {"upload", "upload", "capture", "launch", "download", "sync"},
+			3: {"upload", "upload", "launch", "download", "sync"}, 4: {"upload", "upload", "launch", "download", "sync"}}[i]
 		if i > 0 && !slices.Equal(*trace, want) {
 			t.Fatalf("step %d: %v, want %v", i+1, *trace, want)
 		}
@@ -182,7 +185,7 @@ func TestGraphStepThroughTheEngine(t *testing.T) {
 	}
 	*trace = (*trace)[:0]
 	run(N, 10)
-	if !slices.Equal(*trace, []string{"launch", "download", "sync"}) || be.GraphStats().Replayed != 3 {
+	if !slices.Equal(*trace, []string{"upload", "upload", "launch", "download", "sync"}) || be.GraphStats().Replayed != 3 {
 		t.Fatalf("back to the first shape: %v, %s", *trace, be.GraphStats())
 	}
 }
@@ -193,6 +196,7 @@ func TestGraphBarriers(t *testing.T) {
 	be, f, trace := stubBackend(t, GraphsOn)
 	tp := engine.NewTape(be)
 	x := tp.Input(make([]float32, 64), 64)
+	*trace = (*trace)[:0]
 	be.BeginStep()
 	be.Fill(x, 1)
 	if len(f.calls) != 0 {
@@ -207,6 +211,35 @@ func TestGraphBarriers(t *testing.T) {
 	be.EndStep() // nothing left to run
 	if !slices.Equal(*trace, []string{"issue", "sync"}) {
 		t.Fatalf("EndStep after the barrier: %v", *trace)
+	}
+}
+
+// TestGraphLeadingUploadsGoFirst: the uploads a step makes before any other call go to the
+// stream at once (their DMA overlaps the recording); an upload after a recorded call is
+// recorded, in order, and runs with the step.
+func TestGraphLeadingUploadsGoFirst(t *testing.T) {
+	be, f, trace := stubBackend(t, GraphsOn)
+	tp := engine.NewTape(be)
+	x := tp.Input(make([]float32, 64), 64)
+	y := tp.Input(make([]float32, 64), 64)
+	*trace = (*trace)[:0]
+	be.BeginStep()
+	be.Upload(x, make([]float32, 64))
+	be.Upload(y, make([]float32, 64))
+	be.Fill(x, 2)
+	be.Upload(y, make([]float32, 64))
+	if !slices.Equal(*trace, []string{"upload", "upload"}) {
+		t.Fatalf("before the step ran: %v", *trace)
+	}
+	be.EndStep()
+	if !slices.Equal(*trace, []string{"upload", "upload", "issue"}) || len(f.issued) != 1 {
+		t.Fatalf("after EndStep: %v", *trace)
+	}
+	var kinds []cmdKind
+	l := cmdList{words: f.issued[0]}
+	_ = l.each(func(_ int, k cmdKind, _ uintptr, _ []uint64) error { kinds = append(kinds, k); return nil })
+	if !slices.Equal(kinds, []cmdKind{cmdMemset, cmdUpload}) {
+		t.Fatalf("recorded %v, want the memset then the upload", kinds)
 	}
 }
 
