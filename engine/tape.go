@@ -56,7 +56,7 @@ type Tape struct {
 
 // NewTape returns an empty tape whose tensors live on be.
 func NewTape(be Backend) *Tape {
-	return &Tape{be: be, arena: arena{be: be}, grads: gradPool{be: be, free: map[int][]Storage{}}}
+	return &Tape{be: be, arena: arena{be: be}, grads: gradPool{be: be, free: map[int][]Storage{}, seq: map[Storage]int{}}}
 }
 
 // Backend is the device the tape computes on.
@@ -83,6 +83,7 @@ func (tp *Tape) Reset() {
 			t.grad, t.gradReady = nil, false
 		}
 	}
+	tp.grads.canonical()
 	tp.nodes = tp.nodes[:0]
 	tp.nt = 0
 	tp.arena.reset()
@@ -394,6 +395,7 @@ type gradPool struct {
 	be    Backend
 	free  map[int][]Storage // by capacity (a sizeClass value)
 	total int
+	seq   map[Storage]int // allocation order (see canonical)
 }
 
 // sizeClass rounds n up to the next m * 2^k with m in {4, 5, 6, 7} (n <= 8
@@ -436,6 +438,7 @@ func (p *gradPool) get(n int) (Storage, error) {
 		return nil, fmt.Errorf("engine: allocate gradient of %d elements (pool holds %d): %w", n, p.total, err)
 	}
 	p.total += c
+	p.seq[st] = len(p.seq)
 	return st, nil
 }
 

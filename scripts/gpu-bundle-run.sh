@@ -353,6 +353,8 @@ if [ $GPU = 0 ]; then
 	PTX_LINE="the embedded PTX (no GPU: nothing compiled)"
 	skip_check 1 "GemmStrided and every kernel against the CPU (crosscheck)" "$NEEDS_GPU" \
 		"\$BIN/engine_cuda.test -test.run '^TestBackendCrossCheck' -test.v"
+	skip_check 1 "CUDA graphs: bit-equality and paper step timing" "$NEEDS_GPU" \
+		"\$BIN/models_settransformer.test -test.run '^TestCUDAGraphStep' -test.v"
 
 	section "## Part 2: tiny quickstarts on the CPU" "" \
 		"A few steps only: this proves the commands run; the figures are not comparable with README.md's." ""
@@ -360,6 +362,10 @@ if [ $GPU = 0 ]; then
 		"$GA" train -device cpu -steps 20 -out "$WORK/runs/qs-cpu"
 	run_check 2 "unmix quickstart, cpu, 10 steps" 120 "$WORK" uq-cpu.log \
 		"$GA" train -config "$BUNDLE/configs/unmix-quickstart.yaml" -device cpu -steps 10 -out "$WORK/runs/uq-cpu"
+	# Asking for CUDA graphs where no GPU opens changes nothing (the variable is read by the CUDA
+	# backend only); on a GPU part 1 and part 3 check graphs.
+	run_check 2 "quickstart, cpu, 5 steps, GELOATTACK_CUDA_GRAPHS=1" 60 "$WORK" qs-cpu-graphs.log \
+		env GELOATTACK_CUDA_GRAPHS=1 "$GA" train -device auto -steps 5 -out "$WORK/runs/qs-cpu-graphs"
 	section "| run | metric | val (few steps) | README CPU figure (full run) |" "|---|---|---:|---:|"
 	for r in qs:quickstart:pos_mass uq:unmix-quickstart:unmix_mass; do
 		IFS=: read -r tag run metric <<<"$r"
@@ -389,6 +395,8 @@ if [ $GPU = 0 ]; then
 	section "$(code "$(grep -E '^(settransformer|  step|  peak)' "$LOGS/bench-cpu.log")")" ""
 	skip_check 3 "bench step,unmix,train paper bf16 with the PyTorch twin" "$NEEDS_GPU" \
 		"\$BIN/geloattack bench -what step,unmix,train -presets paper -device cuda -precision bf16 -tasks retrieval,unmix -torch $PY"
+	skip_check 3 "bench -what train paper bf16 without and with CUDA graphs" "$NEEDS_GPU" \
+		"GELOATTACK_CUDA_GRAPHS=1 \$BIN/geloattack bench -what train -presets paper -device cuda -precision bf16 -tasks retrieval,unmix -warmup 3 -steps 10"
 	skip_check 4 "pre-flight device estimate beside the measured peak" "$NEEDS_GPU (its test skipped in part 1)" \
 		"\$BIN/runner.test -test.run '^TestPreflightDeviceEstimateBoundsPeakCUDA\$' -test.v"
 	skip_check 5 "bucket memory test on cuda" "$NEEDS_GPU (its test skipped in part 1)" \
@@ -429,6 +437,8 @@ fi
 # GPU parts.
 # ---------------------------------------------------------------------------------------------
 PART45='^(TestPreflightDeviceEstimateBoundsPeakCUDA|TestMemoryStopsGrowingOnceEveryBucketIsSeenCUDA)$'
+# docs/gpu.md item 3's tests run in a check of their own at the end of part 1 (paper size: tens of seconds).
+GRAPHS1='^TestCUDAGraphStep'
 if [ $GPU = 1 ]; then
 	# Part 7's model: a full-depth Llama-2-7B-shaped random init (13 GB in bf16, about 90 s on one
 	# core of an H100 machine) written in the background while parts 0-6 run, so that part 7 finds
@@ -507,7 +517,7 @@ if [ $GPU = 1 ]; then
 		# GELOATTACK_GPU_TIMING: models/settransformer's paper-step timing in fp32, tf32 and bf16.
 		MUST_RUN=1
 		run_check 1 "${PKGS[$i]}: GPU tests (-test.run '${PKG_FILTER[$i]}')" "$left" "$BUNDLE/src/${PKGS[$i]}" "$log" \
-			env GELOATTACK_GPU_TIMING=1 "$BIN/${PKG_BIN[$i]}" -test.run "${PKG_FILTER[$i]}" -test.skip "$PART45" -test.v -test.timeout=$((left - 2))s
+			env GELOATTACK_GPU_TIMING=1 "$BIN/${PKG_BIN[$i]}" -test.run "${PKG_FILTER[$i]}" -test.skip "$PART45|$GRAPHS1" -test.v -test.timeout=$((left - 2))s
 		MUST_RUN=0
 		if grep -q '^testing: warning: no tests to run' "$LOGS/$log"; then
 			C_RESULT[${#C_RESULT[@]} - 1]=skip
@@ -543,6 +553,19 @@ if [ $GPU = 1 ]; then
 	section "### bf16 paper step without the weight copies (GELOATTACK_CUDA_BF16_WEIGHTS=off)" "" \
 		"$(code "$(grep -E 'launches|step median' "$LOGS/st-nocopies.log" | sed 's/^ *//')")" \
 		"With the copies: the models/settransformer section above (its bf16 lines)." ""
+	write_report
+
+	# docs/gpu.md item 3: CUDA graphs per set-size bucket. Bit-equality of graph-replayed steps with
+	# eager ones (tiny and paper, both tasks, fp32 and bf16; engine/cuda's own check,
+	# TestGraphStepMatchesEagerCUDA, ran in "engine/cuda, the rest"), then the paper step's time
+	# without and with graphs, calls queued and driver calls a step.
+	MUST_RUN=1
+	run_check 1 "models/settransformer: CUDA graphs, bit-equality and paper step timing (GELOATTACK_CUDA_GRAPHS)" 75 "$BUNDLE/src/models/settransformer" st-graphs.log \
+		env GELOATTACK_GPU_TIMING=1 "$BIN/models_settransformer.test" -test.run "$GRAPHS1" -test.v -test.timeout=73s
+	MUST_RUN=0
+	section "### CUDA graphs per set-size bucket (docs/gpu.md item 3)" "" "$(test_summary "$LOGS/st-graphs.log")" "" \
+		"$(code "$(grep -h -E 'cuda graphs|graphs (on|off|record)|step median|graphs [0-9.]+x' "$LOGS/st-graphs.log" "$LOGS/cc-rest.log" | sed 's/^ *//' | cut -c1-400 | head -40)")" \
+		"Each \`cuda graphs on: ...\` line: steps recorded, replayed (one cuGraphLaunch each), captured, eager, capture fallbacks; a \`cuda graphs: ...\` line is a fallback or off reason. Target: paper retrieval <= 12 ms, unmix <= 20 ms (bf16, H100)." ""
 	write_report
 
 	# Part 2: six runs at once (each small; the GPU and 16 cores hold them), beside README's CPU figures.
@@ -600,6 +623,19 @@ if [ $GPU = 1 ]; then
 	else
 		skip_check 3 "PyTorch twin of the step and unmix benchmarks" "no PyTorch with CUDA ($PY)" "$PY bench/torch_settransformer.py"
 	fi
+	# docs/gpu.md item 3: the training loop end to end with CUDA graphs, beside the same command
+	# without (both -warmup 3 -steps 10: graphs capture a step's list on its second sighting).
+	for g in 0 1; do
+		run_check 3 "bench -what train paper bf16, GELOATTACK_CUDA_GRAPHS=$g" 60 "$WORK" "bench-train-graphs$g.log" \
+			env GELOATTACK_CUDA_GRAPHS=$g "$GA" bench -what train -presets paper -device cuda -precision bf16 -tasks retrieval,unmix -warmup 3 -steps 10
+	done
+	section "### bench -what train without and with CUDA graphs (-warmup 3 -steps 10)" "" \
+		"$(code "$(for g in 0 1; do
+			echo "GELOATTACK_CUDA_GRAPHS=$g:"
+			grep -v -e '^ *$' -e 'cuda graphs' "$LOGS/bench-train-graphs$g.log" | cut -c1-300 | tail -14
+			grep 'cuda graphs' "$LOGS/bench-train-graphs$g.log" | cut -c1-300 | head -8
+		done)")" \
+		"With graphs, each task's backend prints \`cuda graphs on: ...\` at its close: steps recorded, replayed, captured, eager. Real batches replay only when a step's command list repeats exactly (same set-size bucket, candidate count, buffer addresses); few replays there say that the list varies, not that results differ." ""
 	section "The train rows form U = A X on the GPU (train.mix_on auto: device mixing; before 2026-11-27 the sampler's workers formed it). Host against device mixing in one run: part 1's tasks section, TestMixTimingCUDA's two lines." ""
 	section "Targets (docs/gpu.md): paper retrieval step ≤ 12 ms bf16 on an H100, unmix ≤ 20 ms, end-to-end training ≥ 3× PyTorch eager." ""
 	write_report

@@ -21,6 +21,7 @@ type hostBackend struct {
 	adamCalls, failAt int
 	failDownload      bool // every Download fails
 	err               error
+	stepLog           *[]string // BeginStep and EndStep append to it when set (graphstep_test.go)
 }
 
 type hostStorage struct {

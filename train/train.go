@@ -251,7 +251,7 @@ func loop(ctx context.Context, r settings, j job) (Result, error) {
 			fmt.Fprintf(r.Progress, "interrupted at step %d; checkpoint written\n", step)
 			return res, ErrInterrupted
 		}
-		l, n, err := stepFn(step)
+		l, n, err := recordedStep(be, stepFn, step)
 		if err != nil {
 			return res, fmt.Errorf("step %d: %w", step+1, err)
 		}

@@ -3,6 +3,7 @@ package cuda
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"runtime"
 	"slices"
@@ -49,6 +50,12 @@ type BackendOptions struct {
 	// Profile times every device call (see ProfileReport); also turned on
 	// by the environment variable GELOATTACK_CUDA_PROFILE=1.
 	Profile bool
+	// Graphs runs training steps (BeginStep, EndStep) as CUDA graphs (graph.go); the zero
+	// value, GraphsFromEnv, lets GELOATTACK_CUDA_GRAPHS decide (off when unset).
+	Graphs GraphMode
+	// GraphLog receives graph mode's fallback reasons and its summary at Close (default
+	// standard error).
+	GraphLog io.Writer
 }
 
 // Backend is engine.Backend on one CUDA device. Every method queues work on
@@ -90,6 +97,9 @@ type Backend struct {
 	// them off (GELOATTACK_CUDA_BF16_WEIGHTS=off).
 	copies   map[*storage]*weightCopy
 	noCopies bool
+	// graphs records training steps and keeps their CUDA graphs (graph.go); nil when off.
+	graphs *stepGraphs
+	gdrv   *deviceGraphs
 }
 
 // Scratch slots: attention's head-split copies and score matrices, the
@@ -174,6 +184,10 @@ func NewBackend(opts BackendOptions) (*Backend, error) {
 	b.flash = opts.FusedAttention || os.Getenv("GELOATTACK_CUDA_ATTENTION") == "fused"
 	b.noCopies = weightCopiesOff()
 	b.oneD = b.alloc(2)
+	if err := b.initGraphs(opts); err != nil {
+		_ = b.Close()
+		return nil, err
+	}
 	if err := b.Err(); err != nil {
 		_ = b.Close() // the allocation error is the one to report
 		return nil, &NoDeviceError{Why: err.Error(), Err: err}
@@ -302,6 +316,7 @@ func (b *Backend) Close() error {
 	defer runtime.UnlockOSThread()
 	if b.dev.MakeCurrent() == nil {
 		b.dev.Sync()
+		b.closeGraphs()
 		if b.stage != nil {
 			b.freeStage(b.stage)
 			b.stage = nil

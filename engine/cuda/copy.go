@@ -11,7 +11,8 @@ func (b *Backend) Upload(t *engine.Tensor, src []float32) {
 			b.profStart("upload")
 			defer b.profStop()
 		}
-		if len(src)*4 >= stageMinBytes && !b.stageFailed && b.uploadStaged(ptr(t), src) {
+		// While a step is recorded, dev.Upload copies into the graphs' staging memory instead.
+		if len(src)*4 >= stageMinBytes && !b.stageFailed && !b.dev.deferringUploads() && b.uploadStaged(ptr(t), src) {
 			return
 		}
 		b.fail(b.dev.Upload(ptr(t), src))

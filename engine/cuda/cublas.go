@@ -70,6 +70,10 @@ type Cublas struct {
 	cublasGetVersion func(h uintptr, v *int32) int32
 	cublasSetStream  func(h uintptr, stream uintptr) int32
 
+	// setWorkspace is cublasSetWorkspace_v2 (cuBLAS 11+), nil when absent: graph mode sets
+	// the handle's workspace with it, so that no GEMM allocates under stream capture.
+	setWorkspace func(h uintptr, ws DevicePtr, bytes uint64) int32
+
 	// gemmSBEx is cublasGemmStridedBatchedEx, called per GEMM through
 	// purego.SyscallN (RegisterFunc's reflection costs microseconds).
 	gemmSBEx uintptr
@@ -105,6 +109,9 @@ func loadCublas(ltPaths, paths []string) (*Cublas, error) {
 	if c.gemmSBEx, err = lib.sym("cublasGemmStridedBatchedEx"); err != nil {
 		c.close()
 		return nil, err
+	}
+	if lib.bind("cublasSetWorkspace_v2", &c.setWorkspace) != nil {
+		c.setWorkspace = nil // optional: graph mode says it is missing
 	}
 	return c, nil
 }

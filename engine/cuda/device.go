@@ -92,6 +92,9 @@ type Device struct {
 	argPtrs [32]unsafe.Pointer
 	// alpha, beta are the GEMM scalars, passed by address.
 	alpha, beta float32
+	// rec, while a training step is being recorded (graph.go), takes the stream operations
+	// instead of the driver; whatever must wait for the device flushes it first.
+	rec *stepGraphs
 }
 
 // Open loads libcuda and cuBLAS, initialises the driver and prepares device
@@ -286,12 +289,19 @@ func (d *Device) Free(p DevicePtr) error {
 	if p == 0 {
 		return nil
 	}
+	if err := d.flushRecorded(); err != nil {
+		return err
+	}
 	return d.Drv.Check("cuMemFree", d.Drv.cuMemFree(p))
 }
 
 // Fill sets n float32 elements at p to v, queued on the device's stream.
 func (d *Device) Fill(p DevicePtr, n int, v float32) error {
 	if n == 0 {
+		return nil
+	}
+	if d.rec != nil {
+		d.rec.recordMemset(p, *(*uint32)(unsafe.Pointer(&v)), n)
 		return nil
 	}
 	return d.Drv.Check("cuMemsetD32Async", d.Drv.cuMemsetD32A(p, *(*uint32)(unsafe.Pointer(&v)), uint64(n), d.stream))
@@ -303,6 +313,15 @@ func (d *Device) Fill(p DevicePtr, n int, v float32) error {
 func (d *Device) Upload(p DevicePtr, src []float32) error {
 	if len(src) == 0 {
 		return nil
+	}
+	if d.deferringUploads() {
+		if d.rec.recordUpload(p, src) == nil {
+			return nil
+		}
+		// No staging memory (graphs are now off): run what was recorded, then upload as usual.
+		if err := d.flushRecorded(); err != nil {
+			return err
+		}
 	}
 	err := d.Drv.Check("cuMemcpyHtoDAsync", d.Drv.cuMemcpyHtoDA(p, unsafe.Pointer(&src[0]), uint64(len(src))*4, d.stream))
 	runtime.KeepAlive(src)
@@ -320,6 +339,9 @@ func (d *Device) Download(dst []float32, p DevicePtr) error {
 
 // downloadBytes copies n bytes at p to dst in stream order and waits.
 func (d *Device) downloadBytes(dst unsafe.Pointer, p DevicePtr, n uint64) error {
+	if err := d.flushRecorded(); err != nil {
+		return err
+	}
 	if err := d.Drv.Check("cuMemcpyDtoHAsync", d.Drv.cuMemcpyDtoHA(dst, p, n, d.stream)); err != nil {
 		return err
 	}
@@ -328,6 +350,9 @@ func (d *Device) downloadBytes(dst unsafe.Pointer, p DevicePtr, n uint64) error 
 
 // Sync waits for the device's stream.
 func (d *Device) Sync() error {
+	if err := d.flushRecorded(); err != nil {
+		return err
+	}
 	return d.Drv.Check("cuStreamSynchronize", d.Drv.cuStreamSync(d.stream))
 }
 

@@ -98,6 +98,9 @@ type Driver struct {
 	// The calls made per kernel, called through purego.SyscallN:
 	// RegisterFunc's reflection costs microseconds and allocates per call.
 	launchKernel, ctxSetCurrent uintptr
+
+	// graph holds the optional CUDA graph entry points (graph_driver.go).
+	graph graphSyms
 }
 
 // driverSymbols maps the C symbols (the _v2 names that cuda.h's macros
@@ -156,6 +159,7 @@ func loadDriver(paths []string) (*Driver, error) {
 		lib.close()
 		return nil, err
 	}
+	d.graph = bindGraphSyms(lib)
 	return d, nil
 }
 

@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"fmt"
+	"math"
 	"unsafe"
 
 	"github.com/ebitengine/purego"
@@ -66,7 +67,6 @@ func (b *Backend) gemmStridedIn(prec string, compute int32, transA, transB bool,
 		defer b.profStop()
 	}
 	d := b.dev
-	d.alpha, d.beta = alpha, beta
 	var in uintptr = DataFloat32
 	if prec == PrecisionBF16 {
 		// Real bf16 inputs: cuBLAS's FAST_16BF compute type on fp32
@@ -76,11 +76,24 @@ func (b *Backend) gemmStridedIn(prec string, compute int32, transA, transB bool,
 		a, bm = b.bf16Operand(slotA16, a, (batch-1)*strideA+m*k), b.bf16Operand(slotB16, bm, (batch-1)*strideB+k*n)
 		in = DataBFloat16
 	}
-	r, _, _ := purego.SyscallN(d.Blas.gemmSBEx, d.handle, uintptr(o1), uintptr(o2), uintptr(n), uintptr(m), uintptr(k),
-		uintptr(unsafe.Pointer(&d.alpha)), uintptr(bm), in, uintptr(ldb), uintptr(strideB),
+	// cublasGemmStridedBatchedEx's arguments; alpha and beta (gemmAlpha, gemmBeta) go by address.
+	args := [gemmArgs]uintptr{d.handle, uintptr(o1), uintptr(o2), uintptr(n), uintptr(m), uintptr(k),
+		0, uintptr(bm), in, uintptr(ldb), uintptr(strideB),
 		uintptr(a), in, uintptr(lda), uintptr(strideA),
-		uintptr(unsafe.Pointer(&d.beta)), uintptr(c), DataFloat32, uintptr(ldc), uintptr(strideC),
-		uintptr(batch), uintptr(compute), uintptr(uint32(cublasGemmDefault&0xffffffff)))
+		0, uintptr(c), DataFloat32, uintptr(ldc), uintptr(strideC),
+		uintptr(batch), uintptr(compute), uintptr(uint32(cublasGemmDefault & 0xffffffff))}
+	if d.rec != nil { // a step being recorded (graph.go): the scalars by value
+		var w [gemmArgs]uint64
+		for i, v := range args {
+			w[i] = uint64(v)
+		}
+		w[gemmAlpha], w[gemmBeta] = uint64(math.Float32bits(alpha)), uint64(math.Float32bits(beta))
+		d.rec.recordGemm(d.Blas.gemmSBEx, &w)
+		return
+	}
+	d.alpha, d.beta = alpha, beta
+	args[gemmAlpha], args[gemmBeta] = uintptr(unsafe.Pointer(&d.alpha)), uintptr(unsafe.Pointer(&d.beta))
+	r, _, _ := purego.SyscallN(d.Blas.gemmSBEx, args[:]...)
 	b.fail(cublasCheck("cublasGemmStridedBatchedEx", int32(r)))
 }
 

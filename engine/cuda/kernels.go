@@ -82,6 +82,10 @@ func (d *Device) Launch(name string, grid, block Dim3, shared uint32, args ...an
 	if err := packArgs(d.argVals[:len(args)], args); err != nil {
 		return fmt.Errorf("cuda: kernel %s: %w", name, err)
 	}
+	if d.rec != nil { // a step being recorded (graph.go)
+		d.rec.recordLaunch(name, f, grid, block, shared, d.argVals[:len(args)])
+		return nil
+	}
 	for i := range args {
 		d.argPtrs[i] = unsafe.Pointer(&d.argVals[i])
 	}

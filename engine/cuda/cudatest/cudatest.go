@@ -12,7 +12,13 @@ import (
 // Open opens the GPU backend at precision, closed when t ends, or skips t without a GPU.
 func Open(t *testing.T, precision string) *cuda.Backend {
 	t.Helper()
-	be, err := cuda.NewBackend(cuda.BackendOptions{Precision: precision})
+	return OpenWith(t, cuda.BackendOptions{Precision: precision})
+}
+
+// OpenWith is Open with every backend option (graph mode, fused attention, ...).
+func OpenWith(t *testing.T, opts cuda.BackendOptions) *cuda.Backend {
+	t.Helper()
+	be, err := cuda.NewBackend(opts)
 	if errors.Is(err, cuda.ErrNoDevice) {
 		t.Skipf("GPU check not run: %v", err)
 	}
