@@ -93,6 +93,11 @@ func (c *Backend) attention(o, lse, q, k, v, mask *engine.Tensor, heads int) {
 		c.attentionTiled(o, lse, q, k, v, mask, heads)
 		return
 	}
+	c.attentionBLAS(o, lse, q, k, v, mask, heads)
+}
+
+// attentionBLAS is attention with the per-head products on BLAS.
+func (c *Backend) attentionBLAS(o, lse, q, k, v, mask *engine.Tensor, heads int) {
 	B, Nq, Nk, h := q.Dim(0), q.Dim(1), k.Dim(1), q.Dim(2)
 	dh := h / heads
 	scale := float32(1 / math.Sqrt(float64(dh)))
@@ -148,6 +153,11 @@ func (c *Backend) attentionBackward(dq, dk, dv, do, q, k, v, mask, o, lse *engin
 		c.attentionBackwardTiled(dq, dk, dv, do, q, k, v, mask, o, lse, heads)
 		return
 	}
+	c.attentionBackwardBLAS(dq, dk, dv, do, q, k, v, mask, o, lse, heads)
+}
+
+// attentionBackwardBLAS is attentionBackward with the per-head products on BLAS.
+func (c *Backend) attentionBackwardBLAS(dq, dk, dv, do, q, k, v, mask, o, lse *engine.Tensor, heads int) {
 	B, Nq, Nk, h := q.Dim(0), q.Dim(1), k.Dim(1), q.Dim(2)
 	dh := h / heads
 	scale := float32(1 / math.Sqrt(float64(dh)))

@@ -101,6 +101,10 @@ func (c *Backend) attentionTiled(o, lse, q, k, v, mask *engine.Tensor, heads int
 			ld := scoreStride(nk)
 			packTransposed(a.kt, kb, nk, ldk, dh, ld)
 			packRows(a.qp, qs[b*Nq*h+j*dh:], Nq, h, dh)
+			if lay.prefix { // V_j contiguous, so that the product's rows of V stay in L1
+				packRows(a.vc[:nk*dh], vb, nk, h, dh)
+				vb = a.vc
+			}
 			s := a.s[:nq*ld]
 			c.flops.Add(2 * int64(Nq) * int64(nk) * int64(dh))
 			tileGemm(nq, ld, dh, scale, a.qp, dh, 1, a.kt, ld, false, s, ld, a.tmp)
@@ -108,7 +112,7 @@ func (c *Backend) attentionTiled(o, lse, q, k, v, mask *engine.Tensor, heads int
 				lb[i] = softmaxRow(s[i*ld : i*ld+nk])
 			}
 			c.flops.Add(2 * int64(Nq) * int64(nk) * int64(dh))
-			tileGemm(Nq, dh, nk, 1, s, ld, 1, vb, ldk, false, ob, h, a.tmp)
+			tileGemm(Nq, dh, nk, 1, s, ld, 1, vb, dh, false, ob, h, a.tmp)
 		}
 	})
 }
@@ -146,11 +150,18 @@ func (c *Backend) attentionBackwardTiled(dq, dk, dv, do, q, k, v, mask, o, lse *
 			if !lay.prefix {
 				gatherRows(a.kc, kb, a.idx, h, dh)
 				gatherRows(a.vc, vb, a.idx, h, dh)
-				kb, vb, ldk = a.kc, a.vc, dh
 				dkb, dvb = a.dkc[:nk*dh], a.dvc[:nk*dh]
 				clear(dkb)
 				clear(dvb)
+			} else { // contiguous copies, so that the products' rows of K and V stay in L1
+				packRows(a.kc[:nk*dh], kb, nk, h, dh)
+				packRows(a.vc[:nk*dh], vb, nk, h, dh)
 			}
+			dkvLd := h // row stride of dkb, dvb
+			if !lay.prefix {
+				dkvLd = dh
+			}
+			kb, vb, ldk = a.kc, a.vc, dh
 			ld := scoreStride(nk)
 			flops := 2 * int64(Nq) * int64(nk) * int64(dh)
 			p, dp := a.s[:nq*ld], a.dp[:nq*ld]
@@ -163,14 +174,14 @@ func (c *Backend) attentionBackwardTiled(dq, dk, dv, do, q, k, v, mask, o, lse *
 				row := p[i*ld : i*ld+nk]
 				expAffine(row, row, 1, -lb[i])
 			}
+			packRows(a.dop, dos[qo:], Nq, h, dh)
 			if dvs != nil { // dV_j (nk, dh) += P^T dO_j
 				c.flops.Add(flops)
-				tileGemm(nk, dh, Nq, 1, p, 1, ld, dos[qo:], h, true, dvb, ldk, a.tmp)
+				tileGemm(nk, dh, Nq, 1, p, 1, ld, a.dop, dh, true, dvb, dkvLd, a.tmp)
 			}
 			if dqs != nil || dks != nil {
 				// dP = dO_j V_j^T: (Nq, nk).
 				packTransposed(a.vt, vb, nk, ldk, dh, ld)
-				packRows(a.dop, dos[qo:], Nq, h, dh)
 				c.flops.Add(flops)
 				tileGemm(nq, ld, dh, 1, a.dop, dh, 1, a.vt, ld, false, dp, ld, a.tmp)
 				for i := range Nq {
@@ -187,7 +198,7 @@ func (c *Backend) attentionBackwardTiled(dq, dk, dv, do, q, k, v, mask, o, lse *
 				}
 				if dks != nil { // dK_j (nk, dh) += dS^T Q_j
 					c.flops.Add(flops)
-					tileGemm(nk, dh, Nq, 1, dp, 1, ld, qs[qo:], h, true, dkb, ldk, a.tmp)
+					tileGemm(nk, dh, Nq, 1, dp, 1, ld, a.qp, dh, true, dkb, dkvLd, a.tmp)
 				}
 			}
 			if !lay.prefix {

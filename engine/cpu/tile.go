@@ -29,14 +29,18 @@ func tileGemm(m, n, k int, alpha float32, a []float32, ars, aps int, b []float32
 	if n%tileCols != 0 || len(a) <= lastA || (k > 0 && len(b) < (k-1)*ldb+n) || len(c) < (m-1)*ldc+n || len(tmp) < tileRows*n {
 		panic("cpu: tileGemm: operands too short for their shapes")
 	}
+	block := tile6x16AVX2
+	if hasAVX512 {
+		block = tile6x16AVX512
+	}
 	full := m / tileRows * tileRows
 	for i := 0; i < full; i += tileRows {
-		tile6x16AVX2(&c[i*ldc], ldc, &a[i*ars], ars, aps, &b[0], ldb, k, n/tileCols, alpha, acc)
+		block(&c[i*ldc], ldc, &a[i*ars], ars, aps, &b[0], ldb, k, n/tileCols, alpha, acc)
 	}
 	if full == m {
 		return
 	}
-	tile6x16AVX2(&tmp[0], n, &a[full*ars], ars, aps, &b[0], ldb, k, n/tileCols, alpha, false)
+	block(&tmp[0], n, &a[full*ars], ars, aps, &b[0], ldb, k, n/tileCols, alpha, false)
 	for r := range m - full {
 		dst, src := c[(full+r)*ldc:(full+r)*ldc+n], tmp[r*n:(r+1)*n]
 		if acc {

@@ -7,14 +7,29 @@ import (
 	"testing"
 )
 
-// TestTileGemmMatchesGo: the assembly register block gives the bits of the Go loop (the same FMA
-// chains in the same order) on shapes with partial row blocks, one to three column blocks, k
-// from 0 to 33, A row-major or transposed (ars = 1), alpha 1 and not, overwriting and
-// accumulating, and leaves C's other elements alone.
+// TestTileGemmMatchesGo: both assembly register blocks (eight and sixteen lanes) give the bits
+// of the Go loop (the same FMA chains in the same order) on shapes with partial row blocks, one
+// to three column blocks (the sixteen-lane kernel's pairs and odd block), k from 0 to 33, A
+// row-major or transposed (ars = 1), alpha 1 and not, overwriting and accumulating, and leave
+// C's other elements alone.
 func TestTileGemmMatchesGo(t *testing.T) {
 	if !hasAVX2 {
 		t.Skip("no AVX2/FMA: tileGemm is not used")
 	}
+	defer func(was bool) { hasAVX512 = was }(hasAVX512)
+	kernels := []bool{false}
+	if hasAVX512 {
+		kernels = append(kernels, true)
+	} else {
+		t.Log("no AVX-512: the sixteen-lane kernel is not tested")
+	}
+	for _, wide := range kernels {
+		hasAVX512 = wide
+		testTileGemmMatchesGo(t, wide)
+	}
+}
+
+func testTileGemmMatchesGo(t *testing.T, wide bool) {
 	rng := rand.New(rand.NewPCG(41, 1))
 	fill := func(n int) []float32 {
 		x := make([]float32, n)
@@ -24,7 +39,7 @@ func TestTileGemmMatchesGo(t *testing.T) {
 		return x
 	}
 	for _, m := range []int{1, 5, 6, 7, 13, 18} {
-		for _, n := range []int{16, 32, 48} {
+		for _, n := range []int{16, 32, 48, 64} {
 			for _, k := range []int{0, 1, 7, 32, 33} {
 				for _, trans := range []bool{false, true} {
 					for _, acc := range []bool{false, true} {
@@ -42,8 +57,8 @@ func TestTileGemmMatchesGo(t *testing.T) {
 							tileGemmGo(m, n, k, alpha, a, ars, aps, b, n+5, acc, want, ldc)
 							for i := range c {
 								if math.Float32bits(c[i]) != math.Float32bits(want[i]) {
-									t.Fatalf("m %d n %d k %d trans %v acc %v alpha %g: c[%d] = %g, want %g",
-										m, n, k, trans, acc, alpha, i, c[i], want[i])
+									t.Fatalf("AVX-512 %v, m %d n %d k %d trans %v acc %v alpha %g: c[%d] = %g, want %g",
+										wide, m, n, k, trans, acc, alpha, i, c[i], want[i])
 								}
 							}
 						}
