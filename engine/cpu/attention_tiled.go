@@ -7,12 +7,19 @@ import (
 )
 
 // useTiledAttention says whether attention's per-head products run on tileGemm (AVX2 and FMA,
-// and a head width that is whole blocks of tileCols) instead of BLAS. tileGemm sums each
-// element in the order of OpenBLAS's SkylakeX kernels (the same bits there; other kernels sum
-// some products in another order, so their results move in the last bits), without their
-// packing of both operands and zeroing of the scores, which cost small products like these as
-// much as a third of their time.
-func useTiledAttention(dh int) bool { return hasAVX2 && dh%tileCols == 0 }
+// a head width that is whole blocks of tileCols, and no SetBLASAttention) instead of BLAS.
+// tileGemm sums each element in the order of OpenBLAS's SkylakeX kernels (the same bits there;
+// other kernels sum some products in another order, so their results move in the last bits),
+// without their packing of both operands and zeroing of the scores, which cost small products
+// like these as much as a third of their time.
+func (c *Backend) useTiledAttention(dh int) bool {
+	return hasAVX2 && dh%tileCols == 0 && !c.blasAttn.Load()
+}
+
+// SetBLASAttention makes attention run its per-head products on BLAS (true) or, where it
+// applies, on the register-block kernels (false, the default), from the next call on: for
+// benchmarks that compare the two in one process (results differ in the last bits).
+func (c *Backend) SetBLASAttention(on bool) { c.blasAttn.Store(on) }
 
 // tiledScratch is one worker's scratch for one (batch, head) task of the tiled kernels; ld is
 // the row stride of the score matrices, the keys rounded up to whole row blocks and then to

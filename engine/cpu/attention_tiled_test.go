@@ -123,8 +123,9 @@ func ones(n int) []float32 {
 }
 
 // BenchmarkAttentionPaper runs one layer's attention forward and backward at the paper preset's
-// shape (B 16, 257 rows, h 384, 12 heads) on the BLAS and the tiled kernels in turn, and reports
-// the median process CPU time of each (on a shared machine CPU time drifts with the neighbours'
+// shape (B 16, 257 rows, h 384, 12 heads) on the BLAS and the tiled kernels in turn (on an
+// AVX-512 machine also on the eight-lane block an AVX2 machine runs), and reports the median
+// process CPU time of each (on a shared machine CPU time drifts with the neighbours'
 // load; alternating in one process pairs the two under the same load):
 // go test ./engine/cpu -run '^$' -bench AttentionPaper -benchtime 20x.
 func BenchmarkAttentionPaper(b *testing.B) {
@@ -147,9 +148,15 @@ func BenchmarkAttentionPaper(b *testing.B) {
 	}
 	q, k, v, do := fill(B*N*h), fill(B*N*h), fill(B*N*h), fill(B*N*h)
 	a := newAttnCase(engine.NewTape(c), q, k, v, nil, do, B, N, N, h, heads)
-	var times [2][]time.Duration // BLAS, tiled
+	defer func(was bool) { hasAVX512 = was }(hasAVX512)
+	wide := hasAVX512
+	var times [3][]time.Duration // BLAS, tiled, tiled on the eight-lane block (AVX-512 machines)
 	for b.Loop() {
-		for i, tiled := range []bool{false, true} {
+		for i, tiled := range []bool{false, true, true} {
+			if i == 2 && !wide {
+				continue
+			}
+			hasAVX512 = wide && i == 1
 			t0 := processCPU()
 			a.run(c, tiled)
 			times[i] = append(times[i], processCPU()-t0)
@@ -163,4 +170,7 @@ func BenchmarkAttentionPaper(b *testing.B) {
 	b.ReportMetric(blasMs, "blas-cpu-ms")
 	b.ReportMetric(tiledMs, "tiled-cpu-ms")
 	b.ReportMetric(tiledMs/blasMs, "tiled/blas")
+	if wide {
+		b.ReportMetric(med(times[2]), "tiled-avx2-cpu-ms")
+	}
 }
