@@ -8,8 +8,9 @@ import (
 
 // useTiledAttention says whether attention's per-head products run on tileGemm (AVX2 and FMA,
 // a head width that is whole blocks of tileCols, and no SetBLASAttention) instead of BLAS.
-// tileGemm sums each element in the order of OpenBLAS's SkylakeX kernels (the same bits there;
-// other kernels sum some products in another order, so their results move in the last bits),
+// tileGemm sums each element in the order of OpenBLAS's SkylakeX kernel (its bits on the paper's
+// shapes, where k fits one of its blocks; other kernels sum some products in another order, so
+// their results move in the last bits),
 // without their packing of both operands and zeroing of the scores, which cost small products
 // like these as much as a third of their time.
 func (c *Backend) useTiledAttention(dh int) bool {
