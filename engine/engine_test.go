@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"runtime"
@@ -23,11 +24,19 @@ func randHost(r *rand.Rand, n int) []float32 {
 
 // TestAttentionIgnoresPadding: real rows' outputs are bit-identical whatever
 // the padded key/value rows (and padded query rows) hold, NaN and Inf
-// included, and padded keys and values get exactly zero gradient.
+// included, and padded keys and values get exactly zero gradient; at head
+// width 4 (the CPU's BLAS kernels) and 16 (its register-block kernels).
 func TestAttentionIgnoresPadding(t *testing.T) {
-	const B, N, h, heads = 2, 5, 8, 2
+	for _, h := range []int{8, 32} {
+		testAttentionIgnoresPadding(t, h)
+	}
+}
+
+func testAttentionIgnoresPadding(t *testing.T, h int) {
+	const B, N, heads = 2, 5, 2
 	for _, be := range testBackends(t) {
 		for name, mask := range map[string][]float32{"prefix": prefixMask, "scattered": scatteredMask} {
+			name = fmt.Sprintf("%s/h%d", name, h)
 			r := rand.New(rand.NewPCG(5, 5))
 			q, k, v := randHost(r, B*N*h), randHost(r, B*N*h), randHost(r, B*N*h)
 			dOut := randHost(r, B*N*h)

@@ -215,8 +215,9 @@ func positiveData() []float32 {
 func gradCases() []gradCase {
 	g, d := true, false
 	in := func(grad bool, dims ...int) testInput { return testInput{dims: dims, grad: grad} }
-	attn := func(name string, mask []float32, Nq int, cross bool) gradCase {
-		const B, Nk, h, heads = 2, 5, 8, 2
+	// h 8 (head width 4) runs the CPU's BLAS kernels, h 32 (width 16) its register-block ones.
+	attnH := func(name string, mask []float32, Nq, h int) gradCase {
+		const B, Nk, heads = 2, 5, 2
 		ins := []testInput{in(g, B, Nq, h), in(g, B, Nk, h), in(g, B, Nk, h)}
 		if mask != nil {
 			ins = append(ins, testInput{dims: []int{B, Nk}, data: mask})
@@ -237,6 +238,7 @@ func gradCases() []gradCase {
 				return refAttention(xs[0], xs[1], xs[2], m, B, Nq, Nk, h, heads)
 			}}
 	}
+	attn := func(name string, mask []float32, Nq int, cross bool) gradCase { return attnH(name, mask, Nq, 8) }
 	cases := []gradCase{
 		{name: "Linear", inputs: []testInput{in(g, 2, 3, 5), in(g, 4, 5)},
 			build: func(tp *engine.Tape, xs []*engine.Tensor) *engine.Tensor { return tp.Linear(xs[0], xs[1]) },
@@ -251,6 +253,9 @@ func gradCases() []gradCase {
 		{name: "RMSNorm/eps=0.5", inputs: []testInput{in(g, 3, 7), in(g, 7)},
 			build: func(tp *engine.Tape, xs []*engine.Tensor) *engine.Tensor { return tp.RMSNorm(xs[0], xs[1], 0.5) },
 			ref:   func(xs [][]float64) []float64 { return refRMSNorm(xs[0], xs[1], 7, 0.5) }},
+		attnH("Attention/h32-scattered-mask", scatteredMask, 7, 32),
+		attnH("Attention/h32-nomask", nil, 5, 32),
+		attnH("Attention/h32-empty-set", emptySetMask, 5, 32),
 		attn("Attention/self-nomask", nil, 5, false),
 		attn("Attention/prefix-mask", prefixMask, 5, false),
 		attn("Attention/scattered-mask", scatteredMask, 5, false),

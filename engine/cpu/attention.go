@@ -89,6 +89,15 @@ func (c *Backend) attnScratchFor(w, Nq, Nk, dh int) *attnScratch {
 // (a prefix of the rows, or gathered into scratch), so padded rows never
 // influence the result, not even through NaN or Inf.
 func (c *Backend) attention(o, lse, q, k, v, mask *engine.Tensor, heads int) {
+	if c.useTiledAttention(q.Dim(2) / heads) {
+		c.attentionTiled(o, lse, q, k, v, mask, heads)
+		return
+	}
+	c.attentionBLAS(o, lse, q, k, v, mask, heads)
+}
+
+// attentionBLAS is attention with the per-head products on BLAS.
+func (c *Backend) attentionBLAS(o, lse, q, k, v, mask *engine.Tensor, heads int) {
 	B, Nq, Nk, h := q.Dim(0), q.Dim(1), k.Dim(1), q.Dim(2)
 	dh := h / heads
 	scale := float32(1 / math.Sqrt(float64(dh)))
@@ -140,6 +149,15 @@ func softmaxRow(x []float32) float32 {
 // dQ += dS K, dK += dS^T Q, all by GEMM over the real keys only: padded
 // keys and values get exactly zero gradient.
 func (c *Backend) attentionBackward(dq, dk, dv, do, q, k, v, mask, o, lse *engine.Tensor, heads int) {
+	if c.useTiledAttention(q.Dim(2) / heads) {
+		c.attentionBackwardTiled(dq, dk, dv, do, q, k, v, mask, o, lse, heads)
+		return
+	}
+	c.attentionBackwardBLAS(dq, dk, dv, do, q, k, v, mask, o, lse, heads)
+}
+
+// attentionBackwardBLAS is attentionBackward with the per-head products on BLAS.
+func (c *Backend) attentionBackwardBLAS(dq, dk, dv, do, q, k, v, mask, o, lse *engine.Tensor, heads int) {
 	B, Nq, Nk, h := q.Dim(0), q.Dim(1), k.Dim(1), q.Dim(2)
 	dh := h / heads
 	scale := float32(1 / math.Sqrt(float64(dh)))

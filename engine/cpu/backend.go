@@ -38,6 +38,7 @@ type Backend struct {
 	minWork   int            // work below which kernels stay on one goroutine (tests lower it)
 	hostReads atomic.Int64   // see HostReads
 	flops     atomic.Int64   // see GemmFLOPs
+	blasAttn  atomic.Bool    // see SetBLASAttention
 	kernels   map[string]any // by name; see kernelTable
 }
 

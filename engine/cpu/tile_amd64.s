@@ -1,0 +1,137 @@
+//go:build amd64
+
+#include "textflag.h"
+
+// func tile6x16AVX2(c *float32, ldc int, a *float32, ars, aps int, b *float32, ldb, k, nblk int, alpha float32, acc bool)
+//
+// For each of nblk blocks of 16 columns: the 6 x 16 block of C at c + 16*blk
+// is alpha * sum_p A(r, p) B(p, col), A(r, p) at a[r*ars + p*aps], B(p, col) at
+// b[p*ldb + 16*blk + col], the sum one FMA chain per element in p order from
+// zero; with acc the block is then added to C's (one rounding), else it
+// overwrites it. Strides are in elements; k >= 0.
+TEXT ·tile6x16AVX2(SB), NOSPLIT, $0-77
+	MOVQ c+0(FP), DI
+	MOVQ ldc+8(FP), R9
+	SHLQ $2, R9
+	MOVQ a+16(FP), SI
+	MOVQ ars+24(FP), BX
+	SHLQ $2, BX
+	LEAQ (BX)(BX*2), DX  // 3 rows
+	LEAQ (BX)(BX*4), R8  // 5 rows
+	MOVQ aps+32(FP), R10
+	SHLQ $2, R10
+	MOVQ b+40(FP), R11
+	MOVQ ldb+48(FP), R12
+	SHLQ $2, R12
+	MOVQ nblk+64(FP), R13
+	TESTQ R13, R13
+	JEQ  end
+
+block:
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	VXORPS Y8, Y8, Y8
+	VXORPS Y9, Y9, Y9
+	VXORPS Y10, Y10, Y10
+	VXORPS Y11, Y11, Y11
+	MOVQ SI, AX          // A(0, p)
+	MOVQ R11, R14        // B(p, block)
+	MOVQ k+56(FP), R15
+	TESTQ R15, R15
+	JEQ  store
+
+kloop:
+	VMOVUPS (R14), Y12
+	VMOVUPS 32(R14), Y13
+	VBROADCASTSS (AX), Y14
+	VFMADD231PS Y12, Y14, Y0
+	VFMADD231PS Y13, Y14, Y1
+	VBROADCASTSS (AX)(BX*1), Y15
+	VFMADD231PS Y12, Y15, Y2
+	VFMADD231PS Y13, Y15, Y3
+	VBROADCASTSS (AX)(BX*2), Y14
+	VFMADD231PS Y12, Y14, Y4
+	VFMADD231PS Y13, Y14, Y5
+	VBROADCASTSS (AX)(DX*1), Y15
+	VFMADD231PS Y12, Y15, Y6
+	VFMADD231PS Y13, Y15, Y7
+	VBROADCASTSS (AX)(BX*4), Y14
+	VFMADD231PS Y12, Y14, Y8
+	VFMADD231PS Y13, Y14, Y9
+	VBROADCASTSS (AX)(R8*1), Y15
+	VFMADD231PS Y12, Y15, Y10
+	VFMADD231PS Y13, Y15, Y11
+	ADDQ R10, AX
+	ADDQ R12, R14
+	DECQ R15
+	JNE  kloop
+
+store:
+	VBROADCASTSS alpha+72(FP), Y12
+	VMULPS Y12, Y0, Y0
+	VMULPS Y12, Y1, Y1
+	VMULPS Y12, Y2, Y2
+	VMULPS Y12, Y3, Y3
+	VMULPS Y12, Y4, Y4
+	VMULPS Y12, Y5, Y5
+	VMULPS Y12, Y6, Y6
+	VMULPS Y12, Y7, Y7
+	VMULPS Y12, Y8, Y8
+	VMULPS Y12, Y9, Y9
+	VMULPS Y12, Y10, Y10
+	VMULPS Y12, Y11, Y11
+	MOVQ DI, R14
+	MOVBLZX acc+76(FP), AX
+	TESTL AX, AX
+	JEQ  overwrite
+	VADDPS (R14), Y0, Y0
+	VADDPS 32(R14), Y1, Y1
+	ADDQ R9, R14
+	VADDPS (R14), Y2, Y2
+	VADDPS 32(R14), Y3, Y3
+	ADDQ R9, R14
+	VADDPS (R14), Y4, Y4
+	VADDPS 32(R14), Y5, Y5
+	ADDQ R9, R14
+	VADDPS (R14), Y6, Y6
+	VADDPS 32(R14), Y7, Y7
+	ADDQ R9, R14
+	VADDPS (R14), Y8, Y8
+	VADDPS 32(R14), Y9, Y9
+	ADDQ R9, R14
+	VADDPS (R14), Y10, Y10
+	VADDPS 32(R14), Y11, Y11
+	MOVQ DI, R14
+
+overwrite:
+	VMOVUPS Y0, (R14)
+	VMOVUPS Y1, 32(R14)
+	ADDQ R9, R14
+	VMOVUPS Y2, (R14)
+	VMOVUPS Y3, 32(R14)
+	ADDQ R9, R14
+	VMOVUPS Y4, (R14)
+	VMOVUPS Y5, 32(R14)
+	ADDQ R9, R14
+	VMOVUPS Y6, (R14)
+	VMOVUPS Y7, 32(R14)
+	ADDQ R9, R14
+	VMOVUPS Y8, (R14)
+	VMOVUPS Y9, 32(R14)
+	ADDQ R9, R14
+	VMOVUPS Y10, (R14)
+	VMOVUPS Y11, 32(R14)
+	ADDQ $64, DI
+	ADDQ $64, R11
+	DECQ R13
+	JNE  block
+
+end:
+	VZEROUPPER
+	RET
