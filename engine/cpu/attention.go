@@ -89,6 +89,9 @@ func (c *Backend) attnScratchFor(w, Nq, Nk, dh int) *attnScratch {
 // (a prefix of the rows, or gathered into scratch), so padded rows never
 // influence the result, not even through NaN or Inf.
 func (c *Backend) attention(o, lse, q, k, v, mask *engine.Tensor, heads int) {
+	if q.Dim(1) == 0 {
+		return // no queries: o and lse are empty (the kernels would slice past the empty q)
+	}
 	if c.useTiledAttention(q.Dim(2) / heads) {
 		c.attentionTiled(o, lse, q, k, v, mask, heads)
 		return
@@ -149,6 +152,9 @@ func softmaxRow(x []float32) float32 {
 // dQ += dS K, dK += dS^T Q, all by GEMM over the real keys only: padded
 // keys and values get exactly zero gradient.
 func (c *Backend) attentionBackward(dq, dk, dv, do, q, k, v, mask, o, lse *engine.Tensor, heads int) {
+	if q.Dim(1) == 0 {
+		return // no queries: nothing reaches dk or dv
+	}
 	if c.useTiledAttention(q.Dim(2) / heads) {
 		c.attentionBackwardTiled(dq, dk, dv, do, q, k, v, mask, o, lse, heads)
 		return
