@@ -157,7 +157,7 @@ func runBoth(t *testing.T, c *Backend, label string, q, k, v, do, mask []float32
 // row blocks of the queries, of the keys, and of the transposed products' key rows), and at 257
 // queries and/or keys; with no mask and with a mask whose batch elements hold all keys, a prefix,
 // gathered keys and none, the padded K and V rows holding NaN, Inf and MaxFloat32, which must
-// never reach a result (padded keys' gradients stay exactly zero).
+// never reach a result (padded keys' gradients stay exactly zero); two heads, and one and three.
 func TestAttentionTiledEdgeShapes(t *testing.T) {
 	if !hasAVX2 {
 		t.Skip("no AVX2/FMA: the tiled kernels are not used")
@@ -189,6 +189,20 @@ func TestAttentionTiledEdgeShapes(t *testing.T) {
 		poisonPadded(k, mask, s.Nk, h)
 		poisonPadded(v, mask, s.Nk, h)
 		runBoth(t, c, fmt.Sprintf("Nq %d Nk %d dh %d masked", s.Nq, s.Nk, s.dh), q, k, v, do, mask, B, s.Nq, s.Nk, h, heads)
+	}
+	// One head (row stride h = dh: rows packed tight) and three (the middle head's rows start
+	// mid-row).
+	for _, nh := range []int{1, 3} {
+		for _, dh := range []int{16, 48} {
+			for _, n := range [][2]int{{1, 1}, {7, 13}, {13, 7}} {
+				h := nh * dh
+				q, k, v, do := attnInputs(uint64(100+n[0]*n[1]+dh), B, n[0], n[1], h, 1, 1, 1)
+				mask := edgeMask(n[1])
+				poisonPadded(k, mask, n[1], h)
+				poisonPadded(v, mask, n[1], h)
+				runBoth(t, c, fmt.Sprintf("Nq %d Nk %d dh %d heads %d", n[0], n[1], dh, nh), q, k, v, do, mask, B, n[0], n[1], h, nh)
+			}
+		}
 	}
 }
 
