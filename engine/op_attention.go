@@ -34,7 +34,7 @@ func (tp *Tape) Attention(q, k, v, keyMask *Tensor, heads int) *Tensor {
 		return tp.failf("Attention", "q %v, k %v, v %v: want q (B, Nq, h), k and v (B, Nk, h)", q, k, v)
 	}
 	B, Nq, Nk, h := q.shape[0], q.shape[1], k.shape[1], q.shape[2]
-	if heads < 1 || h%heads != 0 {
+	if heads < 1 || h < 1 || h%heads != 0 {
 		return tp.failf("Attention", "width %d is not divisible into %d heads", h, heads)
 	}
 	if keyMask != nil && (keyMask.ndim != 2 || keyMask.shape[0] != B || keyMask.shape[1] != Nk) {

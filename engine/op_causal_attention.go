@@ -35,7 +35,7 @@ func (tp *Tape) CausalAttention(q, k, v *Tensor, heads, kvHeads int) *Tensor {
 		return tp.failf("CausalAttention", "q %v, k %v, v %v: want q (B, T, heads*hd), k and v (B, T, kvHeads*hd)", q, k, v)
 	}
 	B, T, qw, kw := q.shape[0], q.shape[1], q.shape[2], k.shape[2]
-	if heads < 1 || kvHeads < 1 || heads%kvHeads != 0 || qw%heads != 0 || kw%kvHeads != 0 || qw/heads != kw/kvHeads {
+	if heads < 1 || kvHeads < 1 || heads%kvHeads != 0 || qw%heads != 0 || kw%kvHeads != 0 || qw/heads != kw/kvHeads || qw == 0 {
 		return tp.failf("CausalAttention", "q width %d, k width %d, %d heads, %d kv heads: want kv heads dividing heads and one head width", qw, kw, heads, kvHeads)
 	}
 	kern, ok := kernel[CausalAttentionKernels](tp, KernelCausalAttention)
