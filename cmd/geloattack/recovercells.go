@@ -107,7 +107,7 @@ func (a *recoverArgs) victimTexts(c recoverCell, seed uint64) ([]string, error) 
 }
 
 // rewriteHint says how to write a deployer input that holds every cell's victims.
-const rewriteHint = "write the deployer's input with recover -deployer-texts and the same -store, -model, -template, -suffix, -set, -years, -candidates, -victims, -seed, and -grid and -axes when the attack runs the grid"
+const rewriteHint = "write the deployer's input with recover -deployer-texts and the same -store, -model, -template, -suffix, -set, -years, -candidates, -victims, -seed (or -config: its seed), and -grid and -axes when the attack runs the grid"
 
 // writeVictimTexts writes the texts of the victims recover would attack in cells (victims[i]:
 // cells[i]'s, as victimTexts draws them) as an external deployer's input: each distinct token
@@ -200,4 +200,25 @@ func ints(ids []int32) []int {
 		out[i] = int(id)
 	}
 	return out
+}
+
+// finerBoundNote is the run's header line when -deployer-precision asks for a finer precision
+// than the dtype deployer.json declares (and -recompute-error does not set rho instead): rho is
+// then too small for the rows, and an absolute verdict (a claim, "not among the candidates") may
+// be wrong; the run goes on, as an experiment with the wrong bound may, but says so. Empty when
+// the precision is the dtype's or coarser.
+func finerBoundNote(precision, dtype string) (string, error) {
+	asked, err := deployer.Unit(precision)
+	if err != nil {
+		return "", fmt.Errorf("recover: -deployer-precision: %w", err)
+	}
+	declared, err := deployer.Unit(dtype)
+	if err != nil {
+		return "", fmt.Errorf("recover: -deployer-rows: %w", err)
+	}
+	if asked >= declared {
+		return "", nil
+	}
+	return fmt.Sprintf("WARNING: -deployer-precision %s is finer than the deployer's dtype %s (%s): rho is a %s deployer's bound, which %s rows need not meet, so claims and \"not among the candidates\" may be wrong; leave -deployer-precision out for the %s bound\n",
+		precision, dtype, deployer.InfoFile, precision, dtype, dtype), nil
 }
