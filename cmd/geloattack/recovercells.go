@@ -157,6 +157,11 @@ func readDeployerRows(ctx context.Context, dir, modelDir string, meta store.Meta
 	if err := rows.Info.CheckModel(modelDir); err != nil {
 		return nil, fmt.Errorf("recover: -deployer-rows: %w", err)
 	}
+	if rows.Info.HiddenSize != meta.D {
+		// Else the first cell would stop at its victims, after its candidates were embedded.
+		return nil, fmt.Errorf("recover: -deployer-rows %s: %s hidden_size %d (the rows' width), the store's rows are %d wide: not the store's model",
+			dir, deployer.InfoFile, rows.Info.HiddenSize, meta.D)
+	}
 	return rows, nil
 }
 

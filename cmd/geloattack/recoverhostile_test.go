@@ -96,6 +96,47 @@ func TestRecoverHostileDeployerBound(t *testing.T) {
 	}
 }
 
+// A deployer run whose deployer.json declares (and whose rows have) another width than the
+// store's rows is refused before the model is loaded or any candidate embedded, naming
+// hidden_size and both widths; before, the first cell stopped at its victims' rows.
+func TestRecoverHostileDeployerWidth(t *testing.T) {
+	md, st, set := decoderRecoverFixture(t, hf.F32)
+	dir := t.TempDir()
+	base := []string{"recover", "-store", st, "-model", md, "-template", "my PIN is {x}", "-suffix", " ok", "-set", "file:" + set,
+		"-victims", "2", "-positives", "2", "-tokens-per-text", "48"}
+	in := filepath.Join(dir, "victims.jsonl")
+	if b, err := cli(t, append(slices.Clone(base), "-quiet", "-deployer-texts", in)...).CombinedOutput(); err != nil {
+		t.Fatalf("recover -deployer-texts: %v\n%s", err, b)
+	}
+	texts, err := deployer.ReadTexts(mustRead(t, in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := writeOwnDeployerRows(t, md, texts, deployer.AttnInput, 1, filepath.Join(dir, "rows"))
+	const d = 64 // the fixture's rows are 128 wide
+	for _, x := range texts {
+		n := len(x.Tokens)
+		writeTestNPZ(t, filepath.Join(rows, "attn-input.1", fmt.Sprintf("text_%08d.npz", x.ID)), map[string]testNPY{
+			"token_ids":      {"<i4", []int{n}, le(x.Tokens)},
+			"attention_mask": {"|u1", []int{n}, []byte(strings.Repeat("\x01", n))},
+			"embeddings":     {"<f4", []int{n, d}, le(make([]float32, n*d))},
+		})
+	}
+	info := filepath.Join(rows, deployer.InfoFile)
+	if err := os.WriteFile(info, []byte(strings.Replace(string(mustRead(t, info)), `"hidden_size":128`, `"hidden_size":64`, 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := cli(t, append(slices.Clone(base), "-deployer-rows", rows)...).CombinedOutput()
+	for _, w := range []string{"-deployer-rows " + rows, "deployer.json hidden_size 64", "128 wide"} {
+		if err == nil || !strings.Contains(string(out), w) {
+			t.Errorf("rows 64 wide against a 128-wide store: %v; want a refusal saying %q\n%s", err, w, out)
+		}
+	}
+	if strings.Contains(string(out), "recover: embedding") || strings.Contains(string(out), "reproduces") {
+		t.Errorf("refused only after the store check or the candidates:\n%s", out)
+	}
+}
+
 // recover -h states the deployer rules this file tests: which of equal texts serves, what is
 // refused, and what a finer -deployer-precision does.
 func TestRecoverHelpStatesDeployerRules(t *testing.T) {
