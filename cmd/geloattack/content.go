@@ -273,6 +273,10 @@ func runRecover(ctx context.Context, a *recoverArgs) error {
 	}
 	split, cfg, sc, score, cmp, t := p.split, p.cfg, p.sampler, p.score, p.compare, p.template
 	secretSeed, progress := p.secretSeed, p.progress
+	if err := checkOutputsOutsideInputs([][2]string{{"out", *a.out}, {"table", *a.table}, {"deployer-texts", *a.depTexts}},
+		[][2]string{{"store", runner.ExpandPath(cfg.Store.Path)}, {"model", *a.modelDir}, {"deployer-rows", *a.depRows}}); err != nil {
+		return err
+	}
 
 	// The store, the model, and the check that the model reproduces the store.
 	st, err := store.Open(runner.ExpandPath(cfg.Store.Path))

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/gelo-research/geloattack/baselines/content"
@@ -226,4 +227,41 @@ func finerBoundNote(precision, dtype string) (string, error) {
 	}
 	return fmt.Sprintf("WARNING: -deployer-precision %s is finer than the deployer's dtype %s (%s): rho is a %s deployer's bound, which %s rows need not meet, so claims and \"not among the candidates\" may be wrong; leave -deployer-precision out for the %s bound\n",
 		precision, dtype, deployer.InfoFile, precision, dtype, dtype), nil
+}
+
+// checkOutputsOutsideInputs refuses an output file (-out, -table, -deployer-texts) that lies in
+// a directory the run reads (-store, -model, -deployer-rows): `-deployer-texts STORE/meta.json`
+// replaced the store's record, `-out ROWS/deployer.json` the deployer's. Paths are compared
+// after resolving symbolic links; one that does not resolve is left to the write's own checks.
+func checkOutputsOutsideInputs(outs, ins [][2]string) error {
+	resolve := func(p string) (string, bool) {
+		abs, err := filepath.Abs(p)
+		if err != nil {
+			return "", false
+		}
+		r, err := filepath.EvalSymlinks(abs)
+		return r, err == nil
+	}
+	for _, o := range outs {
+		if o[1] == "" {
+			continue
+		}
+		at, ok := resolve(filepath.Dir(o[1]))
+		if !ok {
+			continue
+		}
+		for _, in := range ins {
+			if in[1] == "" {
+				continue
+			}
+			dir, ok := resolve(in[1])
+			if !ok {
+				continue
+			}
+			if rel, err := filepath.Rel(dir, at); err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+				return fmt.Errorf("recover: -%s %s lies in the -%s directory %s, which the run reads: refusing to write into an input", o[0], o[1], in[0], in[1])
+			}
+		}
+	}
+	return nil
 }

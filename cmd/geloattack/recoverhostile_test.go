@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
 	"math"
 	"os"
@@ -134,6 +135,52 @@ func TestRecoverHostileDeployerWidth(t *testing.T) {
 	}
 	if strings.Contains(string(out), "recover: embedding") || strings.Contains(string(out), "reproduces") {
 		t.Errorf("refused only after the store check or the candidates:\n%s", out)
+	}
+}
+
+// An output inside a directory the run reads is refused before any work and the input is left
+// as it was: -deployer-texts onto the store's meta.json (through a symbolic link to the store
+// too), -out onto the deployer's deployer.json, -table into the model directory. An output beside
+// them (in their parent) is written.
+func TestRecoverHostileOutputsInsideInputs(t *testing.T) {
+	md, st, set := decoderRecoverFixture(t, hf.F32)
+	dir := t.TempDir()
+	base := []string{"recover", "-quiet", "-store", st, "-model", md, "-template", "my PIN is {x}", "-suffix", " ok", "-set", "file:" + set,
+		"-victims", "2", "-positives", "2", "-tokens-per-text", "48"}
+	in := filepath.Join(filepath.Dir(st), "victims.jsonl")
+	if b, err := cli(t, append(slices.Clone(base), "-deployer-texts", in)...).CombinedOutput(); err != nil {
+		t.Fatalf("recover -deployer-texts beside the store: %v\n%s", err, b)
+	}
+	texts, err := deployer.ReadTexts(mustRead(t, in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := writeOwnDeployerRows(t, md, texts, deployer.AttnInput, 1, filepath.Join(dir, "rows"))
+	link := filepath.Join(dir, "store-link")
+	if err := os.Symlink(st, link); err != nil {
+		t.Fatal(err)
+	}
+	meta, info := filepath.Join(st, "meta.json"), filepath.Join(rows, deployer.InfoFile)
+	metaBefore, infoBefore := mustRead(t, meta), mustRead(t, info)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-deployer-texts", meta}, "-deployer-texts " + meta + " lies in the -store directory"},
+		{[]string{"-deployer-texts", filepath.Join(link, "meta.json")}, "lies in the -store directory"},
+		{[]string{"-deployer-rows", rows, "-out", info}, "-out " + info + " lies in the -deployer-rows directory"},
+		{[]string{"-table", filepath.Join(md, "t.md"), "-grid", "-axes", "dtype"}, "lies in the -model directory"},
+	} {
+		out, err := cli(t, append(slices.Clone(base), c.args...)...).CombinedOutput()
+		if err == nil || !strings.Contains(string(out), c.want) || !strings.Contains(string(out), "refusing to write into an input") {
+			t.Errorf("%v: %v; want a refusal saying %q\n%s", c.args, err, c.want, out)
+		}
+	}
+	if !bytes.Equal(mustRead(t, meta), metaBefore) || !bytes.Equal(mustRead(t, info), infoBefore) {
+		t.Errorf("an input was written over")
+	}
+	if _, err := os.Stat(filepath.Join(md, "t.md")); err == nil {
+		t.Errorf("the -table file was written into the model directory")
 	}
 }
 
