@@ -96,6 +96,8 @@ deployer.json names -model's config.json, and so is a run with a NaN or infinite
 more or fewer .npz files than its texts; the run names the deployer's stack, and
 -deployer-precision defaults to its dtype (bf16 rows need the bf16 bound): a finer one runs with
 a WARNING in the header (its rho is too small for the rows), -recompute-error sets rho outright.
+An output (-out, -table, -deployer-texts) inside the -store, -model or -deployer-rows directory
+is refused before any work.
 
 Before attacking, -verify store texts are recomputed here in fp32 and compared with the stored
 rows, within the recomputation bound of a deployer of the store's own compute precision

@@ -189,7 +189,8 @@ func TestRecoverHostileOutputsInsideInputs(t *testing.T) {
 func TestRecoverHelpStatesDeployerRules(t *testing.T) {
 	out, _ := cli(t, "recover", "-h").CombinedOutput()
 	for _, w := range []string{"the lowest id's", "NaN or infinite row", "more or fewer .npz files than its texts",
-		"a finer one runs with\na WARNING in the header", "the lowest id's of equal texts", "(a finer one is warned of in the header)"} {
+		"a finer one runs with\na WARNING in the header", "the lowest id's of equal texts", "(a finer one is warned of in the header)",
+		"An output (-out, -table, -deployer-texts) inside the -store, -model or -deployer-rows directory\nis refused"} {
 		if !strings.Contains(string(out), w) {
 			t.Errorf("recover -h lacks %q", w)
 		}
