@@ -168,7 +168,15 @@ const verifyMaxTokens = 64
 // deployer, and the one rowspace's -deployer-rows adds for a tf32 or bf16 store's rows: a store
 // `store extract -precision bf16` wrote is a bf16 deployer to this check too. A store of another
 // layer or model lies 1e-1 and more away.
+// A compute_precision this package does not know (a meta.json not from store.Open's check, e.g.
+// "fp16" or "fp8") is refused: RecomputePrecision would read it as fp32, the tightest bound.
 func (e *Embedder) VerifyBound(meta store.Meta) (Recompute, error) {
+	switch meta.ComputePrecision {
+	case "", store.PrecisionFP32, store.PrecisionTF32, store.PrecisionBF16:
+	default:
+		return Recompute{}, fmt.Errorf("content: meta.json compute_precision %q: no recomputation bound for it (want %s, %s, %s or absent)",
+			meta.ComputePrecision, store.PrecisionFP32, store.PrecisionTF32, store.PrecisionBF16)
+	}
 	return DefaultRecompute(e, meta.RecomputePrecision())
 }
 

@@ -89,10 +89,15 @@ a decoder's point at the store's layer, BOS kept; an encoder's hidden_states at 
 [CLS] and [SEP] kept) instead of the model's own forward, with or without -grid: GELO mixes the
 deployer's rows (the store's special-token dropping, norm and float16 rounding applied to them as
 to the store's), the candidates are recomputed here. Each victim's rows are the deployer's text
-of exactly the victim's token ids, found by its tokens; a victim of any cell without one is
+of exactly the victim's token ids, found by its tokens (texts of equal tokens: the lowest id's
+rows, equal for a deployer that runs each text alone); a victim of any cell without one is
 refused before the candidates are embedded, naming the cell. The rows are refused unless
-deployer.json names -model's config.json; the run names the deployer's stack, and
--deployer-precision defaults to its dtype (bf16 rows need the bf16 bound).
+deployer.json names -model's config.json, and so is a run with a NaN or infinite row, or with
+more or fewer .npz files than its texts; the run names the deployer's stack, and
+-deployer-precision defaults to its dtype (bf16 rows need the bf16 bound): a finer one runs with
+a WARNING in the header (its rho is too small for the rows), -recompute-error sets rho outright.
+An output (-out, -table, -deployer-texts) inside the -store, -model or -deployer-rows directory
+is refused before any work.
 
 Before attacking, -verify store texts are recomputed here in fp32 and compared with the stored
 rows, within the recomputation bound of a deployer of the store's own compute precision
@@ -152,7 +157,7 @@ func defineRecoverArgs(fs *flag.FlagSet) *recoverArgs {
 		table:     fs.String("table", "", "with -grid: also write the Markdown grid table to this file"),
 		quiet:     fs.Bool("quiet", false, "no progress output"),
 		depTexts:  fs.String("deployer-texts", "", "write the victims' texts (token ids, as JSON lines, each distinct text once) to this file for an external deployer (bench/torch_deploy.py, or bench/torch_bert_deploy.py for an encoder store: --tokens FILE) and stop; with -grid the file holds the victims of every cell the grid (-axes) runs"),
-		depRows:   fs.String("deployer-rows", "", "attack the victims' rows an external deployer computed (bench/torch_deploy.py or bench/torch_bert_deploy.py --out DIR from -deployer-texts' file, the store's point at its layer, special tokens kept) instead of the model's own forward, each victim's found by its token ids (with -grid: in every cell; a victim missing is refused before the work); -deployer-precision defaults to the deployer's dtype"),
+		depRows:   fs.String("deployer-rows", "", "attack the victims' rows an external deployer computed (bench/torch_deploy.py or bench/torch_bert_deploy.py --out DIR from -deployer-texts' file, the store's point at its layer, special tokens kept) instead of the model's own forward, each victim's found by its token ids, the lowest id's of equal texts (with -grid: in every cell; a victim missing is refused before the work); -deployer-precision defaults to the deployer's dtype (a finer one is warned of in the header)"),
 	}
 	floatVar(fs, a.rhoFlag, "recompute-error", 0, field.Bounds{Min: 0, Max: 1, MaxOpen: true, Zero: "rows bit-equal to the deployer's, true only for its very kernel and batches"},
 		"recomputation error rho: a bound on ||x_att - x_dep|| / ||x_dep|| between the attacker's candidate row and the row the deployer mixed, storage rounding included; left out: from -deployer-precision, given: overrides it")
@@ -270,6 +275,10 @@ func runRecover(ctx context.Context, a *recoverArgs) error {
 	}
 	split, cfg, sc, score, cmp, t := p.split, p.cfg, p.sampler, p.score, p.compare, p.template
 	secretSeed, progress := p.secretSeed, p.progress
+	if err := checkOutputsOutsideInputs([][2]string{{"out", *a.out}, {"table", *a.table}, {"deployer-texts", *a.depTexts}},
+		[][2]string{{"store", runner.ExpandPath(cfg.Store.Path)}, {"model", *a.modelDir}, {"deployer-rows", *a.depRows}}); err != nil {
+		return err
+	}
 
 	// The store, the model, and the check that the model reproduces the store.
 	st, err := store.Open(runner.ExpandPath(cfg.Store.Path))
@@ -281,12 +290,18 @@ func runRecover(ctx context.Context, a *recoverArgs) error {
 	// The deployer's rows are read and checked against the model's config.json before the weights
 	// are loaded: every refusal comes before the long load.
 	var dep *deployer.Rows
+	boundNote := "" // a header line when the bound asked for is finer than the deployer's dtype
 	if *a.depRows != "" {
 		if dep, err = readDeployerRows(ctx, *a.depRows, *a.modelDir, meta); err != nil {
 			return err
 		}
 		if !flagWasSet(a.fs, "deployer-precision") {
 			*a.precision = dep.Info.DType
+		} else if !flagWasSet(a.fs, "recompute-error") {
+			if boundNote, err = finerBoundNote(*a.precision, dep.Info.DType); err != nil {
+				return err
+			}
+			logf(os.Stderr, "recover: %s", boundNote)
 		}
 		fmt.Fprintf(os.Stderr, "recover: the victims' rows: %s, from %s\n", termtext.Escape(dep.Info.Stack()), *a.depRows)
 	}
@@ -401,7 +416,7 @@ func runRecover(ctx context.Context, a *recoverArgs) error {
 		if err != nil {
 			return err
 		}
-		fmt.Print(res.Table())
+		fmt.Print(boundNote + res.Table())
 		return writeJSON(*a.out, res)
 	}
 
@@ -411,7 +426,7 @@ func runRecover(ctx context.Context, a *recoverArgs) error {
 	}
 	var outs []cellOut
 	var tbl strings.Builder
-	fmt.Fprintf(&tbl, "%s\n\n%s", rho, content.GridHeader)
+	fmt.Fprintf(&tbl, "%s\n%s\n%s", rho, boundNote, content.GridHeader)
 	fmt.Print(tbl.String())
 	for i, c := range cells {
 		logf(progress, "recover: grid cell %d/%d: %s = %s\n", i+1, len(cells), c.grid.Axis, c.grid.Value)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/gelo-research/geloattack/baselines/content"
@@ -107,7 +108,7 @@ func (a *recoverArgs) victimTexts(c recoverCell, seed uint64) ([]string, error) 
 }
 
 // rewriteHint says how to write a deployer input that holds every cell's victims.
-const rewriteHint = "write the deployer's input with recover -deployer-texts and the same -store, -model, -template, -suffix, -set, -years, -candidates, -victims, -seed, and -grid and -axes when the attack runs the grid"
+const rewriteHint = "write the deployer's input with recover -deployer-texts and the same -store, -model, -template, -suffix, -set, -years, -candidates, -victims, -seed (or -config: its seed), and -grid and -axes when the attack runs the grid"
 
 // writeVictimTexts writes the texts of the victims recover would attack in cells (victims[i]:
 // cells[i]'s, as victimTexts draws them) as an external deployer's input: each distinct token
@@ -157,6 +158,11 @@ func readDeployerRows(ctx context.Context, dir, modelDir string, meta store.Meta
 	if err := rows.Info.CheckModel(modelDir); err != nil {
 		return nil, fmt.Errorf("recover: -deployer-rows: %w", err)
 	}
+	if rows.Info.HiddenSize != meta.D {
+		// Else the first cell would stop at its victims, after its candidates were embedded.
+		return nil, fmt.Errorf("recover: -deployer-rows %s: %s hidden_size %d (the rows' width), the store's rows are %d wide: not the store's model",
+			dir, deployer.InfoFile, rows.Info.HiddenSize, meta.D)
+	}
 	return rows, nil
 }
 
@@ -200,4 +206,62 @@ func ints(ids []int32) []int {
 		out[i] = int(id)
 	}
 	return out
+}
+
+// finerBoundNote is the run's header line when -deployer-precision asks for a finer precision
+// than the dtype deployer.json declares (and -recompute-error does not set rho instead): rho is
+// then too small for the rows, and an absolute verdict (a claim, "not among the candidates") may
+// be wrong; the run goes on, as an experiment with the wrong bound may, but says so. Empty when
+// the precision is the dtype's or coarser.
+func finerBoundNote(precision, dtype string) (string, error) {
+	asked, err := deployer.Unit(precision)
+	if err != nil {
+		return "", fmt.Errorf("recover: -deployer-precision: %w", err)
+	}
+	declared, err := deployer.Unit(dtype)
+	if err != nil {
+		return "", fmt.Errorf("recover: -deployer-rows: %w", err)
+	}
+	if asked >= declared {
+		return "", nil
+	}
+	return fmt.Sprintf("WARNING: -deployer-precision %s is finer than the deployer's dtype %s (%s): rho is a %s deployer's bound, which %s rows need not meet, so claims and \"not among the candidates\" may be wrong; leave -deployer-precision out for the %s bound\n",
+		precision, dtype, deployer.InfoFile, precision, dtype, dtype), nil
+}
+
+// checkOutputsOutsideInputs refuses an output file (-out, -table, -deployer-texts) that lies in
+// a directory the run reads (-store, -model, -deployer-rows): `-deployer-texts STORE/meta.json`
+// replaced the store's record, `-out ROWS/deployer.json` the deployer's. Paths are compared
+// after resolving symbolic links; one that does not resolve is left to the write's own checks.
+func checkOutputsOutsideInputs(outs, ins [][2]string) error {
+	resolve := func(p string) (string, bool) {
+		abs, err := filepath.Abs(p)
+		if err != nil {
+			return "", false
+		}
+		r, err := filepath.EvalSymlinks(abs)
+		return r, err == nil
+	}
+	for _, o := range outs {
+		if o[1] == "" {
+			continue
+		}
+		at, ok := resolve(filepath.Dir(o[1]))
+		if !ok {
+			continue
+		}
+		for _, in := range ins {
+			if in[1] == "" {
+				continue
+			}
+			dir, ok := resolve(in[1])
+			if !ok {
+				continue
+			}
+			if rel, err := filepath.Rel(dir, at); err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+				return fmt.Errorf("recover: -%s %s lies in the -%s directory %s, which the run reads: refusing to write into an input", o[0], o[1], in[0], in[1])
+			}
+		}
+	}
+	return nil
 }

@@ -85,8 +85,8 @@ func WriteTexts(w io.Writer, texts []Text) error {
 }
 
 // ReadTexts reads the deployer's --tokens input (the file's bytes) as WriteTexts writes it, with
-// the same checks (ids >= 0 and distinct, tokens present, bos within them) and no field it does
-// not know.
+// the same checks (ids >= 0 and distinct, tokens present and >= 0, bos within them), no field it
+// does not know, one object a line, and at least one text.
 func ReadTexts(b []byte) ([]Text, error) {
 	var texts []Text
 	seen := map[int64]bool{}
@@ -102,13 +102,28 @@ func ReadTexts(b []byte) ([]Text, error) {
 		if err := dec.Decode(&x); err != nil {
 			return nil, fmt.Errorf("deployer input: line %d: %w", line, err)
 		}
+		if err := endOfJSON(dec); err != nil {
+			// A second object on the line would be dropped silently.
+			return nil, fmt.Errorf("deployer input: line %d (id %d): %w", line, x.ID, err)
+		}
 		t := Text{ID: x.ID, Tokens: x.Tokens, BOS: x.BOS}
 		if err := t.check(len(texts), seen); err != nil {
 			return nil, fmt.Errorf("line %d: %w", line, err)
 		}
 		texts = append(texts, t)
 	}
+	if len(texts) == 0 {
+		return nil, errors.New("deployer input: no texts")
+	}
 	return texts, nil
+}
+
+// endOfJSON fails unless dec has nothing but white space left after the value it decoded.
+func endOfJSON(dec *json.Decoder) error {
+	if _, err := dec.Token(); err != io.EOF {
+		return fmt.Errorf("data after the JSON object (one object a line, one per file)")
+	}
+	return nil
 }
 
 // check refuses the i-th text of an input whose earlier ids are seen, and records its id.
@@ -122,6 +137,11 @@ func (t Text) check(i int, seen map[int64]bool) error {
 		return fmt.Errorf("deployer input: text %d (id %d): no tokens", i, t.ID)
 	case t.BOS < 0 || t.BOS > len(t.Tokens):
 		return fmt.Errorf("deployer input: text %d (id %d): bos %d outside 0..%d", i, t.ID, t.BOS, len(t.Tokens))
+	}
+	for p, tok := range t.Tokens {
+		if tok < 0 {
+			return fmt.Errorf("deployer input: text %d (id %d): tokens[%d] = %d is no token id", i, t.ID, p, tok)
+		}
 	}
 	seen[t.ID] = true
 	return nil
@@ -187,6 +207,9 @@ func ReadInfo(dir string) (Info, error) {
 	if err := dec.Decode(&in); err != nil {
 		return Info{}, fmt.Errorf("deployer rows %s: %w", path, err)
 	}
+	if err := endOfJSON(dec); err != nil {
+		return Info{}, fmt.Errorf("deployer rows %s: %w", path, err)
+	}
 	if err := in.check(); err != nil {
 		return Info{}, fmt.Errorf("deployer rows %s: %w", path, err)
 	}
@@ -208,12 +231,26 @@ func (in Info) check() error {
 	case len(in.Points) == 0 || len(in.Blocks) == 0:
 		return fmt.Errorf("points %v, blocks %v: want at least one of each", in.Points, in.Blocks)
 	}
+	// Each point and block once (not every pair: a 1 MiB file of repeated entries would be
+	// billions of pairs), every block within every point's range.
+	seenP := map[string]bool{}
 	for _, p := range in.Points {
-		for _, b := range in.Blocks {
+		if seenP[p] {
+			return fmt.Errorf("points: %q listed twice", p)
+		}
+		seenP[p] = true
+		for _, b := range []int{slices.Min(in.Blocks), slices.Max(in.Blocks)} {
 			if err := in.checkBlock(p, b); err != nil {
 				return err
 			}
 		}
+	}
+	seenB := map[int]bool{}
+	for _, b := range in.Blocks {
+		if seenB[b] {
+			return fmt.Errorf("blocks: %d listed twice", b)
+		}
+		seenB[b] = true
 	}
 	return nil
 }
@@ -328,6 +365,11 @@ func ReadRows(ctx context.Context, dir, point string, blocks []int) (*Rows, erro
 		if err != nil {
 			return nil, fmt.Errorf("deployer rows: %w", err)
 		}
+		if len(texts) != in.Texts {
+			// The deployer writes one file per text in every point's directory: a file more or
+			// less is another run's, or a run cut short.
+			return nil, fmt.Errorf("deployer rows %s: %d .npz texts, %s says texts %d: files added or lost since the run", src, len(texts), InfoFile, in.Texts)
+		}
 		if err := r.add(b, texts); err != nil {
 			return nil, fmt.Errorf("deployer rows %s: %w", src, err)
 		}
@@ -342,6 +384,11 @@ func (r *Rows) add(block int, texts []store.NPZRows) error {
 	for _, t := range texts {
 		if t.D != r.Info.HiddenSize {
 			return fmt.Errorf("text %d: rows of width %d, deployer.json says hidden_size %d", t.ID, t.D, r.Info.HiddenSize)
+		}
+		if i := slices.IndexFunc(t.Rows, func(v float32) bool { return math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) }); i >= 0 {
+			// A non-finite row poisons every product GELO mixes it into; no bound covers it.
+			return fmt.Errorf("text %d: embeddings row %d (token %d at position %d) element %d is %v: the deployer's forward overflowed or the file is corrupt",
+				t.ID, i/t.D, t.Tokens[i/t.D], t.Positions[i/t.D], i%t.D, t.Rows[i])
 		}
 		m[t.ID] = t
 		if !allRows(t) {
