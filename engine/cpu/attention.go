@@ -63,11 +63,8 @@ func scatterAddRows(dst, src []float32, idx []int32, ld, dh int) {
 
 // attnScratch is one worker's scratch for one (batch, head) task.
 type attnScratch struct {
-	s, dp  []float32 // (Nq, Nk) scores/probabilities and their gradient
-	kc, vc []float32 // (Nk, dh) gathered real keys and values
-	dkc    []float32 // (Nk, dh)
-	dvc    []float32 // (Nk, dh)
-	idx    []int32
+	s, dp []float32 // (Nq, Nk) scores/probabilities and their gradient
+	headKeys
 }
 
 func (c *Backend) attnScratchFor(w, Nq, Nk, dh int) *attnScratch {
@@ -109,31 +106,20 @@ func (c *Backend) attentionBLAS(o, lse, q, k, v, mask *engine.Tensor, heads int)
 		a := c.attnScratchFor(w, Nq, Nk, dh)
 		for t := lo; t < hi; t++ {
 			b, j := t/heads, t%heads
-			qb := qs[b*Nq*h+j*dh:]                      // Q_j: (Nq, dh), row stride h
-			ob := os[b*Nq*h+j*dh:]                      // O_j: (Nq, dh)
+			ht := a.task(ms, ks, vs, nil, nil, b, j, Nq, Nk, h, dh)
+			qb, ob := qs[ht.qo:], os[ht.qo:]            // Q_j, O_j: (Nq, dh), row stride h
 			lb := ls[(b*heads+j)*Nq : (b*heads+j+1)*Nq] // (Nq)
-			var lay keyLayout
-			lay, a.idx = realKeys(ms, b, Nk, a.idx)
-			nk := lay.count
+			nk := ht.lay.count
 			if nk == 0 {
-				for i := range Nq {
-					clear(ob[i*h : i*h+dh])
-					lb[i] = float32(math.Inf(-1))
-				}
+				emptyHead(ob, lb, Nq, h, dh)
 				continue
 			}
-			kb, vb, ldk := ks[b*Nk*h+j*dh:], vs[b*Nk*h+j*dh:], h // K_j, V_j: (nk, dh)
-			if !lay.prefix {
-				gatherRows(a.kc, kb, a.idx, h, dh)
-				gatherRows(a.vc, vb, a.idx, h, dh)
-				kb, vb, ldk = a.kc, a.vc, dh
-			}
 			s := a.s[:Nq*nk]
-			c.sgemm(false, true, Nq, nk, dh, scale, qb, h, kb, ldk, 0, s, nk)
+			c.sgemm(false, true, Nq, nk, dh, scale, qb, h, ht.kb, ht.ldk, 0, s, nk)
 			for i := range Nq {
 				lb[i] = softmaxRow(s[i*nk : (i+1)*nk])
 			}
-			c.sgemm(false, false, Nq, dh, nk, 1, s, nk, vb, ldk, 0, ob, h)
+			c.sgemm(false, false, Nq, dh, nk, 1, s, nk, ht.vb, ht.ldk, 0, ob, h)
 		}
 	})
 }
@@ -173,30 +159,13 @@ func (c *Backend) attentionBackwardBLAS(dq, dk, dv, do, q, k, v, mask, o, lse *e
 		a := c.attnScratchFor(w, Nq, Nk, dh)
 		for t := lo; t < hi; t++ {
 			b, j := t/heads, t%heads
-			var lay keyLayout
-			lay, a.idx = realKeys(ms, b, Nk, a.idx)
-			nk := lay.count
+			ht := a.task(ms, ks, vs, dks, dvs, b, j, Nq, Nk, h, dh)
+			nk := ht.lay.count
 			if nk == 0 {
 				continue // zero output, zero gradients
 			}
-			qo, ko := b*Nq*h+j*dh, b*Nk*h+j*dh
+			qo, kb, vb, ldk := ht.qo, ht.kb, ht.vb, ht.ldk
 			lb := ls[(b*heads+j)*Nq : (b*heads+j+1)*Nq]
-			kb, vb, ldk := ks[ko:], vs[ko:], h
-			var dkb, dvb []float32 // where dK_j, dV_j accumulate: (nk, dh)
-			if dks != nil {
-				dkb = dks[ko:]
-			}
-			if dvs != nil {
-				dvb = dvs[ko:]
-			}
-			if !lay.prefix {
-				gatherRows(a.kc, kb, a.idx, h, dh)
-				gatherRows(a.vc, vb, a.idx, h, dh)
-				kb, vb, ldk = a.kc, a.vc, dh
-				dkb, dvb = a.dkc[:nk*dh], a.dvc[:nk*dh]
-				clear(dkb)
-				clear(dvb)
-			}
 			p, dp := a.s[:Nq*nk], a.dp[:Nq*nk]
 			// P: (Nq, nk), recomputed from the saved log-sum-exp.
 			c.sgemm(false, true, Nq, nk, dh, scale, qs[qo:], h, kb, ldk, 0, p, nk)
@@ -205,34 +174,20 @@ func (c *Backend) attentionBackwardBLAS(dq, dk, dv, do, q, k, v, mask, o, lse *e
 				expAffine(row, row, 1, -lb[i])
 			}
 			if dvs != nil { // dV_j (nk, dh) += P^T dO_j
-				c.sgemm(true, false, nk, dh, Nq, 1, p, nk, dos[qo:], h, 1, dvb, ldk)
+				c.sgemm(true, false, nk, dh, Nq, 1, p, nk, dos[qo:], h, 1, ht.dvb, ldk)
 			}
 			if dqs != nil || dks != nil {
-				// dP = dO_j V_j^T: (Nq, nk).
+				// dP = dO_j V_j^T: (Nq, nk), then dS in place.
 				c.sgemm(false, true, Nq, nk, dh, 1, dos[qo:], h, vb, ldk, 0, dp, nk)
-				for i := range Nq {
-					var d float32
-					orow, drow := os[qo+i*h:qo+i*h+dh], dos[qo+i*h:qo+i*h+dh]
-					for cix, ov := range orow {
-						d += ov * drow[cix]
-					}
-					softmaxGrad(dp[i*nk:(i+1)*nk], p[i*nk:(i+1)*nk], d, scale)
-				}
+				softmaxGradRows(dp, p, nk, nk, Nq, os, dos, qo, h, dh, scale)
 				if dqs != nil { // dQ_j (Nq, dh) += dS K_j
 					c.sgemm(false, false, Nq, dh, nk, 1, dp, nk, kb, ldk, 1, dqs[qo:], h)
 				}
 				if dks != nil { // dK_j (nk, dh) += dS^T Q_j
-					c.sgemm(true, false, nk, dh, Nq, 1, dp, nk, qs[qo:], h, 1, dkb, ldk)
+					c.sgemm(true, false, nk, dh, Nq, 1, dp, nk, qs[qo:], h, 1, ht.dkb, ldk)
 				}
 			}
-			if !lay.prefix {
-				if dks != nil {
-					scatterAddRows(dks[ko:], dkb, a.idx, h, dh)
-				}
-				if dvs != nil {
-					scatterAddRows(dvs[ko:], dvb, a.idx, h, dh)
-				}
-			}
+			a.scatter(ht, dks, dvs, h, dh)
 		}
 	})
 }

@@ -29,10 +29,8 @@ type tiledScratch struct {
 	s, dp    []float32 // (roundUp(Nq, tileRows), ld) scores/probabilities and their gradient
 	kt, vt   []float32 // (dh, ld) K_j^T and V_j^T, zero beyond the real keys
 	qp, dop  []float32 // (roundUp(Nq, tileRows), dh) Q_j and dO_j, zero beyond Nq
-	kc, vc   []float32 // (Nk, dh) gathered real keys and values
-	dkc, dvc []float32 // (Nk, dh)
 	tmp      []float32 // (tileRows, max(ld, dh)) a partial row block
-	idx      []int32
+	headKeys           // (Nk, dh) gathered real keys and values (and, packed, a prefix's), their gradients
 }
 
 // scoreStride is the row stride ld of the score matrices for nk real keys.
@@ -50,8 +48,8 @@ func (c *Backend) tiledScratchFor(w, Nq, Nk, dh int) *tiledScratch {
 	for i, n := range sizes {
 		parts[i], buf = buf[:n:n], buf[n:]
 	}
-	return &tiledScratch{s: parts[0], dp: parts[1], kt: parts[2], vt: parts[3], qp: parts[4], dop: parts[5],
-		kc: parts[6], vc: parts[7], dkc: parts[8], dvc: parts[9], tmp: parts[10], idx: make([]int32, 0, Nk)}
+	return &tiledScratch{s: parts[0], dp: parts[1], kt: parts[2], vt: parts[3], qp: parts[4], dop: parts[5], tmp: parts[10],
+		headKeys: headKeys{kc: parts[6], vc: parts[7], dkc: parts[8], dvc: parts[9], idx: make([]int32, 0, Nk)}}
 }
 
 // packTransposed writes the (n, dh) matrix src (row stride lds) transposed into dst as
@@ -88,28 +86,19 @@ func (c *Backend) attentionTiled(o, lse, q, k, v, mask *engine.Tensor, heads int
 		a := c.tiledScratchFor(w, Nq, Nk, dh)
 		for t := lo; t < hi; t++ {
 			b, j := t/heads, t%heads
-			ob := os[b*Nq*h+j*dh:]                      // O_j: (Nq, dh), row stride h
+			ht := a.task(ms, ks, vs, nil, nil, b, j, Nq, Nk, h, dh)
+			ob := os[ht.qo:]                            // O_j: (Nq, dh), row stride h
 			lb := ls[(b*heads+j)*Nq : (b*heads+j+1)*Nq] // (Nq)
-			var lay keyLayout
-			lay, a.idx = realKeys(ms, b, Nk, a.idx)
-			nk := lay.count
+			nk := ht.lay.count
 			if nk == 0 {
-				for i := range Nq {
-					clear(ob[i*h : i*h+dh])
-					lb[i] = float32(math.Inf(-1))
-				}
+				emptyHead(ob, lb, Nq, h, dh)
 				continue
 			}
-			kb, vb, ldk := ks[b*Nk*h+j*dh:], vs[b*Nk*h+j*dh:], h // K_j, V_j: (nk, dh)
-			if !lay.prefix {
-				gatherRows(a.kc, kb, a.idx, h, dh)
-				gatherRows(a.vc, vb, a.idx, h, dh)
-				kb, vb, ldk = a.kc, a.vc, dh
-			}
+			kb, vb, ldk := ht.kb, ht.vb, ht.ldk // K_j, V_j: (nk, dh)
 			ld := scoreStride(nk)
 			packTransposed(a.kt, kb, nk, ldk, dh, ld)
-			packRows(a.qp, qs[b*Nq*h+j*dh:], Nq, h, dh)
-			if lay.prefix { // V_j contiguous, so that the product's rows of V stay in L1
+			packRows(a.qp, qs[ht.qo:], Nq, h, dh)
+			if ht.lay.prefix { // V_j contiguous, so that the product's rows of V stay in L1
 				packRows(a.vc[:nk*dh], vb, nk, h, dh)
 				vb = a.vc
 			}
@@ -139,37 +128,21 @@ func (c *Backend) attentionBackwardTiled(dq, dk, dv, do, q, k, v, mask, o, lse *
 		a := c.tiledScratchFor(w, Nq, Nk, dh)
 		for t := lo; t < hi; t++ {
 			b, j := t/heads, t%heads
-			var lay keyLayout
-			lay, a.idx = realKeys(ms, b, Nk, a.idx)
-			nk := lay.count
+			ht := a.task(ms, ks, vs, dks, dvs, b, j, Nq, Nk, h, dh)
+			nk := ht.lay.count
 			if nk == 0 {
 				continue // zero output, zero gradients
 			}
-			qo, ko := b*Nq*h+j*dh, b*Nk*h+j*dh
+			qo := ht.qo
 			lb := ls[(b*heads+j)*Nq : (b*heads+j+1)*Nq]
-			kb, vb, ldk := ks[ko:], vs[ko:], h
-			var dkb, dvb []float32 // where dK_j, dV_j accumulate: (nk, dh)
-			if dks != nil {
-				dkb = dks[ko:]
+			dkb, dvb, dkvLd := ht.dkb, ht.dvb, ht.ldk // where dK_j, dV_j accumulate: (nk, dh)
+			// K_j and V_j contiguous (a prefix's packed, gathered ones already), so that the
+			// products' rows of K and V stay in L1.
+			if ht.lay.prefix {
+				packRows(a.kc[:nk*dh], ht.kb, nk, h, dh)
+				packRows(a.vc[:nk*dh], ht.vb, nk, h, dh)
 			}
-			if dvs != nil {
-				dvb = dvs[ko:]
-			}
-			if !lay.prefix {
-				gatherRows(a.kc, kb, a.idx, h, dh)
-				gatherRows(a.vc, vb, a.idx, h, dh)
-				dkb, dvb = a.dkc[:nk*dh], a.dvc[:nk*dh]
-				clear(dkb)
-				clear(dvb)
-			} else { // contiguous copies, so that the products' rows of K and V stay in L1
-				packRows(a.kc[:nk*dh], kb, nk, h, dh)
-				packRows(a.vc[:nk*dh], vb, nk, h, dh)
-			}
-			dkvLd := h // row stride of dkb, dvb
-			if !lay.prefix {
-				dkvLd = dh
-			}
-			kb, vb, ldk = a.kc, a.vc, dh
+			kb, vb, ldk := a.kc, a.vc, dh
 			ld := scoreStride(nk)
 			flops := 2 * int64(Nq) * int64(nk) * int64(dh)
 			p, dp := a.s[:nq*ld], a.dp[:nq*ld]
@@ -192,14 +165,7 @@ func (c *Backend) attentionBackwardTiled(dq, dk, dv, do, q, k, v, mask, o, lse *
 				packTransposed(a.vt, vb, nk, ldk, dh, ld)
 				c.flops.Add(flops)
 				tileGemm(nq, ld, dh, 1, a.dop, dh, 1, a.vt, ld, false, dp, ld, a.tmp)
-				for i := range Nq {
-					var d float32
-					orow, drow := os[qo+i*h:qo+i*h+dh], dos[qo+i*h:qo+i*h+dh]
-					for cix, ov := range orow {
-						d += ov * drow[cix]
-					}
-					softmaxGrad(dp[i*ld:i*ld+nk], p[i*ld:i*ld+nk], d, scale)
-				}
+				softmaxGradRows(dp, p, ld, nk, Nq, os, dos, qo, h, dh, scale)
 				if dqs != nil { // dQ_j (Nq, dh) += dS K_j
 					c.flops.Add(flops)
 					tileGemm(Nq, dh, nk, 1, dp, ld, 1, kb, ldk, true, dqs[qo:], h, a.tmp)
@@ -209,14 +175,7 @@ func (c *Backend) attentionBackwardTiled(dq, dk, dv, do, q, k, v, mask, o, lse *
 					tileGemm(nk, dh, Nq, 1, dp, 1, ld, a.qp, dh, true, dkb, dkvLd, a.tmp)
 				}
 			}
-			if !lay.prefix {
-				if dks != nil {
-					scatterAddRows(dks[ko:], dkb, a.idx, h, dh)
-				}
-				if dvs != nil {
-					scatterAddRows(dvs[ko:], dvb, a.idx, h, dh)
-				}
-			}
+			a.scatter(ht, dks, dvs, h, dh)
 		}
 	})
 }
