@@ -251,7 +251,9 @@ func loop(ctx context.Context, r settings, j job) (Result, error) {
 			fmt.Fprintf(r.Progress, "interrupted at step %d; checkpoint written\n", step)
 			return res, ErrInterrupted
 		}
-		l, n, err := recordedStep(be, stepFn, step)
+		var l float64
+		var n int64
+		err := engine.RecordStep(be, func() (err error) { l, n, err = stepFn(step); return err })
 		if err != nil {
 			return res, fmt.Errorf("step %d: %w", step+1, err)
 		}

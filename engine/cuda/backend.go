@@ -147,6 +147,7 @@ func (s *storage) Len() int { return s.n }
 var _ engine.Backend = (*Backend)(nil)
 var _ engine.Syncer = (*Backend)(nil)
 var _ engine.FLOPCounter = (*Backend)(nil)
+var _ engine.StepRecorder = (*Backend)(nil) // engine.RecordStep brackets training steps through it
 
 // NewBackend opens the device (see Open) and checks that the kernels are
 // there. Errors match ErrNoDevice.

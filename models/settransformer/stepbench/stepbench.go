@@ -192,7 +192,7 @@ func benchmarkStepsOn(ctx context.Context, be engine.Backend, task st.Task, pres
 	}
 	step := func() (time.Duration, error) {
 		m.params.ZeroGrad()
-		if err := recorded(be, m.fwdBwd); err != nil {
+		if err := engine.RecordStep(be, m.fwdBwd); err != nil {
 			return 0, err
 		}
 		if err := syncDev("step"); err != nil {
@@ -378,25 +378,4 @@ func (res Result) Report() string {
 			res.GemmFLOPs/1e9, res.FLOPSPerSec/1e12, res.Precision, mfu)
 	}
 	return b.String()
-}
-
-// stepRecorder is a backend that runs a training step's device work as one unit between BeginStep
-// and EndStep (engine/cuda's CUDA graphs under GELOATTACK_CUDA_GRAPHS=1; train's loop uses the
-// same pair).
-type stepRecorder interface {
-	BeginStep()
-	EndStep()
-}
-
-// recorded runs fwdBwd inside be's BeginStep and EndStep when be records steps, as train's loop
-// brackets a step's forward and backward, so the bench times what training runs (graphs
-// replayed, not eager launches); other backends just run it.
-func recorded(be any, fwdBwd func() error) error {
-	r, ok := be.(stepRecorder)
-	if !ok {
-		return fwdBwd()
-	}
-	r.BeginStep()
-	defer r.EndStep()
-	return fwdBwd()
 }

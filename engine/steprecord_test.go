@@ -1,24 +1,35 @@
-package stepbench
+package engine_test
 
 import (
 	"errors"
 	"testing"
+
+	"github.com/gelo-research/geloattack/engine"
+	"github.com/gelo-research/geloattack/engine/cpu"
 )
 
-// fakeRecorder logs the order of its brackets and of the work run between them.
-type fakeRecorder struct{ log []string }
+// fakeRecorder is a CPU backend that logs the order of its brackets and of the work run between them.
+type fakeRecorder struct {
+	engine.Backend
+	log []string
+}
 
 func (f *fakeRecorder) BeginStep() { f.log = append(f.log, "begin") }
 func (f *fakeRecorder) EndStep()   { f.log = append(f.log, "end") }
 
-// TestRecordedBracketsTheStep: a backend that records steps (CUDA graphs) gets the forward and
+// TestRecordStepBracketsTheStep: a backend that records steps (CUDA graphs) gets the forward and
 // backward between one BeginStep and one EndStep, also when they fail (a recording left open
 // would swallow the next step's calls); a backend without the pair just runs the work.
-func TestRecordedBracketsTheStep(t *testing.T) {
+func TestRecordStepBracketsTheStep(t *testing.T) {
+	be, err := cpu.New(cpu.Config{Workers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer be.Close()
 	for _, fail := range []bool{false, true} {
-		r := &fakeRecorder{}
+		r := &fakeRecorder{Backend: be}
 		boom := errors.New("boom")
-		err := recorded(r, func() error {
+		err := engine.RecordStep(r, func() error {
 			r.log = append(r.log, "work")
 			if fail {
 				return boom
@@ -33,7 +44,7 @@ func TestRecordedBracketsTheStep(t *testing.T) {
 		}
 	}
 	ran := false
-	if err := recorded(struct{}{}, func() error { ran = true; return nil }); err != nil || !ran {
+	if err := engine.RecordStep(be, func() error { ran = true; return nil }); err != nil || !ran {
 		t.Errorf("a backend without BeginStep: ran %v, error %v", ran, err)
 	}
 }
