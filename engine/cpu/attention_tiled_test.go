@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gelo-research/geloattack/engine"
+	"github.com/gelo-research/geloattack/internal/benchkit"
 	"github.com/gelo-research/geloattack/internal/fptol"
 )
 
@@ -157,9 +158,9 @@ func BenchmarkAttentionPaper(b *testing.B) {
 				continue
 			}
 			hasAVX512 = wide && i == 1
-			t0 := processCPU()
+			t0 := benchkit.ProcessCPUTime()
 			a.run(c, tiled)
-			times[i] = append(times[i], processCPU()-t0)
+			times[i] = append(times[i], benchkit.ProcessCPUTime()-t0)
 		}
 	}
 	med := func(d []time.Duration) float64 {
