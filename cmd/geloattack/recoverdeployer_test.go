@@ -49,13 +49,7 @@ func TestRecoverAttacksPyTorchBF16Deployer(t *testing.T) {
 	base := []string{"-store", st, "-model", md, "-template", "my PIN is {x}", "-suffix", " ok", "-set", "file:" + set,
 		"-victims", strconv.Itoa(recoverDeployerVictims), "-positives", "2", "-tokens-per-text", "48"}
 	in := filepath.Join(dir, "victims.jsonl")
-	if b, err := cli(t, append(append([]string{"recover", "-quiet"}, base...), "-deployer-texts", in)...).CombinedOutput(); err != nil {
-		t.Fatalf("recover -deployer-texts: %v\n%s", err, b)
-	}
-	texts, err := deployer.ReadTexts(mustRead(t, in))
-	if err != nil {
-		t.Fatal(err)
-	}
+	texts := recoverDeployerTexts(t, in, base...)
 	checkDistinctVictimTexts(t, texts, recoverDeployerVictims)
 	for _, x := range texts {
 		if x.BOS != 1 || len(x.Tokens) < 5 || x.Tokens[0] != 1 {
@@ -167,4 +161,18 @@ func checkDistinctVictimTexts(t *testing.T, texts []deployer.Text, victims int) 
 	if len(texts) == 0 || len(texts) > victims {
 		t.Errorf("%d texts written for %d victims: want 1 to %d", len(texts), victims, victims)
 	}
+}
+
+// recoverDeployerTexts runs `recover -quiet args... -deployer-texts path` and returns the
+// deployer input it wrote.
+func recoverDeployerTexts(t *testing.T, path string, args ...string) []deployer.Text {
+	t.Helper()
+	if b, err := cli(t, append(append([]string{"recover", "-quiet"}, args...), "-deployer-texts", path)...).CombinedOutput(); err != nil {
+		t.Fatalf("recover %s -deployer-texts: %v\n%s", strings.Join(args, " "), err, b)
+	}
+	texts, err := deployer.ReadTexts(mustRead(t, path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return texts
 }

@@ -5,7 +5,6 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/gelo-research/geloattack/data/deployer"
 	"github.com/gelo-research/geloattack/internal/torchcheck"
 )
 
@@ -26,13 +25,7 @@ func TestRecoverAttacksPyTorchBF16EncoderDeployer(t *testing.T) {
 	base := []string{"-store", st, "-model", model, "-candidates", "100", "-victims", strconv.Itoa(recoverEncoderDeployerVictims),
 		"-positives", "4", "-tokens-per-text", "64", "-shield-scale", "1"}
 	in := filepath.Join(dir, "victims.jsonl")
-	if b, err := cli(t, append(append([]string{"recover", "-quiet"}, base...), "-deployer-texts", in)...).CombinedOutput(); err != nil {
-		t.Fatalf("recover -deployer-texts: %v\n%s", err, b)
-	}
-	texts, err := deployer.ReadTexts(mustRead(t, in))
-	if err != nil {
-		t.Fatal(err)
-	}
+	texts := recoverDeployerTexts(t, in, base...)
 	checkDistinctVictimTexts(t, texts, recoverEncoderDeployerVictims)
 	for _, x := range texts {
 		// WordPiece's [CLS] = 101 opens every text and [SEP] = 102 closes it: the deployer computes

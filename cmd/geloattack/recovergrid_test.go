@@ -63,13 +63,7 @@ func TestRecoverGridAgainstDeployerRows(t *testing.T) {
 	plain := recoverGridJSON(t, grid...)
 
 	in := filepath.Join(dir, "victims.jsonl")
-	if b, err := cli(t, append(append([]string{"recover", "-quiet"}, grid...), "-deployer-texts", in)...).CombinedOutput(); err != nil {
-		t.Fatalf("recover -grid -deployer-texts: %v\n%s", err, b)
-	}
-	texts, err := deployer.ReadTexts(mustRead(t, in))
-	if err != nil {
-		t.Fatal(err)
-	}
+	texts := recoverDeployerTexts(t, in, grid...)
 	checkDistinctVictimTexts(t, texts, len(plain)*victims)
 	// Four cells of their own victims (base, 10, 100, dates), three of them the base's (base, bf16, fp16).
 	if len(plain) != 6 || len(texts) <= victims || len(texts) > 4*victims {

@@ -26,13 +26,7 @@ func TestRecoverHostileDeployerBound(t *testing.T) {
 	base := []string{"-store", st, "-model", md, "-template", "my PIN is {x}", "-suffix", " ok", "-set", "file:" + set,
 		"-victims", "2", "-positives", "2", "-tokens-per-text", "48"}
 	in := filepath.Join(dir, "victims.jsonl")
-	if b, err := cli(t, append(append([]string{"recover", "-quiet"}, base...), "-deployer-texts", in)...).CombinedOutput(); err != nil {
-		t.Fatalf("recover -deployer-texts: %v\n%s", err, b)
-	}
-	texts, err := deployer.ReadTexts(mustRead(t, in))
-	if err != nil {
-		t.Fatal(err)
-	}
+	texts := recoverDeployerTexts(t, in, base...)
 	rows := writeOwnDeployerRows(t, md, texts, deployer.AttnInput, 1, filepath.Join(dir, "rows"))
 	info := filepath.Join(rows, deployer.InfoFile)
 	if err := os.WriteFile(info, []byte(strings.Replace(string(mustRead(t, info)), `"dtype":"fp32"`, `"dtype":"bf16"`, 1)), 0o644); err != nil {
