@@ -171,11 +171,8 @@ const verifyMaxTokens = 64
 // A compute_precision this package does not know (a meta.json not from store.Open's check, e.g.
 // "fp16" or "fp8") is refused: RecomputePrecision would read it as fp32, the tightest bound.
 func (e *Embedder) VerifyBound(meta store.Meta) (Recompute, error) {
-	switch meta.ComputePrecision {
-	case "", store.PrecisionFP32, store.PrecisionTF32, store.PrecisionBF16:
-	default:
-		return Recompute{}, fmt.Errorf("content: meta.json compute_precision %q: no recomputation bound for it (want %s, %s, %s or absent)",
-			meta.ComputePrecision, store.PrecisionFP32, store.PrecisionTF32, store.PrecisionBF16)
+	if err := meta.CheckComputePrecision(); err != nil {
+		return Recompute{}, fmt.Errorf("content: meta.json compute_precision %q: no recomputation bound for it (%w)", meta.ComputePrecision, err)
 	}
 	return DefaultRecompute(e, meta.RecomputePrecision())
 }

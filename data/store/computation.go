@@ -54,12 +54,20 @@ func (m Meta) CandidateEmbeddingKind() string {
 	return m.Decoder.CandidateEmbedding
 }
 
-// checkComputation refuses a compute_precision or candidate_embedding this tool does not know.
-func (m Meta) checkComputation() error {
+// CheckComputePrecision refuses a compute_precision this tool does not know (Open refuses such a
+// store; a consumer handed a Meta from elsewhere asks here rather than reading it as fp32).
+func (m Meta) CheckComputePrecision() error {
 	switch m.ComputePrecision {
 	case "", PrecisionFP32, PrecisionTF32, PrecisionBF16:
-	default:
-		return fmt.Errorf("compute_precision = %q: want %q, %q, %q or absent (fp32)", m.ComputePrecision, PrecisionFP32, PrecisionTF32, PrecisionBF16)
+		return nil
+	}
+	return fmt.Errorf("compute_precision = %q: want %q, %q, %q or absent (fp32)", m.ComputePrecision, PrecisionFP32, PrecisionTF32, PrecisionBF16)
+}
+
+// checkComputation refuses a compute_precision or candidate_embedding this tool does not know.
+func (m Meta) checkComputation() error {
+	if err := m.CheckComputePrecision(); err != nil {
+		return err
 	}
 	if m.Decoder == nil {
 		return nil
